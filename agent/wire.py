@@ -1,0 +1,59 @@
+"""The agent → collector wire format: the one place both sides take their constants from.
+
+A batch is one JSON object (optionally gzip-encoded) POSTed to ``INGEST_PATH`` with
+``Authorization: Bearer <host token>``::
+
+    {
+      "host": "spark-01",
+      "boot_id": "0b3c…",                      # /proc/sys/kernel/random/boot_id
+      "agent": {"version": "0.1.0", "pid": 812, "started_at": 1764400000.0},
+      "samples": [{"seq": 1, "ts": 1764400001.0, "burst": false,
+                   "mem": {...}, "psi": {...}, "vmstat": {...}, "load": {...},
+                   "gpu": {...} | null, "vllm": {...} | null}],
+      "lines":   [{"seq": 7, "ts": 1764400001.2, "source": "kmsg", "priority": 3,
+                   "facility": 0, "kseq": 1042, "text": "NVRM: ...", "fields": {...}}],
+      "events":  [{"seq": 3, "ts": 1764400001.0, "kind": "kmsg_overrun", "data": {"lost": 12}}]
+    }
+
+``ts`` values are the agent's wall clock in epoch seconds. Each stream (samples, lines,
+events) has its own ``seq`` counter, monotonic per (host, boot_id) across agent restarts.
+Kernel lines also carry the kernel's own record number as ``kseq``; the collector keeps one
+row per (boot, kseq), so a re-read kernel record never duplicates whatever its ``seq``.
+
+Sample sections (all optional except ``mem``; units are fixed so the collector never guesses):
+
+- ``mem``: /proc/meminfo fields by their kernel names, in bytes (``MemAvailable``, ...).
+- ``psi``: ``{"memory"|"cpu"|"io": {"some"|"full": {"avg10", "avg60", "avg300", "total"}}}``.
+- ``vmstat``: per-second rates of ``pgmajfault``, ``pswpin``, ``pswpout``, ``oom_kill``,
+  ``allocstall``, ``compact_stall`` since the previous sample.
+- ``load``: ``{"1", "5", "15", "running", "total"}`` from /proc/loadavg.
+- ``gpu``: ``{"util", "mem_used", "mem_total", "temp_c", "power_w", "clocks": {...}}``;
+  a value the device does not report is null and named in ``"unsupported": [...]``.
+- ``vllm``: list of ``{"url", "health", "health_ms", "running", "waiting", "kv_usage",
+  "preemptions", "prompt_tokens", "generation_tokens", "spec_accepted", "spec_draft"}``.
+
+The collector answers 200 with ``{"stored": {stream: n}, "duplicates": {stream: n},
+"resume": {"kseq": <highest kernel seq stored for this boot> | null}}``.
+"""
+
+from __future__ import annotations
+
+WIRE_VERSION = 1
+INGEST_PATH = "/api/v1/ingest"
+
+STREAMS = ("samples", "lines", "events")
+LINE_SOURCES = ("kmsg", "journal", "vllm", "netconsole")
+
+# Agent-side facts shipped as events.
+EVENT_KINDS = (
+    "agent_started",
+    "agent_stopping",  # SIGTERM: data {"shutdown": bool} says whether the system is going down
+    "spool_dropped",  # data {"samples": n, "lines": n, "events": n}
+    "kmsg_overrun",  # data {"lost": n}
+    "source_error",  # data {"source": name, "error": text}
+    "source_info",  # data {"source": name, "info": text}: e.g. "GPU source off: no NVML"
+)
+
+MAX_LINE_BYTES = 16 * 1024  # longer lines are truncated by the collector, flagged, not dropped
+MAX_BATCH_BYTES = 16 * 1024 * 1024  # decompressed body limit; over it the collector answers 413
+MAX_BATCH_RECORDS = 20_000  # records of all streams in one batch
