@@ -1,0 +1,87 @@
+"""POST /api/v1/ingest: a batch from an agent, authenticated by the host's token."""
+
+from __future__ import annotations
+
+import time
+import zlib
+
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+
+from agent.wire import INGEST_PATH, MAX_BATCH_RECORDS
+from collector.deps import SessionDep, SettingsDep
+from collector.errors import AuthFailed, BadRequest, Forbidden, PayloadTooLarge
+from collector.schemas import Batch, IngestResult
+from collector.security import bearer_token
+from collector.services.hosts import host_for_token
+from collector.services.ingest import ingest_batch
+
+router = APIRouter(tags=["ingest"])
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, gunzipped, refusing anything over ``limit`` bytes (gzip bombs too)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"body over {limit} bytes")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    if request.headers.get("content-encoding", "").lower() != "gzip":
+        return body
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise BadRequest(f"body is not valid gzip: {exc}") from None
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise PayloadTooLarge(f"decompressed body over {limit} bytes")
+    return out
+
+
+@router.post(INGEST_PATH, response_model=IngestResult)
+async def ingest(request: Request, session: SessionDep, settings: SettingsDep) -> IngestResult:
+    token = bearer_token(request.headers.get("authorization"))
+    if token is None:
+        raise AuthFailed("missing bearer token")
+    body = await read_body(request, settings.max_body_bytes)
+    try:
+        batch = Batch.model_validate_json(body)
+    except ValidationError as exc:
+        raise BatchInvalid(exc) from None
+    records = len(batch.samples) + len(batch.lines) + len(batch.events)
+    if records > MAX_BATCH_RECORDS:
+        raise PayloadTooLarge(f"{records} records in one batch; the limit is {MAX_BATCH_RECORDS}")
+    # The database work is synchronous; run it off the event loop.
+    from starlette.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(_store, session, settings.grace_s, token, batch)
+
+
+def _store(session: SessionDep, grace_s: float, token: str, batch: Batch) -> IngestResult:
+    host = host_for_token(session, token=token)
+    if host is None:
+        raise AuthFailed("unknown host token")
+    if host.name != batch.host:
+        raise Forbidden(f"token belongs to host {host.name!r}, batch says {batch.host!r}")
+    result, _line_ids = ingest_batch(
+        session, host=host, batch=batch, received_at=time.time(), grace_s=grace_s
+    )
+    return result
+
+
+class BatchInvalid(Exception):
+    """A batch failing validation: rejected whole, with every field that is wrong."""
+
+    def __init__(self, error: ValidationError) -> None:
+        super().__init__(str(error))
+        self.errors = [
+            {
+                "loc": list(e["loc"]),
+                "msg": e["msg"],
+                "type": e["type"],
+            }
+            for e in error.errors(include_url=False, include_input=False)
+        ]

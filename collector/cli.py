@@ -1,0 +1,126 @@
+"""freezewatch-collector: serve | migrate | add-host | demo (and the tools added by issues)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from collector import db
+from collector.settings import Settings
+
+log = logging.getLogger("freezewatch")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="freezewatch-collector", description=__doc__)
+    parser.add_argument("--db", dest="db_url", help="database URL (env FREEZEWATCH_DB_URL)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the collector (migrates first)")
+    serve.add_argument("--db", dest="db_url", default=argparse.SUPPRESS)
+    serve.add_argument("--bind", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8080)")
+    serve.add_argument("--log-level", default="info")
+
+    migrate = sub.add_parser("migrate", help="upgrade the database schema to head")
+    migrate.add_argument("--db", dest="db_url", default=argparse.SUPPRESS)
+
+    add = sub.add_parser("add-host", help="register a host and print its agent token once")
+    add.add_argument("name")
+    add.add_argument("--db", dest="db_url", default=argparse.SUPPRESS)
+    add.add_argument("--simulated", action="store_true", help=argparse.SUPPRESS)
+    add.add_argument(
+        "--rotate-token", action="store_true", help="issue a new token for an existing host"
+    )
+
+    demo = sub.add_parser("demo", help="collector on SQLite plus an agent watching this machine")
+    demo.add_argument("--data-dir", default="demo-data")
+    demo.add_argument("--port", type=int, default=8080)
+    demo.add_argument(
+        "--sim-command",
+        action="append",
+        default=[],
+        help="extra process to run beside the demo (repeatable; shell-free argv in JSON)",
+    )
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    overrides = {k: v for k in ("db_url", "bind", "port") if (v := getattr(args, k, None))}
+    return Settings(**overrides)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from collector.main import create_app
+
+    settings = settings_from(args)
+    app = create_app(settings)
+    uvicorn.run(
+        app,
+        host=settings.bind,
+        port=settings.port,
+        log_level=args.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    db.migrate(settings.db_url)
+    print(f"database at head: {settings.db_url}")
+    return 0
+
+
+def cmd_add_host(args: argparse.Namespace) -> int:
+    from collector.errors import AppError
+    from collector.services import hosts
+
+    settings = settings_from(args)
+    db.migrate(settings.db_url)
+    engine = db.make_engine(settings.db_url)
+    try:
+        with db.session_scope(db.make_sessionmaker(engine)) as session:
+            if args.rotate_token:
+                token = hosts.rotate_token(session, host=hosts.get_host(session, name=args.name))
+            else:
+                _host, token = hosts.create_host(session, name=args.name, simulated=args.simulated)
+    except AppError as exc:
+        print(f"error: {exc.detail}", file=sys.stderr)
+        return 1
+    finally:
+        engine.dispose()
+    print(f"host {args.name!r} registered; agent token (shown once, stored hashed):")
+    print(token)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from collector.demo import run_demo
+
+    return run_demo(data_dir=args.data_dir, port=args.port, sim_commands=args.sim_command)
+
+
+COMMANDS = {
+    "serve": cmd_serve,
+    "migrate": cmd_migrate,
+    "add-host": cmd_add_host,
+    "demo": cmd_demo,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    args = build_parser().parse_args(argv)
+    return COMMANDS[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

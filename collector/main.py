@@ -1,0 +1,73 @@
+"""create_app(settings): the collector's FastAPI application and its lifespan resources."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from collector import db
+from collector.api import health, hosts, ingest
+from collector.errors import AppError, AuthFailed
+from collector.services import admin
+from collector.settings import Settings
+from collector.web import pages
+
+log = logging.getLogger(__name__)
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db.migrate(settings.db_url)
+        engine = db.make_engine(settings.db_url)
+        app.state.engine = engine
+        app.state.sessionmaker = db.make_sessionmaker(engine)
+        with db.session_scope(app.state.sessionmaker) as session:
+            generated = admin.ensure_admin_token(session, configured=settings.admin_token)
+            app.state.cookie_secret = settings.session_secret or admin.cookie_secret(session)
+        if generated:
+            # Printed once: only its hash is kept.
+            print(f"freezewatch: generated admin token (shown once): {generated}", flush=True)
+        try:
+            yield
+        finally:
+            engine.dispose()
+
+    app = FastAPI(
+        title="freezewatch collector",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="Heartbeats, kernel lines and telemetry from GPU inference hosts.",
+    )
+    app.state.settings = settings
+    app.include_router(ingest.router)
+    app.include_router(hosts.router)
+    app.include_router(health.router)
+    app.include_router(pages.router)
+    if STATIC_DIR.is_dir():
+        app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.exception_handler(AppError)
+    async def app_error(request: Request, exc: AppError) -> Response:
+        if isinstance(exc, AuthFailed) and pages.wants_html(request):
+            return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+
+    @app.exception_handler(ingest.BatchInvalid)
+    async def batch_invalid(request: Request, exc: ingest.BatchInvalid) -> Response:
+        where = ", ".join(".".join(str(p) for p in e["loc"]) or "body" for e in exc.errors[:5])
+        return JSONResponse(
+            {"detail": f"batch rejected, nothing stored: invalid {where}", "errors": exc.errors},
+            status_code=422,
+        )
+
+    return app

@@ -1,0 +1,172 @@
+"""The schema. Entity timestamps are UTC datetimes; time-series rows keep epoch seconds
+(``ts`` from the agent's clock, ``received_at`` from ours) so bucketing is plain arithmetic on
+both SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from collector.timeutil import UTCDateTime, utcnow
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON()}
+
+
+class Meta(Base):
+    """Collector-wide secrets and facts (admin token hash, cookie secret)."""
+
+    __tablename__ = "meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class Host(Base):
+    __tablename__ = "hosts"
+    __table_args__ = (Index("ix_hosts_overdue_at", "overdue_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    simulated: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    # Liveness, always from the collector's clock.
+    status: Mapped[str] = mapped_column(String(16), default="unknown")
+    status_since: Mapped[datetime] = mapped_column(default=utcnow)
+    last_seen_at: Mapped[datetime | None]
+    overdue_at: Mapped[datetime | None]
+    grace_s: Mapped[float | None] = mapped_column(Float)
+    paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    current_boot_id: Mapped[str | None] = mapped_column(String(64))
+    agent_version: Mapped[str | None] = mapped_column(String(64))
+    agent_pid: Mapped[int | None] = mapped_column(Integer)
+    agent_started_at: Mapped[float | None] = mapped_column(Float)
+
+    # How the collector reaches the host on its own (probes, post-mortem, matrix runs).
+    ssh_user: Mapped[str | None] = mapped_column(String(64))
+    ssh_host: Mapped[str | None] = mapped_column(String(255))
+    ssh_port: Mapped[int] = mapped_column(Integer, default=22)
+    ssh_key_path: Mapped[str | None] = mapped_column(Text)
+    ssh_host_key: Mapped[str | None] = mapped_column(Text)
+    vllm_url: Mapped[str | None] = mapped_column(Text)
+    restart_agent: Mapped[bool] = mapped_column(Boolean, default=False)
+    netconsole_from: Mapped[list[str]] = mapped_column(JSON, default=list)
+
+
+class Boot(Base):
+    __tablename__ = "boots"
+    __table_args__ = (UniqueConstraint("host_id", "boot_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    boot_id: Mapped[str] = mapped_column(String(64))
+    first_seen_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Sample(Base):
+    """One host sample; the charted metrics are typed columns, the whole sample is in ``data``."""
+
+    __tablename__ = "samples"
+    __table_args__ = (
+        UniqueConstraint("boot_pk", "seq"),
+        Index("ix_samples_host_ts", "host_id", "ts"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    boot_pk: Mapped[int] = mapped_column(ForeignKey("boots.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    ts: Mapped[float] = mapped_column(Float)
+    received_at: Mapped[float] = mapped_column(Float)
+    burst: Mapped[bool] = mapped_column(Boolean, default=False)
+    mem_total: Mapped[int | None] = mapped_column(BigInteger)
+    mem_available: Mapped[int | None] = mapped_column(BigInteger)
+    mem_free: Mapped[int | None] = mapped_column(BigInteger)
+    swap_used: Mapped[int | None] = mapped_column(BigInteger)
+    psi_mem_some_avg10: Mapped[float | None] = mapped_column(Float)
+    psi_mem_full_avg10: Mapped[float | None] = mapped_column(Float)
+    psi_cpu_some_avg10: Mapped[float | None] = mapped_column(Float)
+    psi_io_some_avg10: Mapped[float | None] = mapped_column(Float)
+    psi_io_full_avg10: Mapped[float | None] = mapped_column(Float)
+    load1: Mapped[float | None] = mapped_column(Float)
+    gpu_util: Mapped[float | None] = mapped_column(Float)
+    gpu_mem_used: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_power_w: Mapped[float | None] = mapped_column(Float)
+    vllm_running: Mapped[float | None] = mapped_column(Float)
+    vllm_waiting: Mapped[float | None] = mapped_column(Float)
+    vllm_kv_usage: Mapped[float | None] = mapped_column(Float)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class Line(Base):
+    """A log line. Kernel records are unique per (boot, kseq) whichever channel brought them."""
+
+    __tablename__ = "lines"
+    __table_args__ = (
+        UniqueConstraint("boot_pk", "seq"),
+        UniqueConstraint("boot_pk", "kseq"),
+        Index("ix_lines_host_ts", "host_id", "ts"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    boot_pk: Mapped[int] = mapped_column(ForeignKey("boots.id", ondelete="CASCADE"))
+    seq: Mapped[int | None] = mapped_column(BigInteger)
+    kseq: Mapped[int | None] = mapped_column(BigInteger)
+    ts: Mapped[float] = mapped_column(Float)
+    received_at: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(String(16))
+    priority: Mapped[int | None] = mapped_column(Integer)
+    facility: Mapped[int | None] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    fields: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class AgentEvent(Base):
+    """Agent-side facts: agent_started, spool_dropped, kmsg_overrun, source_error, ..."""
+
+    __tablename__ = "agent_events"
+    __table_args__ = (
+        UniqueConstraint("boot_pk", "seq"),
+        Index("ix_agent_events_host_ts", "host_id", "ts"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    boot_pk: Mapped[int] = mapped_column(ForeignKey("boots.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    ts: Mapped[float] = mapped_column(Float)
+    received_at: Mapped[float] = mapped_column(Float)
+    kind: Mapped[str] = mapped_column(String(32))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -1,0 +1,67 @@
+"""Hosts: registration, lookup by name or agent token, boots."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from collector.errors import Conflict, NotFound
+from collector.models import Boot, Host, Sample
+from collector.security import hash_token, new_token
+from collector.timeutil import utcnow
+
+
+def create_host(session: Session, *, name: str, simulated: bool = False) -> tuple[Host, str]:
+    """Register a host; returns it with its agent token, which is shown only this once."""
+    if session.scalar(select(Host.id).where(Host.name == name)) is not None:
+        raise Conflict(f"host {name!r} already exists")
+    token = new_token("fwh")
+    host = Host(name=name, token_hash=hash_token(token), simulated=simulated)
+    session.add(host)
+    session.flush()
+    return host, token
+
+
+def rotate_token(session: Session, *, host: Host) -> str:
+    token = new_token("fwh")
+    host.token_hash = hash_token(token)
+    session.flush()
+    return token
+
+
+def get_host(session: Session, *, name: str) -> Host:
+    host = session.scalar(select(Host).where(Host.name == name))
+    if host is None:
+        raise NotFound(f"no host named {name!r}")
+    return host
+
+
+def host_for_token(session: Session, *, token: str) -> Host | None:
+    return session.scalar(select(Host).where(Host.token_hash == hash_token(token)))
+
+
+def list_hosts(session: Session) -> list[Host]:
+    return list(session.scalars(select(Host).order_by(Host.name)))
+
+
+def boot_pk(session: Session, *, host: Host, boot_id: str) -> int:
+    """The row id of (host, boot_id), created on first sight."""
+    pk = session.scalar(select(Boot.id).where(Boot.host_id == host.id, Boot.boot_id == boot_id))
+    if pk is None:
+        boot = Boot(host_id=host.id, boot_id=boot_id)
+        session.add(boot)
+        session.flush()
+        pk = boot.id
+    return pk
+
+
+def latest_sample(session: Session, *, host: Host) -> Sample | None:
+    return session.scalar(
+        select(Sample).where(Sample.host_id == host.id).order_by(Sample.ts.desc()).limit(1)
+    )
+
+
+def touch_boot(session: Session, *, pk: int) -> None:
+    boot = session.get(Boot, pk)
+    if boot is not None:
+        boot.last_seen_at = utcnow()

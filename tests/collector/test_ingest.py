@@ -1,0 +1,194 @@
+"""POST /api/v1/ingest on SQLite and PostgreSQL: stored once, rejected whole, limits."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import Any
+
+from agent.wire import INGEST_PATH, MAX_LINE_BYTES
+from tests.collector.conftest import Collector
+
+BOOT = "6f1c3a52-8c1e-4d4e-9f8a-1b2c3d4e5f60"
+
+
+def batch(host: str = "spark-01", **streams: Any) -> dict[str, Any]:
+    return {
+        "host": host,
+        "boot_id": BOOT,
+        "agent": {"version": "0.1.0", "pid": 4242, "started_at": 1764400000.0},
+        **streams,
+    }
+
+
+def kline(seq: int, kseq: int, text: str = "NVRM: nvAssertFailed") -> dict[str, Any]:
+    return {
+        "seq": seq,
+        "ts": 1764400000.0 + seq,
+        "source": "kmsg",
+        "priority": 3,
+        "facility": 0,
+        "kseq": kseq,
+        "text": text,
+    }
+
+
+def sample(seq: int, available: int = 40 * 2**30) -> dict[str, Any]:
+    return {
+        "seq": seq,
+        "ts": 1764400000.0 + seq,
+        "mem": {"MemTotal": 128 * 2**30, "MemAvailable": available, "SwapTotal": 0, "SwapFree": 0},
+        "psi": {"memory": {"some": {"avg10": 1.5}, "full": {"avg10": 0.25}}},
+        "load": {"1": 0.5},
+    }
+
+
+def post(c: Collector, token: str, body: Any, **headers: str) -> Any:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return c.client.post(
+        INGEST_PATH,
+        content=raw,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", **headers},
+    )
+
+
+def test_batch_is_stored_once_and_replay_is_all_duplicates(collector: Collector) -> None:
+    token = collector.add_host("spark-01")
+    body = batch(
+        samples=[sample(1), sample(2)],
+        lines=[kline(1, 100), kline(2, 101)],
+        events=[{"seq": 1, "ts": 1764400000.0, "kind": "agent_started", "data": {}}],
+    )
+    first = post(collector, token, body)
+    assert first.status_code == 200, first.text
+    assert first.json()["stored"] == {"samples": 2, "lines": 2, "events": 1}
+    assert first.json()["resume"] == {"kseq": 101}
+
+    again = post(collector, token, body)
+    assert again.status_code == 200
+    assert again.json()["stored"] == {"samples": 0, "lines": 0, "events": 0}
+    assert again.json()["duplicates"] == {"samples": 2, "lines": 2, "events": 1}
+
+    lines = collector.client.get("/api/v1/hosts/spark-01/lines", headers=collector.admin).json()
+    assert [line["kseq"] for line in lines["lines"]] == [100, 101]
+    samples = collector.client.get(
+        "/api/v1/hosts/spark-01/samples", headers=collector.admin
+    ).json()["samples"]
+    assert [s["seq"] for s in samples] == [1, 2]
+    assert samples[0]["psi_mem_full_avg10"] == 0.25
+
+
+def test_kernel_record_reread_under_new_seq_is_a_duplicate(collector: Collector) -> None:
+    """An agent restarted without state re-reads /dev/kmsg: same kseq, new seq, one row."""
+    token = collector.add_host("spark-01")
+    assert post(collector, token, batch(lines=[kline(1, 500)])).status_code == 200
+    resp = post(collector, token, batch(lines=[kline(90001, 500), kline(90002, 501)]))
+    assert resp.json()["stored"]["lines"] == 1
+    assert resp.json()["duplicates"]["lines"] == 1
+
+
+def test_malformed_batch_is_rejected_whole_naming_the_field(collector: Collector) -> None:
+    token = collector.add_host("spark-01")
+    bad = batch(lines=[kline(1, 1), {**kline(2, 2), "source": "carrier-pigeon"}])
+    resp = post(collector, token, bad)
+    assert resp.status_code == 422
+    assert "lines.1.source" in resp.json()["detail"]
+    lines = collector.client.get("/api/v1/hosts/spark-01/lines", headers=collector.admin).json()
+    assert lines["lines"] == []  # the valid first line was not stored either
+
+    assert post(collector, token, b"{not json").status_code == 422
+    missing = batch()
+    del missing["boot_id"]
+    assert "boot_id" in post(collector, token, missing).json()["detail"]
+
+
+def test_auth_wrong_token_and_wrong_host(collector: Collector) -> None:
+    token = collector.add_host("spark-01")
+    collector.add_host("spark-02")
+    assert post(collector, "fwh_nope", batch()).status_code == 401
+    no_auth = collector.client.post(INGEST_PATH, json=batch())
+    assert no_auth.status_code == 401
+    wrong_host = post(collector, token, batch(host="spark-02"))
+    assert wrong_host.status_code == 403
+    assert "spark-01" in wrong_host.json()["detail"]
+
+
+def test_oversized_body_and_gzip_bomb_are_413(sqlite_url: str) -> None:
+    from tests.collector.conftest import make_collector
+
+    for collector in make_collector(sqlite_url, max_body_bytes=64 * 1024):
+        token = collector.add_host("spark-01")
+        big = batch(lines=[kline(i, i, "x" * 1000) for i in range(1, 100)])
+        assert post(collector, token, big).status_code == 413
+        bomb = gzip.compress(b" " * (10 * 2**20))  # 10 MiB of spaces, ~10 KiB compressed
+        assert post(collector, token, bomb, **{"Content-Encoding": "gzip"}).status_code == 413
+        ok = gzip.compress(json.dumps(batch(lines=[kline(1, 1)])).encode())
+        resp = post(collector, token, ok, **{"Content-Encoding": "gzip"})
+        assert resp.status_code == 200 and resp.json()["stored"]["lines"] == 1
+
+
+def test_overlong_line_is_truncated_and_flagged(collector: Collector) -> None:
+    token = collector.add_host("spark-01")
+    text = "é" * MAX_LINE_BYTES  # 2 bytes per character: twice the limit
+    resp = post(collector, token, batch(lines=[kline(1, 1, text)]))
+    assert resp.status_code == 200
+    (line,) = collector.client.get(
+        "/api/v1/hosts/spark-01/lines", headers=collector.admin
+    ).json()["lines"]
+    assert line["truncated"] is True
+    assert len(line["text"].encode()) <= MAX_LINE_BYTES
+    assert line["text"] == "é" * (MAX_LINE_BYTES // 2)
+
+
+def test_lines_filters_and_cursor_pagination(collector: Collector) -> None:
+    token = collector.add_host("spark-01")
+    lines = [kline(i, i, f"line {i}") for i in range(1, 11)]
+    lines[4]["text"] = "NVRM: NV_ERR_NO_MEMORY"
+    lines[5] = {**lines[5], "source": "vllm", "kseq": None, "priority": 6}
+    post(collector, token, batch(lines=lines))
+    url = "/api/v1/hosts/spark-01/lines"
+    got, cursor = [], None
+    while True:
+        params: dict[str, Any] = {"limit": 3}
+        if cursor:
+            params["cursor"] = cursor
+        page = collector.client.get(url, params=params, headers=collector.admin).json()
+        got += [line["seq"] for line in page["lines"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert got == list(range(1, 11))
+    q = collector.client.get(url, params={"q": "NV_ERR"}, headers=collector.admin).json()
+    assert [line["seq"] for line in q["lines"]] == [5]
+    vllm = collector.client.get(url, params={"source": "vllm"}, headers=collector.admin).json()
+    assert [line["seq"] for line in vllm["lines"]] == [6]
+    errs = collector.client.get(url, params={"min_priority": 3}, headers=collector.admin).json()
+    assert 6 not in [line["seq"] for line in errs["lines"]]
+    ranged = collector.client.get(
+        url, params={"since": 1764400003.0, "until": 1764400004.0}, headers=collector.admin
+    ).json()
+    assert [line["seq"] for line in ranged["lines"]] == [3, 4]
+
+
+def test_read_api_needs_admin_token(collector: Collector) -> None:
+    collector.add_host("spark-01")
+    assert collector.client.get("/api/v1/hosts").status_code == 401
+    bad = {"Authorization": "Bearer fwa_wrong"}
+    assert collector.client.get("/api/v1/hosts", headers=bad).status_code == 401
+    hosts = collector.client.get("/api/v1/hosts", headers=collector.admin).json()
+    assert [h["name"] for h in hosts] == ["spark-01"]
+    assert collector.client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_host_detail_shows_heartbeat_boot_and_latest_sample(collector: Collector) -> None:
+    token = collector.add_host("spark-01")
+    assert collector.client.get("/api/v1/hosts/spark-01", headers=collector.admin).json()[
+        "status"
+    ] == "unknown"
+    post(collector, token, batch(samples=[sample(1, 30 * 2**30), sample(2, 20 * 2**30)]))
+    detail = collector.client.get("/api/v1/hosts/spark-01", headers=collector.admin).json()
+    assert detail["status"] == "up"
+    assert detail["boot_id"] == BOOT
+    assert detail["agent"]["pid"] == 4242
+    assert detail["latest_sample"]["mem_available"] == 20 * 2**30
+    assert collector.client.get("/api/v1/hosts/nope", headers=collector.admin).status_code == 404

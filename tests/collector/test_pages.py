@@ -1,0 +1,30 @@
+"""The first UI: login required, cookie login works, pages render host data."""
+
+from __future__ import annotations
+
+from tests.collector.conftest import ADMIN_TOKEN, Collector
+from tests.collector.test_ingest import batch, kline, post, sample
+
+
+def test_pages_need_login_and_show_hosts(sqlite_collector: Collector) -> None:
+    c = sqlite_collector
+    token = c.add_host("spark-01")
+    post(c, token, batch(samples=[sample(1, 42 * 2**30)], lines=[kline(1, 7, "NVRM: hello")]))
+    html = {"Accept": "text/html"}
+    resp = c.client.get("/", headers=html, follow_redirects=False)
+    assert resp.status_code == 303 and resp.headers["location"].startswith("/login")
+
+    wrong = c.client.post("/login", data={"token": "nope", "next": "/"}, follow_redirects=False)
+    assert wrong.status_code == 401
+    ok = c.client.post("/login", data={"token": ADMIN_TOKEN, "next": "/"}, follow_redirects=False)
+    assert ok.status_code == 303
+
+    page = c.client.get("/", headers=html)
+    assert page.status_code == 200
+    assert "spark-01" in page.text and "42.0 GiB" in page.text
+    host = c.client.get("/hosts/spark-01", headers=html)
+    assert "NVRM: hello" in host.text
+
+    c.client.cookies.clear()
+    bearer = c.client.get("/", headers={**html, "Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert bearer.status_code == 200
