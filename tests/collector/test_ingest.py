@@ -132,9 +132,9 @@ def test_overlong_line_is_truncated_and_flagged(collector: Collector) -> None:
     text = "é" * MAX_LINE_BYTES  # 2 bytes per character: twice the limit
     resp = post(collector, token, batch(lines=[kline(1, 1, text)]))
     assert resp.status_code == 200
-    (line,) = collector.client.get(
-        "/api/v1/hosts/spark-01/lines", headers=collector.admin
-    ).json()["lines"]
+    (line,) = collector.client.get("/api/v1/hosts/spark-01/lines", headers=collector.admin).json()[
+        "lines"
+    ]
     assert line["truncated"] is True
     assert len(line["text"].encode()) <= MAX_LINE_BYTES
     assert line["text"] == "é" * (MAX_LINE_BYTES // 2)
@@ -182,9 +182,10 @@ def test_read_api_needs_admin_token(collector: Collector) -> None:
 
 def test_host_detail_shows_heartbeat_boot_and_latest_sample(collector: Collector) -> None:
     token = collector.add_host("spark-01")
-    assert collector.client.get("/api/v1/hosts/spark-01", headers=collector.admin).json()[
-        "status"
-    ] == "unknown"
+    assert (
+        collector.client.get("/api/v1/hosts/spark-01", headers=collector.admin).json()["status"]
+        == "unknown"
+    )
     post(collector, token, batch(samples=[sample(1, 30 * 2**30), sample(2, 20 * 2**30)]))
     detail = collector.client.get("/api/v1/hosts/spark-01", headers=collector.admin).json()
     assert detail["status"] == "up"
