@@ -32,7 +32,12 @@ def make_engine(url: str) -> Engine:
 
 
 def _tune_sqlite(engine: Engine) -> None:
-    """WAL + busy timeout, and take over BEGIN so transactions (and test rollbacks) are real."""
+    """WAL + busy timeout, and take over BEGIN so transactions (and test rollbacks) are real.
+
+    BEGIN IMMEDIATE takes the write lock up front: a deferred transaction that reads and then
+    writes fails at once with "database is locked" when another writer got there first, because
+    SQLite cannot wait on a lock upgrade. SQLite has one writer anyway.
+    """
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
@@ -46,7 +51,7 @@ def _tune_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
-        conn.exec_driver_sql("BEGIN")
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -66,10 +66,7 @@ def _store(session: SessionDep, grace_s: float, token: str, batch: Batch) -> Ing
         raise AuthFailed("unknown host token")
     if host.name != batch.host:
         raise Forbidden(f"token belongs to host {host.name!r}, batch says {batch.host!r}")
-    result, _line_ids = ingest_batch(
-        session, host=host, batch=batch, received_at=time.time(), grace_s=grace_s
-    )
-    return result
+    return ingest_batch(session, host=host, batch=batch, received_at=time.time(), grace_s=grace_s)
 
 
 class BatchInvalid(Exception):
