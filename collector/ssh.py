@@ -412,7 +412,10 @@ def run(
         if timed_out:
             log.warning("%s: %s timed out after %.1f s", target.host, argv[0], timeout)
             if pgid.pgid is not None:
-                _kill_group(active, target, pgid.pgid, kill_grace_s, connect_timeout)
+                try:
+                    _kill_group(active, target, pgid.pgid, kill_grace_s, connect_timeout)
+                except SSHError as exc:  # e.g. the host went away; the timeout is the result
+                    log.warning("%s", exc)
             else:
                 log.warning("%s: no pgid received; cannot kill %s", target.host, argv[0])
         chan.close()

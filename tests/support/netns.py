@@ -149,7 +149,9 @@ class NetNamespace:
         )
 
     def link_down(self) -> None:
-        """Take the root-side veth down: the namespace is cut off in both directions."""
+        """Take the root-side veth down: the namespace is cut off in both directions.
+
+        Packets are dropped silently (connects time out, as to a frozen host; no RST/ICMP)."""
         _ip("link", "set", self.host_if, "down")
 
     def link_up(self) -> None:
