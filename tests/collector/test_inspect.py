@@ -1,0 +1,116 @@
+"""Offline inspection of saved kernel and vLLM logs, in every input shape."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from collector.inspect import add_inspect_parser, inspect_kernel_log, inspect_vllm_log, run_inspect
+from collector.services.vllm_log import PLAN_FIELDS
+
+KERNEL = Path(__file__).parent.parent / "fixtures" / "kernel"
+VLLM = Path(__file__).parent.parent / "fixtures" / "vllm"
+KEYS = ["kind", "xid", "pci", "pid", "process", "meaning", "line_no", "text"]
+
+
+def _summary(name: str) -> list[tuple]:
+    return [(e["kind"], e["xid"], e["line_no"]) for e in inspect_kernel_log(KERNEL / name)]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "dmesg_monotonic.txt",
+            [
+                ("xid", 13, 7),
+                ("xid", 13, 8),
+                ("nv_err", None, 9),
+                ("xid", 119, 10),
+                ("xid", 120, 11),
+                ("soft_lockup", None, 12),
+                ("hung_task", None, 13),
+            ],
+        ),
+        (
+            "dmesg_ctime.txt",
+            [("xid", 79, 2), ("bus_off", None, 3), ("oom_kill", None, 5), ("oom_kill", None, 6)],
+        ),
+        ("dmesg_iso.txt", [("bus_off", None, 3), ("rcu_stall", None, 4)]),
+        ("journal_short.txt", [("alloc_failure", None, 2), ("gsp", None, 4), ("gsp", None, 7)]),
+        ("journal_short_iso.txt", [("nv_err", None, 1), ("xid", 154, 2)]),
+        ("journal_export.json", [("xid", 119, 2), ("nv_err", None, 3)]),
+        ("kmsg_raw.txt", [("nv_err", None, 2), ("xid", 31, 5)]),
+        ("bare.txt", [("xid", 48, 1), ("xid", 43, 2), ("oom_kill", None, 4)]),
+    ],
+)
+def test_each_input_style(name: str, expected: list[tuple]) -> None:
+    assert _summary(name) == expected
+
+
+def test_json_keys_exact_and_prefix_stripped() -> None:
+    events = inspect_kernel_log(KERNEL / "dmesg_monotonic.txt")
+    assert all(list(e) == KEYS for e in events)
+    gsp = events[3]
+    assert gsp["text"].startswith("NVRM: Xid (PCI:000f:01:00): 119, pid=3849, name=KMS thread,")
+    assert (gsp["pci"], gsp["pid"], gsp["process"]) == ("000f:01:00", 3849, "KMS thread")
+
+
+def test_kmsg_dictionary_continuation_is_one_record() -> None:
+    [nv_err, xid] = inspect_kernel_log(KERNEL / "kmsg_raw.txt")
+    assert nv_err["text"].splitlines()[1:] == ["SUBSYSTEM=pci", "DEVICE=+pci:000f:01:00.0"]
+    assert xid["line_no"] == 5 and xid["pid"] == 4121
+
+
+def test_indented_continuation_carries_the_event(tmp_path: Path) -> None:
+    log = tmp_path / "cont.txt"
+    log.write_text(
+        "Nov 03 10:00:00 spark-01 kernel: usb 1-1: new device\n"
+        "Nov 03 10:00:01 spark-01 kernel: NVRM: nvCheckOkFailedNoLog: Check failed:\n"
+        "                                  Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
+        "returned from _memdescAllocInternal(pMemDesc) @ mem_desc.c:1359\n"
+        "Nov 03 10:00:02 spark-01 kernel: eth0: link up\n"
+    )
+    [event] = inspect_kernel_log(log)
+    assert (event["kind"], event["line_no"], event["meaning"]) == ("nv_err", 2, "Out of memory")
+    assert len(event["text"].splitlines()) == 2
+
+
+def test_journal_json_byte_array_message() -> None:
+    events = inspect_kernel_log(KERNEL / "journal_export.json")
+    assert events[1]["text"].startswith("NVRM: nvCheckOkFailedNoLog")
+
+
+def test_vllm_json_keys_exact() -> None:
+    plans = inspect_vllm_log(VLLM / "v0.33.0_restart_fail_then_start.log")
+    assert [list(p) for p in plans] == [list(PLAN_FIELDS)] * 2
+    assert [p["outcome"] for p in plans] == ["failed", "started"]
+    json.dumps(plans)  # serialisable as is
+
+
+def _run(argv: list[str]) -> tuple[int, str]:
+    parser = argparse.ArgumentParser(prog="freezewatch-collector")
+    add_inspect_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    out = io.StringIO()
+    return run_inspect(args, out=out), out.getvalue()
+
+
+def test_cli_json_and_human_output() -> None:
+    code, text = _run(["inspect", "kernel-log", str(KERNEL / "kmsg_raw.txt"), "--json"])
+    assert code == 0 and [e["kind"] for e in json.loads(text)] == ["nv_err", "xid"]
+    code, text = _run(["inspect", "kernel-log", str(KERNEL / "kmsg_raw.txt")])
+    assert code == 0 and "line 5: xid 31" in text and "2 event(s)" in text
+    code, text = _run(["inspect", "vllm-log", str(VLLM / "v0.20.2_mtp_gb10.log")])
+    assert code == 0 and "negative estimate" in text and "loading_drafter" in text
+    code, text = _run(["inspect", "vllm-log", str(VLLM / "v0.20.2_mtp_gb10.log"), "--json"])
+    assert json.loads(text)[0]["cuda_graph_estimate_gib"] == -0.9
+
+
+def test_cli_missing_file() -> None:
+    code, _ = _run(["inspect", "kernel-log", "/nonexistent/kern.log"])
+    assert code == 2

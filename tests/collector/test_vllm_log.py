@@ -1,0 +1,160 @@
+"""vLLM log understanding against real-format logs from several vLLM versions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collector.services.vllm_log import PLAN_FIELDS, VllmLogParser, parse_vllm_log
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "vllm"
+
+
+def _plans(name: str):
+    return parse_vllm_log((FIXTURES / name).read_text().splitlines())
+
+
+def test_gb10_mtp_start_0_20_2() -> None:
+    [plan] = _plans("v0.20.2_mtp_gb10.log")
+    assert plan.vllm_version == "0.20.2"
+    assert (plan.model_load_gib, plan.model_load_s) == (23.43, 146.682945)
+    assert plan.drafter_loaded is True
+    assert plan.cuda_graph_estimate_gib == -0.9
+    assert plan.anomalies == ["negative CUDA graph memory estimate: -0.9 GiB"]
+    assert (plan.kv_cache_gib, plan.kv_cache_tokens) == (66.58, 5_747_892)
+    assert (plan.max_concurrency, plan.max_concurrency_tokens) == (21.93, 262_144)
+    assert plan.cuda_graph_pool_actual_gib is None  # vLLM omits it for a negative estimate
+    assert (plan.outcome, plan.error) == ("started", None)
+    assert [(p["phase"], p["line_no"]) for p in plan.phases] == [
+        ("starting", 1),
+        ("loading_weights", 4),
+        ("loading_drafter", 6),
+        ("profiling", 9),
+        ("capturing_cuda_graphs", 14),
+        ("serving", 16),
+    ]
+    assert plan.phases[2]["log_time"] == "05-14 08:23:05"
+
+
+def test_0_11_colours_two_line_kv_and_shutdown() -> None:
+    [plan] = _plans("v0.11.0_colour_plain.log")
+    assert plan.vllm_version == "0.11.0"
+    assert plan.model_load_gib == 15.2683
+    assert plan.drafter_loaded is False
+    assert plan.cuda_graph_estimate_gib is None
+    assert (plan.kv_cache_tokens, plan.max_concurrency, plan.max_concurrency_tokens) == (
+        592_480,
+        18.08,
+        32_768,
+    )
+    assert plan.outcome == "started"
+    assert [p["phase"] for p in plan.phases][-2:] == ["serving", "stopped"]
+
+
+def test_0_29_one_line_kv_and_pool() -> None:
+    [plan] = _plans("v0.29.0_pool.log")
+    assert (plan.kv_cache_tokens, plan.max_concurrency, plan.max_concurrency_tokens) == (
+        1_253_392,
+        9.56,
+        131_072,
+    )
+    assert (plan.cuda_graph_pool_actual_gib, plan.cuda_graph_pool_estimated_gib) == (0.58, 0.62)
+    assert plan.anomalies == []
+
+
+def test_failed_start_then_restart_0_33() -> None:
+    failed, started = _plans("v0.33.0_restart_fail_then_start.log")
+    assert failed.outcome == "failed"
+    assert failed.error is not None
+    assert "on startup is less than desired GPU memory utilization" in failed.error
+    assert [p["phase"] for p in failed.phases] == ["starting", "loading_weights", "failed"]
+    assert started.outcome == "started" and started.error is None
+    assert started.kv_cache_tokens == 5_292_160  # "GPU + host KV cache size"
+    assert started.max_concurrency == 20.19
+    assert started.phases[0]["line_no"] == 10
+
+
+def test_incomplete_start_during_drafter_load() -> None:
+    [plan] = _plans("v0.15.0_incomplete.log")
+    assert (plan.outcome, plan.phase, plan.drafter_loaded) == (
+        "incomplete",
+        "loading_drafter",
+        True,
+    )
+    assert plan.model_load_gib is None
+
+
+def test_to_dict_keys_exact() -> None:
+    [plan] = _plans("v0.29.0_pool.log")
+    assert tuple(plan.to_dict()) == PLAN_FIELDS
+
+
+def test_live_feed_facts_stats_and_spec() -> None:
+    parser = VllmLogParser()
+    facts = []
+    for n, line in enumerate((FIXTURES / "v0.20.2_mtp_gb10.log").read_text().splitlines()):
+        facts += parser.feed(line, ts=1000.0 + n)
+    phases = [f.data["phase"] for f in facts if f.kind == "phase"]
+    assert phases[:3] == ["starting", "loading_weights", "loading_drafter"]
+    drafter = next(f for f in facts if f.kind == "phase" and f.data["phase"] == "loading_drafter")
+    assert (drafter.ts, drafter.line_no) == (1005.0, 6)
+    assert [f.data for f in facts if f.kind == "anomaly"] == [
+        {"anomaly": "negative CUDA graph memory estimate: -0.9 GiB"}
+    ]
+    stats = [f.data for f in facts if f.kind == "stats"]
+    assert stats[0] == {
+        "engine": "000",
+        "prompt_throughput": 4012.3,
+        "generation_throughput": 41.2,
+        "running": 1,
+        "waiting": 0,
+        "deferred": None,
+        "preemptions": None,
+        "kv_cache_usage_pct": 3.9,
+        "prefix_cache_hit_rate_pct": 12.5,
+    }
+    assert stats[1]["generation_throughput"] == 0.0
+    [spec] = [f.data for f in facts if f.kind == "spec_decode"]
+    assert spec == {
+        "mean_acceptance_length": 2.44,
+        "accepted_throughput": 24.3,
+        "drafted_throughput": 33.67,
+        "accepted_tokens": 243,
+        "drafted_tokens": 336,
+        "acceptance_rate_pct": 72.2,
+        "per_position_acceptance": [0.81, 0.633],
+    }
+    assert parser.current is not None and parser.current.outcome == "started"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "INFO 05-14 08:27:01 [loggers.py:257] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+        "Avg generation throughput: 12.0 tokens/s, Running: 2 reqs, Waiting: 1 reqs, "
+        "Deferred: 0 reqs, Preemptions: 3, GPU KV cache usage: 50.5%",
+        "(APIServer pid=1) INFO 05-14 08:27:01 [loggers.py:257] Engine 000: Avg prompt "
+        "throughput: 0.0 tokens/s, Avg generation throughput: 12.0 tokens/s, Running: 2 reqs, "
+        "Waiting: 1 reqs, GPU KV cache usage: 50.5%, Prefix cache hit rate: 0.0%",
+    ],
+)
+def test_stats_line_variants(line: str) -> None:
+    [fact] = VllmLogParser().feed(line)
+    assert fact.kind == "stats"
+    assert (fact.data["running"], fact.data["waiting"], fact.data["kv_cache_usage_pct"]) == (
+        2,
+        1,
+        50.5,
+    )
+
+
+def test_max_model_len_warning_is_not_a_failure() -> None:
+    parser = VllmLogParser()
+    parser.feed("(APIServer pid=1) INFO 05-14 08:20:40 [utils.py:233] non-default args: {}")
+    parser.feed(
+        "(APIServer pid=1) WARNING 05-14 08:20:41 [model.py:1700] User-specified max_model_len "
+        "(300000) is greater than the derived max_model_len (max_position_embeddings=262144)."
+    )
+    [plan] = parser.plans()
+    assert (plan.outcome, plan.error) == ("incomplete", None)

@@ -1,0 +1,209 @@
+"""The vLLM stand-in, started as a subprocess: its log, kmsg record and HTTP API."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from collector.services.kernel_events import classify_kernel_line
+from collector.services.vllm_log import parse_vllm_log
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = '{"method":"mtp","num_speculative_tokens":3,"moe_backend":"triton"}'
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "limit": {"type": "integer"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
+
+
+@dataclass
+class Standin:
+    proc: subprocess.Popen
+    url: str
+    log: Path
+    kmsg: Path
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=5) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def chat(self, messages: list[dict], timeout: float = 5) -> dict:
+        body = json.dumps({"model": "m", "messages": messages, "tools": TOOLS}).encode()
+        req = urllib.request.Request(
+            self.url + "/v1/chat/completions", body, {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read())
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=10)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(tmp_path: Path, *extra: str) -> Iterator[Standin]:
+    port = _free_port()
+    log, kmsg = tmp_path / "vllm.log", tmp_path / "kmsg.txt"
+    argv = [sys.executable, "-m", "tests.support.vllm_standin", "--port", str(port)]
+    argv += ["--log-file", str(log), "--kmsg-file", str(kmsg), "--load-seconds", "0.3"]
+    argv += ["--stats-interval", "0.2", "--tensor-parallel-size", "1", "--trust-remote-code"]
+    proc = subprocess.Popen([*argv, *extra], cwd=ROOT)
+    standin = Standin(proc, f"http://127.0.0.1:{port}", log, kmsg)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            if standin.get("/health")[0] == 200:
+                break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"stand-in did not become healthy (exit {proc.poll()})")
+        time.sleep(0.05)
+    try:
+        yield standin
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def spec_standin(tmp_path: Path) -> Iterator[Standin]:
+    yield from _start(
+        tmp_path,
+        "--speculative-config",
+        SPEC,
+        "--max-model-len",
+        "131072",
+        "--malformed-tool-calls-above",
+        "60",
+    )
+
+
+@pytest.fixture
+def plain_standin(tmp_path: Path) -> Iterator[Standin]:
+    yield from _start(tmp_path, "--hang-after-requests", "1")
+
+
+def _metrics(text: str) -> dict[str, float]:
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name_labels, value = line.rsplit(" ", 1)
+            name = name_labels.split("{", 1)[0]
+            assert name_labels.endswith('model_name="nvidia/Qwen3.6-35B-A3B-NVFP4"}')
+            values[name] = float(value)
+    return values
+
+
+def test_speculative_start_plan_kmsg_and_shutdown(spec_standin: Standin) -> None:
+    [plan] = parse_vllm_log(spec_standin.log.read_text().splitlines())
+    assert plan.drafter_loaded is True
+    assert plan.cuda_graph_estimate_gib is not None and plan.cuda_graph_estimate_gib < 0
+    assert plan.anomalies and plan.outcome == "started"
+    assert plan.max_concurrency_tokens == 131072 and plan.kv_cache_tokens
+    assert plan.cuda_graph_pool_actual_gib is None
+    [record] = spec_standin.kmsg.read_text().splitlines()
+    header, text = record.split(";", 1)
+    assert header.split(",")[0] == "3" and header.endswith(",-")
+    event = classify_kernel_line(text)
+    assert event is not None and event.nv_err == "NV_ERR_NO_MEMORY"
+
+    assert spec_standin.stop() == 0
+    plan = parse_vllm_log(spec_standin.log.read_text().splitlines())[-1]
+    assert plan.phase == "stopped"
+
+
+def test_chat_tool_calls_and_metrics(spec_standin: Standin) -> None:
+    messages = [{"role": "user", "content": "read the file"}]
+    first = spec_standin.chat(messages)
+    choice = first["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    [call] = choice["message"]["tool_calls"]
+    assert call["id"].startswith("chatcmpl-tool-") and call["function"]["name"] == "read_file"
+    assert set(json.loads(call["function"]["arguments"])) == {"path", "limit"}
+    messages += [
+        choice["message"],
+        {"role": "tool", "tool_call_id": call["id"], "content": "x" * 400},
+    ]
+    second = spec_standin.chat(messages)
+    assert second["usage"]["prompt_tokens"] > first["usage"]["prompt_tokens"] + 90
+    # Above 60 prompt tokens every other turn carries arguments that are not JSON.
+    messages += [
+        second["choices"][0]["message"],
+        {"role": "tool", "tool_call_id": "t", "content": "y"},
+    ]
+    bad = spec_standin.chat(messages)["choices"][0]["message"]["tool_calls"][0]
+    with pytest.raises(ValueError):
+        json.loads(bad["function"]["arguments"])
+
+    status, body = spec_standin.get("/metrics")
+    m = _metrics(body.decode())
+    assert status == 200
+    assert m["vllm:generation_tokens_total"] == 72 and m["vllm:num_requests_running"] == 0
+    assert m["vllm:prompt_tokens_total"] > 100
+    assert m["vllm:spec_decode_num_accepted_tokens_total"] > 0
+    assert {
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:num_preemptions_total",
+        "vllm:spec_decode_num_draft_tokens_total",
+    } <= set(m)
+    status, body = spec_standin.get("/v1/models")
+    assert status == 200 and json.loads(body)["data"][0]["max_model_len"] == 131072
+
+
+def test_plain_start_and_hang(plain_standin: Standin) -> None:
+    [plan] = parse_vllm_log(plain_standin.log.read_text().splitlines())
+    assert plan.drafter_loaded is False
+    assert plan.cuda_graph_estimate_gib is not None and plan.cuda_graph_estimate_gib > 0
+    assert plan.cuda_graph_pool_actual_gib is not None and plan.anomalies == []
+    assert not plain_standin.kmsg.exists()
+    assert "spec_decode" not in plain_standin.get("/metrics")[1].decode()
+
+    plain_standin.chat([{"role": "user", "content": "hi"}])
+    with pytest.raises(OSError):  # the second request never finishes
+        plain_standin.chat([{"role": "user", "content": "again"}], timeout=0.5)
+    m = _metrics(plain_standin.get("/metrics")[1].decode())
+    assert m["vllm:num_requests_running"] == 1 and m["vllm:generation_tokens_total"] == 24
+    assert plain_standin.get("/health")[0] == 200  # like real vLLM: /health misses the hang
+    assert plain_standin.stop() == 0
+
+
+def test_plan_that_cannot_fit_fails_start(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    argv = [sys.executable, "-m", "tests.support.vllm_standin", "--port", str(_free_port())]
+    argv += ["--log-file", str(log), "--load-seconds", "0", "--gpu-memory-utilization", "0.2"]
+    assert subprocess.run(argv, cwd=ROOT, timeout=20).returncode == 1
+    [plan] = parse_vllm_log(log.read_text().splitlines())
+    assert plan.outcome == "failed"
+    assert plan.error is not None and "No available memory for the cache blocks" in plan.error

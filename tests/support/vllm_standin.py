@@ -1,0 +1,553 @@
+"""A vLLM stand-in for tests and demos: vLLM's HTTP API (as far as freezewatch uses it) and a
+vLLM-format startup log that depends on the arguments. Production code never imports this.
+
+    python -m tests.support.vllm_standin --port 8000 [--model M] [--max-model-len N]
+        [--speculative-config JSON] [--gpu-memory-utilization F] [--kmsg-file PATH]
+        [--log-file PATH] [--load-seconds F] [--malformed-tool-calls-above TOKENS]
+        [--hang-after-requests N] [--stats-interval S]   (other vLLM args accepted, ignored)
+
+Formats follow vLLM 0.33.0 (see /work/shared/reference/vllm-and-nvidia-formats.md). With
+--speculative-config it loads a drafter, prints a NEGATIVE CUDA-graph estimate (as observed on
+GB10) and, with --kmsg-file, appends the driver's NV_ERR_NO_MEMORY kmsg record at that moment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TextIO
+
+VERSION = "0.33.0"
+GPU_TOTAL_GIB = 121.69
+BYTES_PER_KV_TOKEN = 12_437  # ≈ the observed 66.58 GiB → 5,747,892 tokens on GB10
+NV_ERR_RECORD = (
+    "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
+    "returned from _memdescAllocInternal(pMemDesc) @ mem_desc.c:1359"
+)
+_KMSG_SEQ = re.compile(r"^\d+,(\d+),")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """vLLM-like arguments; unknown ones are accepted and ignored, as the stand-in needs few."""
+    p = argparse.ArgumentParser(prog="vllm_standin")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--model", default="nvidia/Qwen3.6-35B-A3B-NVFP4")
+    p.add_argument("--served-model-name", default=None)
+    p.add_argument("--max-model-len", type=int, default=262144)
+    p.add_argument("--speculative-config", "-sc", default=None)
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.7)
+    p.add_argument("--max-num-seqs", type=int, default=4)
+    p.add_argument("--kmsg-file", default=None)
+    p.add_argument("--log-file", default=None)
+    p.add_argument("--load-seconds", type=float, default=2.0)
+    p.add_argument("--malformed-tool-calls-above", type=int, default=None)
+    p.add_argument("--hang-after-requests", type=int, default=None)
+    p.add_argument("--stats-interval", type=float, default=10.0)
+    p.add_argument("--request-seconds", type=float, default=0.02)
+    args, _unknown = p.parse_known_args(argv)
+    args.spec = json.loads(args.speculative_config) if args.speculative_config else None
+    return args
+
+
+class Logger:
+    """Writes vLLM-format lines: `(<Proc> pid=N) LEVEL MM-DD HH:MM:SS [file.py:NNN] msg`."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.lock = threading.Lock()
+        self.api_pid = os.getpid()
+        self.engine_pid = os.getpid() + 1
+
+    def log(self, proc: str, src: str, msg: str, level: str = "INFO") -> None:
+        pid = self.api_pid if proc == "APIServer" else self.engine_pid
+        stamp = time.strftime("%m-%d %H:%M:%S")
+        self.raw(f"({proc} pid={pid}) {level} {stamp} [{src}] {msg}")
+
+    def uvicorn(self, msg: str) -> None:
+        self.raw(f"(APIServer pid={self.api_pid}) INFO:     {msg}")
+
+    def raw(self, line: str) -> None:
+        with self.lock:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+
+def append_kmsg_record(path: str, text: str = NV_ERR_RECORD, level: int = 3) -> str:
+    """Append one real-format /dev/kmsg record (`3,<seq>,<usec>,-;text`); return it."""
+    seq = 1000
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = _KMSG_SEQ.match(line)
+                if m:
+                    seq = max(seq, int(m.group(1)) + 1)
+    except FileNotFoundError:
+        pass
+    record = f"{level},{seq},{int(time.monotonic() * 1e6)},-;{text}"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(record + "\n")
+        f.flush()
+    return record
+
+
+class Engine:
+    """The stand-in's state: readiness, counters, and the startup memory plan."""
+
+    def __init__(self, args: argparse.Namespace, logger: Logger) -> None:
+        self.args = args
+        self.log = logger
+        self.name = args.served_model_name or args.model
+        self.ready = False
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.running = 0
+        self.requests = 0
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.spec_draft = 0
+        self.spec_accepted = 0
+        self.kv_tokens = 1
+        self.created = int(time.time())
+        self.last_prompt = 0
+        self.last_generation = 0
+
+    # -- startup ---------------------------------------------------------------------------
+    def startup(self) -> bool:
+        """Print the startup log over --load-seconds; False if the plan cannot fit."""
+        a, lg, t = self.args, self.log, self.args.load_seconds
+        spec = a.spec
+        args_repr: dict[str, Any] = {"model": a.model, "max_model_len": a.max_model_len}
+        args_repr["gpu_memory_utilization"] = a.gpu_memory_utilization
+        if spec:
+            args_repr["speculative_config"] = spec
+        lg.log(
+            "APIServer", "utils.py:290", f"vLLM server version {VERSION}, serving model {a.model}"
+        )
+        lg.log("APIServer", "utils.py:240", f"non-default args: {args_repr!r}")
+        lg.log(
+            "EngineCore",
+            "core.py:110",
+            f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{a.model}', "
+            f"speculative_config={spec!r}",
+        )
+        lg.log("EngineCore", "gpu_model_runner.py:4700", f"Starting to load model {a.model}...")
+        started = time.monotonic()
+        self._sleep(0.4 * t)
+        lg.log("EngineCore", "default_loader.py:390", f"Loading weights took {0.4 * t:.2f} seconds")
+        model_gib = 21.9
+        if spec:
+            lg.log("EngineCore", "gpu_model_runner.py:4801", "Loading drafter model...")
+            if a.kmsg_file:
+                append_kmsg_record(a.kmsg_file)
+            self._sleep(0.15 * t)
+            lg.log(
+                "EngineCore",
+                "default_loader.py:390",
+                f"Loading weights took {0.15 * t:.2f} seconds",
+            )
+            model_gib = 23.43
+        took = time.monotonic() - started
+        lg.log(
+            "EngineCore",
+            "gpu_model_runner.py:4879",
+            f"Model loading took {model_gib} GiB memory and {took:.6f} seconds",
+        )
+        self._sleep(0.15 * t)
+        estimate = -0.9 if spec else 0.62
+        lg.log(
+            "EngineCore",
+            "gpu_model_runner.py:5963",
+            "Profiling CUDA graph memory: PIECEWISE=51 (largest=512)",
+        )
+        lg.log(
+            "EngineCore",
+            "gpu_model_runner.py:6042",
+            f"Estimated CUDA graph memory: {estimate:.2f} GiB total",
+        )
+        kv_gib = round(
+            a.gpu_memory_utilization * GPU_TOTAL_GIB - model_gib - 2.5 - max(estimate, 0), 2
+        )
+        lg.log("EngineCore", "gpu_worker.py:440", f"Available KV cache memory: {kv_gib} GiB")
+        if kv_gib <= 0:
+            lg.log(
+                "EngineCore",
+                "core.py:1010",
+                "ValueError: No available memory for the cache blocks. Try increasing "
+                "`gpu_memory_utilization` when initializing the engine.",
+                level="ERROR",
+            )
+            lg.log("EngineCore", "core.py:1010", "EngineCore failed to start.", level="ERROR")
+            lg.raw(
+                f"(APIServer pid={lg.api_pid}) RuntimeError: Engine core initialization failed. "
+                "See root cause above. Failed core proc(s): {'EngineCore': 1}"
+            )
+            return False
+        self.kv_tokens = int(kv_gib * 2**30 / BYTES_PER_KV_TOKEN)
+        concurrency = self.kv_tokens / a.max_model_len
+        lg.log(
+            "EngineCore",
+            "kv_cache_utils.py:1730",
+            f"GPU KV cache size: {self.kv_tokens:,} tokens, Maximum concurrency for "
+            f"{a.max_model_len:,} tokens per request: {concurrency:.2f}x",
+        )
+        self._sleep(0.2 * t)
+        lg.log(
+            "EngineCore",
+            "gpu_model_runner.py:6133",
+            "Graph capturing finished in 1 secs, took 0.58 GiB",
+        )
+        if estimate > 0:  # vLLM prints the comparison only for a positive estimate
+            diff = 0.58 - estimate
+            lg.log(
+                "EngineCore",
+                "gpu_worker.py:530",
+                f"CUDA graph pool memory: 0.58 GiB (actual), {estimate} GiB (estimated), "
+                f"difference: {round(diff, 2)} GiB ({100 * diff / estimate:.1f}%).",
+            )
+        lg.log(
+            "EngineCore",
+            "core.py:299",
+            f"init engine (profile, create kv cache, warmup model) took {0.5 * t:.2f} s "
+            f"(compilation: {0.2 * t:.2f} s)",
+        )
+        lg.log(
+            "APIServer", "api_server.py:2000", f"Starting vLLM server on http://{a.host}:{a.port}"
+        )
+        lg.log("APIServer", "launcher.py:37", "Available routes are:")
+        for route, methods in (
+            ("/health", "GET"),
+            ("/metrics", "GET"),
+            ("/v1/models", "GET"),
+            ("/v1/chat/completions", "POST"),
+        ):
+            lg.log("APIServer", "launcher.py:45", f"Route: {route}, Methods: {methods}")
+        lg.uvicorn(f"Started server process [{lg.api_pid}]")
+        lg.uvicorn("Waiting for application startup.")
+        lg.uvicorn("Application startup complete.")
+        self.ready = True
+        return True
+
+    def _sleep(self, seconds: float) -> None:
+        self.stop.wait(seconds)
+
+    # -- periodic stats --------------------------------------------------------------------
+    def stats_loop(self) -> None:
+        """Every --stats-interval: vLLM's `Engine 000: ...` line (and SpecDecoding metrics)."""
+        interval = self.args.stats_interval
+        while not self.stop.wait(interval):
+            with self.lock:
+                prompt = self.prompt_tokens - self.last_prompt
+                gen = self.generation_tokens - self.last_generation
+                self.last_prompt, self.last_generation = self.prompt_tokens, self.generation_tokens
+                running = self.running
+                usage = 100.0 * min(1.0, running * 4096 / max(self.kv_tokens, 1))
+            self.log.log(
+                "APIServer",
+                "loggers.py:257",
+                f"Engine 000: Avg prompt throughput: {prompt / interval:.1f} tokens/s, "
+                f"Avg generation throughput: {gen / interval:.1f} tokens/s, "
+                f"Running: {running} reqs, Waiting: 0 reqs, GPU KV cache usage: {usage:.1f}%, "
+                "Prefix cache hit rate: 0.0%",
+            )
+            if self.args.spec:
+                self.log.log(
+                    "APIServer",
+                    "metrics.py:100",
+                    "SpecDecoding metrics: Mean acceptance length: 2.44, Accepted throughput: "
+                    f"{gen * 0.58 / interval:.2f} tokens/s, Drafted throughput: "
+                    f"{gen * 0.8 / interval:.2f} tokens/s, Accepted: {int(gen * 0.58)} tokens, "
+                    f"Drafted: {int(gen * 0.8)} tokens, Per-position acceptance rate: 0.810, "
+                    "0.633, Avg Draft acceptance rate: 72.2%",
+                )
+
+    # -- HTTP ------------------------------------------------------------------------------
+    def metrics_text(self) -> str:
+        """/metrics in vLLM's Prometheus text format."""
+        lbl = f'{{engine="0",model_name="{self.name}"}}'
+        with self.lock:
+            usage = min(1.0, self.running * 4096 / max(self.kv_tokens, 1))
+            rows = [
+                (
+                    "vllm:num_requests_running",
+                    "gauge",
+                    "Number of requests in model execution batches.",
+                    self.running,
+                ),
+                (
+                    "vllm:num_requests_waiting",
+                    "gauge",
+                    "Number of requests waiting to be processed.",
+                    0,
+                ),
+                (
+                    "vllm:kv_cache_usage_perc",
+                    "gauge",
+                    "KV-cache usage. 1 means 100 percent usage.",
+                    usage,
+                ),
+                (
+                    "vllm:num_preemptions_total",
+                    "counter",
+                    "Cumulative number of preemption from the engine.",
+                    0,
+                ),
+                (
+                    "vllm:prompt_tokens_total",
+                    "counter",
+                    "Number of prefill tokens processed.",
+                    self.prompt_tokens,
+                ),
+                (
+                    "vllm:generation_tokens_total",
+                    "counter",
+                    "Number of generation tokens processed.",
+                    self.generation_tokens,
+                ),
+            ]
+            if self.args.spec:
+                rows += [
+                    (
+                        "vllm:spec_decode_num_draft_tokens_total",
+                        "counter",
+                        "Number of draft tokens.",
+                        self.spec_draft,
+                    ),
+                    (
+                        "vllm:spec_decode_num_accepted_tokens_total",
+                        "counter",
+                        "Number of accepted tokens.",
+                        self.spec_accepted,
+                    ),
+                ]
+        out = []
+        for name, kind, help_text, value in rows:
+            base = name[: -len("_total")] if kind == "counter" else name
+            out.append(f"# HELP {base} {help_text}")
+            out.append(f"# TYPE {base} {kind}")
+            out.append(f"{name}{lbl} {float(value)}")
+            if kind == "counter":
+                out.append(f"{base}_created{lbl} {float(self.created)}")
+        return "\n".join(out) + "\n"
+
+    def models(self) -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": self.name,
+                    "object": "model",
+                    "created": self.created,
+                    "owned_by": "vllm",
+                    "root": self.args.model,
+                    "parent": None,
+                    "max_model_len": self.args.max_model_len,
+                    "permission": [
+                        {"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission"}
+                    ],
+                }
+            ],
+        }
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """One chat completion; None when the engine is hung (the caller then waits forever)."""
+        messages = body.get("messages") or []
+        tools = body.get("tools") or []
+        prompt_tokens = max(1, len(json.dumps(messages, ensure_ascii=False)) // 4)
+        with self.lock:
+            self.requests += 1
+            number = self.requests
+            self.running += 1
+        hang = self.args.hang_after_requests
+        if hang is not None and number > hang:
+            return None  # stays running; counters frozen, /health still 200 (vLLM's real hang)
+        self.stop.wait(self.args.request_seconds)
+        completion_tokens = 24
+        with self.lock:
+            self.running -= 1
+            self.prompt_tokens += prompt_tokens
+            self.generation_tokens += completion_tokens
+            if self.args.spec:
+                self.spec_draft += 18
+                self.spec_accepted += 13
+        message: dict[str, Any] = {"role": "assistant", "content": None, "reasoning": None}
+        finish = "stop"
+        if tools:
+            tool = tools[(len(messages) // 2) % len(tools)].get("function", {})
+            arguments = json.dumps(_arguments_for(tool.get("parameters") or {}, len(messages)))
+            above = self.args.malformed_tool_calls_above
+            if above is not None and prompt_tokens > above and (len(messages) // 2) % 2 == 0:
+                arguments = arguments[: max(1, len(arguments) // 2)]  # truncated: not JSON
+            message["tool_calls"] = [
+                {
+                    "id": f"chatcmpl-tool-{uuid.uuid4().hex}",
+                    "type": "function",
+                    "function": {"name": tool.get("name", "tool"), "arguments": arguments},
+                }
+            ]
+            finish = "tool_calls"
+        else:
+            message["content"] = "OK."
+            message["tool_calls"] = []
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or self.name,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    "stop_reason": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+                "completion_tokens": completion_tokens,
+                "prompt_tokens_details": None,
+            },
+        }
+
+
+def _arguments_for(schema: dict[str, Any], n: int) -> dict[str, Any]:
+    samples = {
+        "string": f"value-{n}",
+        "integer": n,
+        "number": n + 0.5,
+        "boolean": True,
+        "array": [],
+        "object": {},
+    }
+    props = schema.get("properties") or {}
+    return {name: samples.get(str(spec.get("type")), f"value-{n}") for name, spec in props.items()}
+
+
+def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
+    """The request handler class bound to one engine."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # uvicorn-style access log
+            pass
+
+        def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            reason = self.responses.get(status, ("",))[0]
+            engine.log.uvicorn(
+                f'{self.client_address[0]}:{self.client_address[1]} - "{self.command} {self.path} '
+                f'HTTP/1.1" {status} {reason}'
+            )
+
+        def _json(self, status: int, obj: Any) -> None:
+            self._send(status, json.dumps(obj).encode())
+
+        def do_GET(self) -> None:
+            path = self.path.split("?")[0]
+            if path == "/health":
+                self._send(200 if engine.ready else 503, b"")
+            elif path == "/metrics":
+                self._send(
+                    200, engine.metrics_text().encode(), "text/plain; version=0.0.4; charset=utf-8"
+                )
+            elif path == "/v1/models":
+                self._json(200, engine.models())
+            elif path == "/version":
+                self._json(200, {"version": VERSION})
+            else:
+                self._json(404, {"detail": "Not Found"})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if self.path.split("?")[0] != "/v1/chat/completions":
+                self._json(404, {"detail": "Not Found"})
+                return
+            if not engine.ready:
+                self._json(
+                    503,
+                    {
+                        "error": {
+                            "message": "Service Unavailable",
+                            "type": "ServiceUnavailableError",
+                            "param": None,
+                            "code": 503,
+                        }
+                    },
+                )
+                return
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                self._json(
+                    400,
+                    {
+                        "error": {
+                            "message": "invalid JSON",
+                            "type": "BadRequestError",
+                            "param": None,
+                            "code": 400,
+                        }
+                    },
+                )
+                return
+            result = engine.chat(body)
+            if result is None:
+                engine.stop.wait()  # hung engine: the request never finishes
+                return
+            self._json(200, result)
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the stand-in until SIGTERM/SIGINT."""
+    args = parse_args(argv)
+    # Held open for the process lifetime, like vLLM's own stdout.
+    stream: TextIO = (
+        open(args.log_file, "a", encoding="utf-8")  # noqa: SIM115
+        if args.log_file
+        else sys.stdout
+    )
+    logger = Logger(stream)
+    engine = Engine(args, logger)
+    server = ThreadingHTTPServer((args.host, args.port), make_handler(engine))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda *_: engine.stop.set())
+    signal.signal(signal.SIGINT, lambda *_: engine.stop.set())
+    code = 0
+    if engine.startup():
+        threading.Thread(target=engine.stats_loop, daemon=True).start()
+    elif not engine.stop.is_set():
+        code = 1
+        engine.stop.set()
+    while not engine.stop.wait(0.2):
+        pass
+    if engine.ready:
+        logger.uvicorn("Shutting down")
+        logger.uvicorn("Waiting for application shutdown.")
+        logger.uvicorn("Application shutdown complete.")
+        logger.uvicorn(f"Finished server process [{logger.api_pid}]")
+    server.shutdown()
+    server.server_close()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
