@@ -1,0 +1,1 @@
+"""The netconsole channel: UDP receiver, datagram parser, fragment reassembly, msgid loss."""
