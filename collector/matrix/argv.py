@@ -177,7 +177,9 @@ def stop_argv(spec: MatrixSpec) -> list[str]:
 def shell_join(argv: Sequence[str]) -> str:
     """shlex.join, except a leading `~/` stays unquoted so the remote shell expands it."""
     return " ".join(
-        "~/" + shlex.quote(token[2:]) if token.startswith("~/") and len(token) > 2 else shlex.quote(token)
+        "~/" + shlex.quote(token[2:])
+        if token.startswith("~/") and len(token) > 2
+        else shlex.quote(token)
         for token in argv
     )
 

@@ -1,4 +1,4 @@
-"""Built-in matrix presets; `nemoclaw-spark-qwen` reproduces NemoClaw's managed Qwen launch on Spark."""
+"""Built-in matrix presets; `nemoclaw-spark-qwen` is NemoClaw's managed Qwen launch on Spark."""
 
 from __future__ import annotations
 

@@ -116,7 +116,9 @@ class Profile(_Model):
     def _flags_only(cls, flags: list[str]) -> list[str]:
         for flag in flags:
             if not flag.startswith("-") or "=" in flag:
-                raise ValueError(f"{flag!r} is not a flag name (expected e.g. '--async-scheduling')")
+                raise ValueError(
+                    f"{flag!r} is not a flag name (expected e.g. '--async-scheduling')"
+                )
         return flags
 
     @field_validator("set")
@@ -185,7 +187,7 @@ class Gates(_Model):
 
 
 class MatrixSpec(_Model):
-    """A complete matrix: base launch × profiles × repetitions, workloads and gates."""
+    """A complete matrix: base launch x profiles x repetitions, workloads and gates."""
 
     name: str = Field(default="matrix", pattern=_NAME)
     host: str = Field(min_length=1)
@@ -283,7 +285,9 @@ def parse_spec_text(text: str) -> dict[str, Any]:
     try:
         data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
     except json.JSONDecodeError as exc:
-        raise SpecError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise SpecError(
+            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
     except yaml.YAMLError as exc:
         raise SpecError(f"invalid YAML: {exc}") from None
     if not isinstance(data, dict):
