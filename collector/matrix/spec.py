@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 KERNEL_EVENT_KINDS = (
     "nv_err",
@@ -96,6 +104,14 @@ class CommandLauncher(_Model):
     _env = field_validator("env")(_check_env)
 
 
+def _check_flag(flag: str) -> str:
+    if not flag.startswith("-") or "=" in flag:
+        raise ValueError(f"{flag!r} is not a flag name (expected e.g. '--max-model-len')")
+    return flag
+
+
+FlagName = Annotated[str, AfterValidator(_check_flag)]
+
 Launcher = Annotated[DockerLauncher | CommandLauncher, Field(discriminator="type")]
 
 
@@ -103,31 +119,13 @@ class Profile(_Model):
     """One variation of the base args: drop flags, replace values, append args, change env."""
 
     description: str = ""
-    remove: list[str] = []
-    set: dict[str, str | int | float | bool | None] = {}
+    remove: list[FlagName] = []
+    set: dict[FlagName, str | int | float | bool | None] = {}
     add: list[str] = []
     # None unsets a variable the launcher or base sets.
     env: dict[str, str | None] = {}
 
     _env = field_validator("env")(_check_env)
-
-    @field_validator("remove")
-    @classmethod
-    def _flags_only(cls, flags: list[str]) -> list[str]:
-        for flag in flags:
-            if not flag.startswith("-") or "=" in flag:
-                raise ValueError(
-                    f"{flag!r} is not a flag name (expected e.g. '--async-scheduling')"
-                )
-        return flags
-
-    @field_validator("set")
-    @classmethod
-    def _set_flags(cls, values: dict[str, Any]) -> dict[str, Any]:
-        for flag in values:
-            if not flag.startswith("-") or "=" in flag:
-                raise ValueError(f"{flag!r} is not a flag name (expected e.g. '--max-model-len')")
-        return values
 
 
 class ColdStart(_Model):
