@@ -1,0 +1,217 @@
+"""Turn a spec and a profile into the exact argv started (and stopped) on the host.
+
+Flag parsing is deliberately simple and documented: the tokens before the first flag are the
+command (``vllm serve MODEL``); a flag owns the next token as its value unless that token is
+itself a flag (negative numbers are values) or the flag is written ``--flag=value``. A boolean
+flag followed by a positional argument would be misread, which vLLM command lines do not do.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+
+from collector.matrix.spec import DockerLauncher, MatrixSpec, SpecError, flag_key
+
+_NEGATIVE_NUMBER = re.compile(r"^-\d")
+
+
+def is_flag(token: str) -> bool:
+    return token.startswith("-") and len(token) > 1 and not _NEGATIVE_NUMBER.match(token)
+
+
+def split_args(argv: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+    """Split argv into the leading command and a list of items (a flag with its value)."""
+    tokens = list(argv)
+    head: list[str] = []
+    i = 0
+    while i < len(tokens) and not is_flag(tokens[i]):
+        head.append(tokens[i])
+        i += 1
+    items: list[list[str]] = []
+    while i < len(tokens):
+        token = tokens[i]
+        if (
+            is_flag(token)
+            and "=" not in token
+            and not token.startswith("--no-")
+            and i + 1 < len(tokens)
+            and not is_flag(tokens[i + 1])
+        ):
+            items.append([token, tokens[i + 1]])
+            i += 2
+        else:
+            items.append([token])
+            i += 1
+    return head, items
+
+
+def _item_key(item: list[str]) -> str | None:
+    return flag_key(item[0]) if is_flag(item[0]) else None
+
+
+def flag_names(argv: Sequence[str]) -> set[str]:
+    """The normalised flag names present in argv."""
+    return {key for item in split_args(argv)[1] if (key := _item_key(item))}
+
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value of the first occurrence of flag, or None (also for a bare boolean flag)."""
+    for item in split_args(argv)[1]:
+        if _item_key(item) == flag_key(flag):
+            if "=" in item[0]:
+                return item[0].split("=", 1)[1]
+            return item[1] if len(item) > 1 else None
+    return None
+
+
+def _render_set(item: list[str] | None, flag: str, value: object) -> list[str] | None:
+    """The item that sets flag to value, keeping the `--flag=value` form when it was used."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return [item[0].split("=", 1)[0] if item else flag]
+    text = str(value)
+    if item and "=" in item[0]:
+        return [f"{item[0].split('=', 1)[0]}={text}"]
+    return [item[0] if item else flag, text]
+
+
+def _profile(spec: MatrixSpec, profile: str):
+    try:
+        return spec.profiles[profile]
+    except KeyError:
+        known = ", ".join(spec.profiles)
+        raise SpecError(f"unknown profile {profile!r}; the spec has: {known}") from None
+
+
+def profile_args(spec: MatrixSpec, profile: str) -> list[str]:
+    """The server argv for a profile: base_args, then remove, then set (in place), then add."""
+    prof = _profile(spec, profile)
+    head, items = split_args(spec.base_args)
+    removed = {flag_key(f) for f in prof.remove}
+    items = [item for item in items if _item_key(item) not in removed]
+    for flag, value in prof.set.items():
+        key = flag_key(flag)
+        positions = [i for i, item in enumerate(items) if _item_key(item) == key]
+        replacement = _render_set(items[positions[0]] if positions else None, flag, value)
+        if positions:
+            first = positions[0]
+            items = [item for i, item in enumerate(items) if i not in positions[1:]]
+            if replacement is None:
+                del items[first]
+            else:
+                items[first] = replacement
+        elif replacement is not None:
+            items.append(replacement)
+    return head + [token for item in items for token in item] + list(prof.add)
+
+
+def profile_env(spec: MatrixSpec, profile: str) -> dict[str, str]:
+    """The launcher env with the profile's changes applied (None unsets)."""
+    env = dict(spec.launcher.env)
+    for key, value in _profile(spec, profile).env.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def serve_command(spec: MatrixSpec, profile: str) -> str:
+    """The shell string that starts the server: `pre && <shlex-joined serve argv>`."""
+    joined = shlex.join(profile_args(spec, profile))
+    return f"{spec.pre} && {joined}" if spec.pre else joined
+
+
+def remote_argv(spec: MatrixSpec, profile: str) -> list[str]:
+    """The exact argv the runner starts on the host for this profile."""
+    launcher = spec.launcher
+    if not isinstance(launcher, DockerLauncher):
+        args = profile_args(spec, profile)
+        if spec.pre:
+            args = ["/bin/sh", "-c", f"{spec.pre} && exec {shlex.join(args)}"]
+        env = profile_env(spec, profile)
+        unset = [k for k, v in _profile(spec, profile).env.items() if v is None]
+        prefix = [token for k in unset for token in ("-u", k)]
+        prefix += [f"{k}={v}" for k, v in env.items()]
+        return ["env", *prefix, *args] if prefix else args
+    argv = ["docker", "run"]
+    if launcher.pull:
+        argv.append(f"--pull={launcher.pull}")
+    if launcher.restart:
+        argv += ["--restart", launcher.restart]
+    if launcher.gpus:
+        argv += ["--gpus", launcher.gpus]
+    if launcher.ipc:
+        argv.append(f"--ipc={launcher.ipc}")
+    for volume in launcher.volumes:
+        argv += ["-v", volume]
+    for key, value in profile_env(spec, profile).items():
+        argv += ["-e", f"{key}={value}"]
+    for key, value in launcher.labels.items():
+        argv += ["--label", f"{key}={value}"]
+    argv += ["-p", f"{launcher.published_port}:{launcher.port}", "--name", launcher.container_name]
+    argv += launcher.extra_args
+    if launcher.entrypoint:
+        argv += ["--entrypoint", launcher.entrypoint]
+    argv.append(launcher.image)
+    if launcher.shell_wrap:
+        argv += ["-lc", serve_command(spec, profile)]
+    elif spec.pre:
+        raise SpecError("launcher.shell_wrap: `pre` needs shell_wrap (it is a shell prelude)")
+    else:
+        argv += profile_args(spec, profile)
+    return argv
+
+
+def stop_argv(spec: MatrixSpec) -> list[str]:
+    """What stops the server: `docker rm -f NAME`; nothing for a command launcher (the runner
+    kills its process group)."""
+    if isinstance(spec.launcher, DockerLauncher):
+        return ["docker", "rm", "-f", spec.launcher.container_name]
+    return []
+
+
+def shell_join(argv: Sequence[str]) -> str:
+    """shlex.join, except a leading `~/` stays unquoted so the remote shell expands it."""
+    return " ".join(
+        "~/" + shlex.quote(token[2:])
+        if token.startswith("~/") and len(token) > 2
+        else shlex.quote(token)
+        for token in argv
+    )
+
+
+def remote_command(spec: MatrixSpec, profile: str) -> str:
+    """The one-line shell command the runner sends over SSH for this profile."""
+    return shell_join(remote_argv(spec, profile))
+
+
+def served_model(spec: MatrixSpec) -> str | None:
+    """The model name clients send: `--served-model-name`, else the positional after `serve`."""
+    named = flag_value(spec.base_args, "--served-model-name")
+    if named:
+        return named
+    head, _ = split_args(spec.base_args)
+    if "serve" in head and head.index("serve") + 1 < len(head):
+        return head[head.index("serve") + 1]
+    return None
+
+
+def describe_profile(spec: MatrixSpec, profile: str) -> str:
+    """A one-line summary of what the profile changes against the base (for reports)."""
+    prof = _profile(spec, profile)
+    parts = [f"remove {flag}" for flag in prof.remove]
+    for flag, value in prof.set.items():
+        if value is True:
+            parts.append(f"set {flag}")
+        elif value is False or value is None:
+            parts.append(f"remove {flag}")
+        else:
+            parts.append(f"set {flag}={value}")
+    if prof.add:
+        parts.append(f"add {shlex.join(prof.add)}")
+    parts += [f"env {k}={'(unset)' if v is None else v}" for k, v in prof.env.items()]
+    return ", ".join(parts) if parts else "base"

@@ -1,0 +1,153 @@
+"""Render a MatrixReport as Markdown (ready to paste into a bug report) or JSON; pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collector.matrix.results import STARTUP_PHASE, MatrixReport, ProfileReport
+from collector.matrix.telemetry import windowed_telemetry
+
+__all__ = ["render_json", "render_markdown", "windowed_telemetry"]
+
+DASH = "—"
+
+
+def _cell(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return DASH
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def _events(kinds: dict[str, int] | None) -> str:
+    hits = {k: n for k, n in (kinds or {}).items() if n}
+    return ", ".join(f"{k} x{n}" for k, n in sorted(hits.items())) or "none"
+
+
+def _startup_rows(profiles: list[ProfileReport]) -> list[list[str]]:
+    rows = []
+    for p in profiles:
+        plan = p.startup_plan
+        rows.append(
+            [
+                _cell(p.label),
+                _cell(p.description or None),
+                _cell(p.startup.get("outcome")),
+                _cell(p.startup.get("duration_s"), 0),
+                _cell(plan.get("model_load_gib")),
+                _cell(plan.get("drafter_loaded")),
+                _cell(plan.get("cuda_graph_estimate_gib")),
+                _cell(plan.get("kv_cache_gib")),
+                _cell(plan.get("kv_cache_tokens")),
+                _cell(plan.get("max_concurrency")),
+                _events(p.kernel_events.get(STARTUP_PHASE)),
+            ]
+        )
+    return rows
+
+
+def _workload_rows(profiles: list[ProfileReport]) -> list[list[str]]:
+    rows = []
+    for p in profiles:
+        for w in p.workloads:
+            command = w.get("kind") == "command"
+            rows.append(
+                [
+                    _cell(p.label),
+                    _cell(w.get("name")),
+                    _cell(w.get("outcome")),
+                    _cell(w.get("requests")),
+                    _cell(w.get("errors")),
+                    _cell(w.get("timeouts")),
+                    _cell(w.get("latency_median_s")),
+                    _cell(w.get("latency_p95_s")),
+                    _cell(w.get("latency_max_s") if not command else w.get("duration_s")),
+                    _cell(w.get("over_30s")),
+                    _cell(w.get("max_prompt_tokens")),
+                    _cell(w.get("malformed_tool_calls")),
+                    _events(p.kernel_events.get(w.get("name"))),
+                ]
+            )
+    return rows
+
+
+def _telemetry_rows(profiles: list[ProfileReport]) -> list[list[str]]:
+    rows = []
+    for p in profiles:
+        for w in p.workloads:
+            t = p.telemetry.get(w.get("name"), {})
+            rows.append(
+                [
+                    _cell(p.label),
+                    _cell(w.get("name")),
+                    _cell(t.get("samples")),
+                    _cell(t.get("min_mem_available_gib")),
+                    _cell(t.get("max_used_gib")),
+                    _cell(t.get("max_swap_gib")),
+                    _cell(t.get("max_psi_full_avg10")),
+                ]
+            )
+    return rows
+
+
+def render_markdown(report: MatrixReport) -> str:
+    """Startup-memory, workload, windowed-telemetry and verdict tables, one row per profile."""
+    title = f"## Matrix {report.name} on {report.host}"
+    if report.run_id is not None:
+        title += f" (run {report.run_id})"
+    lines = [title, ""]
+    if report.status:
+        lines += [f"Status: {report.status}", ""]
+    lines += ["### Startup memory plan", ""]
+    lines += _table(
+        [
+            "Profile", "Changes", "Startup", "Startup s", "Model load GiB", "Drafter",
+            "CUDA graph est. GiB", "KV cache GiB", "KV cache tokens", "Max concurrency",
+            "Kernel events (startup)",
+        ],
+        _startup_rows(report.profiles),
+    )  # fmt: skip
+    lines += ["", "### Workloads", ""]
+    lines += _table(
+        [
+            "Profile", "Workload", "Outcome", "Requests", "Errors", "Timeouts", "p50 s", "p95 s",
+            "Max s", "> 30 s", "Max prompt tokens", "Malformed tool calls", "Kernel events",
+        ],
+        _workload_rows(report.profiles),
+    )  # fmt: skip
+    lines += ["", "### Host telemetry inside each workload window", ""]
+    lines += _table(
+        [
+            "Profile", "Workload", "Samples", "Min MemAvailable GiB", "Max used GiB",
+            "Max swap GiB", "Max PSI full avg10",
+        ],
+        _telemetry_rows(report.profiles),
+    )  # fmt: skip
+    lines += ["", "### Verdicts", ""]
+    lines += _table(
+        ["Profile", "Verdict", "Reasons"],
+        [
+            [_cell(p.label), _cell(p.verdict), _cell("; ".join(p.reasons) or None)]
+            for p in report.profiles
+        ],
+    )
+    return "\n".join(lines) + "\n"
+
+
+def render_json(report: MatrixReport) -> dict[str, Any]:
+    """The report as a JSON-able dict (what `/api/v1/matrix-runs/{id}` embeds)."""
+    data = report.to_dict()
+    for profile, source in zip(data["profiles"], report.profiles, strict=True):
+        profile["label"] = source.label
+    return data

@@ -1,0 +1,72 @@
+"""The result structures a matrix runner fills and reports, gates and the API read.
+
+Everything inside is plain JSON-able data so a run persists as JSON and reloads with
+`MatrixReport.from_dict`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# startup_plan keys (values None when the server log did not say).
+STARTUP_PLAN_KEYS = (
+    "model_load_gib",  # "Model loading took X GiB ..."
+    "drafter_loaded",  # "Loading drafter model..." seen
+    "cuda_graph_estimate_gib",  # "Estimated CUDA graph memory: X GiB total" (may be negative)
+    "kv_cache_gib",  # "Available KV cache memory: X GiB"
+    "kv_cache_tokens",  # "GPU KV cache size: N tokens"
+    "max_concurrency",  # "Maximum concurrency for N tokens per request: X"
+)
+STARTUP_OUTCOMES = ("ok", "failed", "timeout", "cancelled", "skipped")
+STARTUP_PHASE = "startup"
+
+
+@dataclass
+class ProfileReport:
+    """One profile x repetition.
+
+    - `startup`: {"outcome": one of STARTUP_OUTCOMES, "started_at", "healthy_at", "duration_s",
+      "error"} (epoch seconds).
+    - `startup_plan`: STARTUP_PLAN_KEYS → value.
+    - `kernel_events`: phase ("startup" or a workload name) → kernel event kind → count.
+    - `workloads`: `WorkloadResult.figures()` or `summarize_command_result(...)` dicts, in order.
+    - `telemetry`: workload name → `windowed_telemetry(samples, start, end)`.
+    """
+
+    profile: str
+    repetition: int = 1
+    description: str = ""
+    argv: list[str] = field(default_factory=list)
+    startup: dict[str, Any] = field(default_factory=dict)
+    startup_plan: dict[str, Any] = field(default_factory=dict)
+    kernel_events: dict[str, dict[str, int]] = field(default_factory=dict)
+    workloads: list[dict[str, Any]] = field(default_factory=list)
+    telemetry: dict[str, dict[str, Any]] = field(default_factory=dict)
+    verdict: str | None = None
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.profile if self.repetition == 1 else f"{self.profile} #{self.repetition}"
+
+
+@dataclass
+class MatrixReport:
+    """A matrix run's results: one ProfileReport per profile x repetition, in run order."""
+
+    name: str
+    host: str
+    run_id: str | int | None = None
+    status: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    profiles: list[ProfileReport] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MatrixReport:
+        profiles = [ProfileReport(**p) for p in data.get("profiles", [])]
+        return cls(**{**data, "profiles": profiles})

@@ -1,0 +1,90 @@
+import json
+
+import pytest
+
+from collector.matrix.spec import SpecError, load_spec
+
+GOOD = """
+host: spark-01
+launcher: {type: command}
+base_args: [vllm, serve, m, --port, "8001", --async-scheduling]
+profiles:
+  A: {}
+  B: {remove: [--async-scheduling]}
+workloads:
+  - {type: tool_conversation, sessions: 2}
+  - {type: command, name: agent, argv: [./run.sh], timeout_s: 60}
+cold_start: false
+schedule: "0 3 * * *"
+"""
+
+
+def test_good_spec_loads_with_defaults():
+    spec = load_spec(GOOD)
+    assert spec.server_port == 8001
+    assert spec.effective_health_url == "http://127.0.0.1:8001/health"
+    assert spec.cold_start.enabled is False and spec.cold_start.drop_caches is False
+    assert spec.workloads[0].request_timeout_s == 360
+    assert spec.workloads[0].tool_result_bytes == 4096
+    assert spec.gates.fail_on_kernel == ["nv_err", "xid", "gsp", "uvm"]
+    assert spec.abort_on_failure is False
+    assert spec.repeat == 1
+
+
+def test_json_text_and_file_path(tmp_path):
+    import yaml
+
+    data = yaml.safe_load(GOOD)
+    assert load_spec(json.dumps(data)) == load_spec(GOOD)
+    path = tmp_path / "m.yaml"
+    path.write_text(GOOD)
+    assert load_spec(str(path)) == load_spec(path) == load_spec(GOOD)
+
+
+def _error(text: str) -> str:
+    with pytest.raises(SpecError) as info:
+        load_spec(text)
+    return str(info.value)
+
+
+def test_errors_name_the_field_path():
+    bad = GOOD.replace("sessions: 2", "sessions: 0").replace(
+        "type: command, name", "type: shell, name"
+    )
+    message = _error(bad)
+    assert (
+        "workloads.0.tool_conversation.sessions: Input should be greater than or equal to 1"
+        in message
+    )
+    assert "workloads.1: Input tag 'shell' found using 'type'" in message
+
+
+def test_missing_and_unknown_fields():
+    message = _error(
+        "host: h\nlauncher: {type: docker}\nbase_args: [x]\nprofiles: {A: {}}\nrepeats: 2\n"
+    )
+    assert "launcher.docker.image: Field required" in message
+    assert "launcher.docker.container_name: Field required" in message
+    assert "repeats: Extra inputs are not permitted" in message
+
+
+def test_profile_removing_an_absent_flag_is_caught():
+    message = _error(GOOD.replace("remove: [--async-scheduling]", "remove: [--async-schedulng]"))
+    assert "profiles.B.remove.0: --async-schedulng is not in base_args" in message
+
+
+def test_bad_values():
+    assert "profiles.B.remove.0: '--x=1' is not a flag name" in _error(
+        GOOD.replace("[--async-scheduling]", "['--x=1']")
+    )
+    assert "schedule: not a 5-field cron expression" in _error(
+        GOOD.replace("0 3 * * *", "every day")
+    )
+    assert "gates.fail_on_kernel.0" in _error(GOOD + "gates: {fail_on_kernel: [nv_errr]}\n")
+    assert "duplicate workload name 'agent'" in _error(
+        GOOD.replace(
+            "timeout_s: 60}", "timeout_s: 60}\n  - {type: command, name: agent, argv: [x]}"
+        )
+    )
+    assert "invalid YAML" in _error("host: [unclosed")
+    assert "top level must be a mapping" in _error("- a\n- b\n")
