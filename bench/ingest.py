@@ -16,7 +16,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import add_host, running_collector  # noqa: E402
+from bench._common import add_host, running_collector
 
 BATCH = 1000
 DURATION_S = 10.0
@@ -48,12 +48,20 @@ def make_bodies(kind: str, client: int, count: int) -> list[bytes]:
                 {
                     "seq": seq0 + i,
                     "ts": 1764400000.0 + (seq0 + i) / 1000,
-                    "mem": {"MemTotal": 128 << 30, "MemAvailable": 60 << 30, "MemFree": 2 << 30,
-                            "SwapTotal": 16 << 30, "SwapFree": 16 << 30, "Cached": 40 << 30},
-                    "psi": {"memory": {"some": {"avg10": 0.5, "avg60": 0.2, "avg300": 0.1,
-                                                "total": 1234},
-                                       "full": {"avg10": 0.1, "avg60": 0.0, "avg300": 0.0,
-                                                "total": 99}}},
+                    "mem": {
+                        "MemTotal": 128 << 30,
+                        "MemAvailable": 60 << 30,
+                        "MemFree": 2 << 30,
+                        "SwapTotal": 16 << 30,
+                        "SwapFree": 16 << 30,
+                        "Cached": 40 << 30,
+                    },
+                    "psi": {
+                        "memory": {
+                            "some": {"avg10": 0.5, "avg60": 0.2, "avg300": 0.1, "total": 1234},
+                            "full": {"avg10": 0.1, "avg60": 0.0, "avg300": 0.0, "total": 99},
+                        }
+                    },
                     "vmstat": {"pgmajfault": 0.0, "pswpin": 0.0, "pswpout": 0.0},
                     "load": {"1": 1.0, "5": 0.8, "15": 0.5},
                 }
