@@ -7,6 +7,7 @@ in ``unsupported`` instead of failing the sample.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -223,7 +224,5 @@ class NvmlXidSource:
                 if int(data.eventType) & nvml.nvmlEventTypeXidCriticalError:
                     emit(self._line(data))
         finally:
-            try:
+            with contextlib.suppress(Exception):
                 nvml.nvmlEventSetFree(event_set)
-            except Exception:
-                pass
