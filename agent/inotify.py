@@ -1,0 +1,93 @@
+"""Wait for changes in a directory: inotify through ctypes, or a plain poll interval without it."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import select
+import time
+from typing import Protocol
+
+IN_MODIFY = 0x002
+IN_ATTRIB = 0x004
+IN_CLOSE_WRITE = 0x008
+IN_MOVED_FROM = 0x040
+IN_MOVED_TO = 0x080
+IN_CREATE = 0x100
+IN_DELETE = 0x200
+IN_DELETE_SELF = 0x400
+IN_MOVE_SELF = 0x800
+IN_NONBLOCK = os.O_NONBLOCK
+IN_CLOEXEC = os.O_CLOEXEC
+
+# Everything that can mean "the followed file grew, moved, was replaced or truncated".
+FOLLOW_MASK = (
+    IN_MODIFY
+    | IN_ATTRIB
+    | IN_CLOSE_WRITE
+    | IN_MOVED_FROM
+    | IN_MOVED_TO
+    | IN_CREATE
+    | IN_DELETE
+    | IN_DELETE_SELF
+    | IN_MOVE_SELF
+)
+
+
+class ChangeWaiter(Protocol):
+    def wait(self, timeout: float) -> bool: ...  # True: something changed (maybe), False: timeout
+
+    def close(self) -> None: ...
+
+
+class PollWaiter:
+    """Fallback without inotify: every wait is a short sleep, then the caller re-checks."""
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self._interval = interval
+
+    def wait(self, timeout: float) -> bool:
+        time.sleep(min(timeout, self._interval))
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+class InotifyWaiter:
+    """Blocks until inotify reports an event on the watched path (a directory watches its files)."""
+
+    def __init__(self, path: str, mask: int = FOLLOW_MASK, libc: ctypes.CDLL | None = None) -> None:
+        libc = libc or ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        self._fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        if self._fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+        if libc.inotify_add_watch(self._fd, os.fsencode(path), mask) < 0:
+            err = ctypes.get_errno()
+            os.close(self._fd)
+            raise OSError(err, f"inotify_add_watch {path} failed")
+        self._poll = select.poll()
+        self._poll.register(self._fd, select.POLLIN)
+
+    def wait(self, timeout: float) -> bool:
+        if not self._poll.poll(max(0, int(timeout * 1000))):
+            return False
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._fd, 65536):  # drain: we only care that something happened
+                pass
+        return True
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def make_waiter(directory: str, poll_interval: float = 0.25) -> ChangeWaiter:
+    """An inotify waiter on ``directory`` where the kernel offers one, else a poll waiter."""
+    try:
+        return InotifyWaiter(directory)
+    except (OSError, AttributeError):  # no inotify (non-Linux libc), or directory missing
+        return PollWaiter(poll_interval)

@@ -1,0 +1,101 @@
+"""A small parser for the Prometheus text exposition format (0.0.4), enough for vLLM's /metrics."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+Sample = tuple[str, dict[str, str], float]
+
+_ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+_SPECIAL = {"NaN": math.nan, "+Inf": math.inf, "Inf": math.inf, "-Inf": -math.inf}
+
+
+def _float(token: str) -> float:
+    if token in _SPECIAL:
+        return _SPECIAL[token]
+    return float(token)
+
+
+def _labels(line: str, pos: int) -> tuple[dict[str, str], int]:
+    """Parse ``{a="b",c="d"}`` starting at ``line[pos] == "{"``; return labels and the end."""
+    labels: dict[str, str] = {}
+    pos += 1
+    while True:
+        while pos < len(line) and line[pos] in " ,":
+            pos += 1
+        if pos >= len(line):
+            raise ValueError("unterminated label set")
+        if line[pos] == "}":
+            return labels, pos + 1
+        eq = line.index("=", pos)
+        name = line[pos:eq].strip()
+        pos = eq + 1
+        while line[pos] == " ":
+            pos += 1
+        if line[pos] != '"':
+            raise ValueError(f"label {name} value is not quoted")
+        pos += 1
+        value: list[str] = []
+        while line[pos] != '"':
+            if line[pos] == "\\":
+                escaped = line[pos + 1]
+                value.append(_ESCAPES.get(escaped, "\\" + escaped))
+                pos += 2
+            else:
+                value.append(line[pos])
+                pos += 1
+        labels[name] = "".join(value)
+        pos += 1
+
+
+def parse_line(line: str) -> Sample | None:
+    """One sample line → ``(name, labels, value)``; comments and blanks → None."""
+    line = line.strip()
+    if not line or line.startswith("#"):
+        return None
+    brace = line.find("{")
+    space = line.find(" ")
+    if brace != -1 and (space == -1 or brace < space):
+        name = line[:brace]
+        labels, end = _labels(line, brace)
+        rest = line[end:].split()
+    else:
+        name, *rest = line.split()
+        labels = {}
+    if not rest:
+        raise ValueError(f"no value: {line!r}")
+    return name.strip(), labels, _float(rest[0])  # rest[1], if any, is a timestamp
+
+
+def parse(text: str) -> Iterator[Sample]:
+    """Every sample in an exposition; a malformed line is skipped, never fatal."""
+    for line in text.splitlines():
+        try:
+            sample = parse_line(line)
+        except (ValueError, IndexError):
+            continue
+        if sample is not None:
+            yield sample
+
+
+def totals(text: str, names: set[str]) -> dict[str, float]:
+    """Sum each wanted metric over all its label sets (NaN samples are ignored).
+
+    Lines are pre-filtered by prefix so a large exposition (histograms) costs little.
+    """
+    prefixes = tuple(names)
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith(prefixes):
+            continue
+        try:
+            sample = parse_line(line)
+        except (ValueError, IndexError):
+            continue
+        if sample is None:
+            continue
+        name, _labels, value = sample
+        if name in names and not math.isnan(value):
+            out[name] = out.get(name, 0.0) + value
+    return out

@@ -1,0 +1,66 @@
+"""HTTP over a unix socket (the Docker Engine API) with the standard library's http.client."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from typing import Any
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """An HTTPConnection whose transport is an AF_UNIX stream socket."""
+
+    def __init__(self, socket_path: str, timeout: float | None = 0.5) -> None:
+        super().__init__("localhost", timeout=timeout)  # Host header only; no TCP involved
+        self.socket_path = socket_path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.socket_path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class ApiError(Exception):
+    """The API answered, but not with 2xx."""
+
+
+class UnixJsonClient:
+    """GET JSON over one kept-alive unix-socket connection, re-made after any failure."""
+
+    def __init__(self, socket_path: str, timeout: float = 0.5) -> None:
+        self.socket_path = socket_path
+        self._timeout = timeout
+        self._conn: UnixHTTPConnection | None = None
+
+    def get_json(self, path: str) -> Any:
+        for attempt in (0, 1):
+            reused = self._conn is not None
+            if self._conn is None:
+                self._conn = UnixHTTPConnection(self.socket_path, self._timeout)
+            try:
+                self._conn.request("GET", path)
+                response = self._conn.getresponse()
+                body = response.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.close()
+                if not reused or attempt:
+                    raise
+                continue  # a stale kept-alive connection: retry once on a fresh one
+            except Exception:
+                self.close()
+                raise
+            if not 200 <= response.status < 300:
+                raise ApiError(f"GET {path}: HTTP {response.status}: {body[:200]!r}")
+            return json.loads(body)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

@@ -1,0 +1,125 @@
+"""VllmHttpSource against a loopback HTTP server serving a real vLLM /metrics exposition."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.sources.vllm_http import VllmHttpSource, metrics_from_text
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "vllm" / "metrics.txt"
+
+
+class FakeVllm(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    health_status = 200
+    connections = 0
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, like uvicorn
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.connections += 1  # type: ignore[attr-defined]
+
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            body, status = b"", self.server.health_status  # type: ignore[attr-defined]
+        elif self.path == "/metrics":
+            body, status = FIXTURE.read_bytes(), 200
+        else:
+            body, status = b"not found", 404
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def vllm() -> Iterator[FakeVllm]:
+    server = FakeVllm(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_metrics_fields_from_the_real_exposition() -> None:
+    assert metrics_from_text(FIXTURE.read_text()) == {
+        "running": 2,
+        "waiting": 1,
+        "kv_usage": 0.0412,
+        "preemptions": 3,
+        "prompt_tokens": 184320,
+        "generation_tokens": 52771,
+        "spec_accepted": 34719,
+        "spec_draft": 48022,
+    }
+
+
+def test_old_kv_metric_name_and_missing_spec_counters() -> None:
+    text = (
+        "# TYPE vllm:gpu_cache_usage_perc gauge\n"
+        'vllm:gpu_cache_usage_perc{model_name="m"} 0.25\n'
+        'vllm:num_requests_running{model_name="m"} 0.0\n'
+    )
+    fields = metrics_from_text(text)
+    assert fields["kv_usage"] == 0.25 and fields["running"] == 0
+    assert fields["spec_accepted"] is None and fields["generation_tokens"] is None
+
+
+def test_health_and_metrics_over_one_kept_alive_connection(vllm: FakeVllm) -> None:
+    url = f"http://127.0.0.1:{vllm.server_address[1]}"
+    ticks = iter([10.0, 10.0042, 20.0, 20.001])
+    source = VllmHttpSource([url], monotonic=lambda: next(ticks))
+    first = source.read()
+    assert first == [
+        {
+            "url": url,
+            "health": 200,
+            "health_ms": 4.2,
+            "running": 2,
+            "waiting": 1,
+            "kv_usage": 0.0412,
+            "preemptions": 3,
+            "prompt_tokens": 184320,
+            "generation_tokens": 52771,
+            "spec_accepted": 34719,
+            "spec_draft": 48022,
+            "error": None,
+        }
+    ]
+    vllm.health_status = 503
+    second = source.read()[0]
+    assert second["health"] == 503 and second["health_ms"] == 1.0
+    assert vllm.connections == 1  # four requests, one connection
+    source.close()
+
+
+def test_refused_connection_is_reported_in_the_entry_not_raised() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, not listening: connect is refused
+        source = VllmHttpSource([f"127.0.0.1:{port}"], timeout=0.2)
+        (entry,) = source.read()
+    assert entry["health"] is None and entry["running"] is None
+    assert entry["error"].startswith("health: ")
+
+
+def test_reconnects_after_the_server_closed_the_connection(vllm: FakeVllm) -> None:
+    url = f"http://127.0.0.1:{vllm.server_address[1]}"
+    source = VllmHttpSource([url])
+    assert source.read()[0]["health"] == 200
+    source._endpoints[0]._conn.sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
+    assert source.read()[0]["health"] == 200
+    assert vllm.connections == 2

@@ -1,0 +1,63 @@
+"""The agent zipapp runs on a bare interpreter and carries pynvml."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from collector.bundle import build_agent_bundle
+
+
+def require_pynvml() -> None:
+    try:
+        import pynvml  # noqa: F401
+    except ImportError:
+        reason = "nvidia-ml-py is not installed"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def test_bundle_runs_isolated_and_carries_pynvml(tmp_path: Path) -> None:
+    require_pynvml()
+    out = build_agent_bundle(tmp_path / "freezewatch-agent.pyz")
+    assert out.read_bytes().startswith(b"#!/usr/bin/env python3\n")
+    names = set(zipfile.ZipFile(out).namelist())
+    assert {"__main__.py", "pynvml.py", "agent/__init__.py", "agent/cli.py"} <= names
+    assert "agent/sources/gpu.py" in names
+    assert not any("__pycache__" in n for n in names)
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", str(out), "--help"],  # -S: no site-packages
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "freezewatch-agent" in result.stdout
+    # -I ignores PYTHONPATH and -S drops site-packages (where the venv's pynvml lives):
+    # the module can only come from the archive, the way the zipapp imports it.
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(out)!r}); import pynvml; print(pynvml.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip() == str(out / "pynvml.py")
+
+
+def test_bundle_without_nvml(tmp_path: Path) -> None:
+    out = build_agent_bundle(tmp_path / "a.pyz", include_nvml=False)
+    assert "pynvml.py" not in zipfile.ZipFile(out).namelist()
