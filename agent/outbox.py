@@ -70,6 +70,6 @@ class Outbox:
                     dest.append(queue.popleft())
                     budget_records -= 1
                     budget_bytes -= size
-            if self._samples or self._lines or self._events:
-                self._woken = True  # more left: the next wait returns at once
+            # more left: the next wait returns at once; else only a new put wakes it
+            self._woken = bool(self._samples or self._lines or self._events)
         return samples, taken, events

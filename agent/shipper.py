@@ -61,7 +61,7 @@ class Shipper:
         self._first_line = True
         self._up = True
         self._retry_at = 0.0
-        self._retry_delay = interval
+        self._retry_delay = min(interval, 1.0)
         self._last_send = -1e18
 
     # -- public steps ----------------------------------------------------------------------
@@ -74,14 +74,10 @@ class Shipper:
     def step(self, timeout: float | None = None) -> None:
         """Wait for queued records or the heartbeat interval, then ship what is queued."""
         due = self._last_send + self.interval - self._mono()
-        wait = due if timeout is None else min(timeout, due)
-        if (
-            wait > 0
-            and not self.outbox.wait(wait)
-            and self._mono() < self._last_send + self.interval
-        ):
-            return
-        self.ship()
+        wait = max(0.0, due if timeout is None else min(timeout, due))
+        woken = self.outbox.wait(wait)
+        if woken or self._mono() >= self._last_send + self.interval:
+            self.ship()
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -206,7 +202,7 @@ class Shipper:
         if not self._up:
             log.info("collector reachable again")
         self._up = True
-        self._retry_delay = self.interval
+        self._retry_delay = min(self.interval, 1.0)
 
     def _mark_down(self, exc: Exception) -> None:
         if self._up:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +32,7 @@ class FakeCollector:
         self.status = 200  # set to 500/422/... to make it answer that
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
+        self.connections: set[socket.socket] = set()
         self.port = 0
 
     @property
@@ -44,6 +47,10 @@ class FakeCollector:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                collector.connections.add(self.connection)
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
@@ -73,6 +80,10 @@ class FakeCollector:
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
+            for conn in list(self.connections):  # a real stop also ends keep-alive connections
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+            self.connections.clear()
             self.server = None
 
     def ingest(self, batch: dict[str, Any]) -> dict[str, Any]:
