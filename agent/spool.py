@@ -91,6 +91,8 @@ class Spool:
 
     def _open(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.dir.glob("*.tmp"):  # a rewrite cut short: its source is still there
+            stale.unlink()
         for path in sorted(self.dir.glob("*.seg")):
             try:
                 number, level = (int(x) for x in path.stem.split("-"))

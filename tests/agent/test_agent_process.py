@@ -113,3 +113,22 @@ def test_sigterm_sends_agent_stopping_and_exits_0(
     append_records(tmp_path / "kmsg", range(5, 6))
     wait_for(lambda: 5 in collector.kseqs[BOOT])
     assert collector.kseqs[BOOT] == [0, 1, 2, 3, 4, 5] and collector.duplicate_kseqs == 0
+
+
+def test_collector_outage_spools_and_replays_in_order(
+    collector: FakeCollector, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    kmsg = tmp_path / "kmsg"
+    append_records(kmsg, range(0, 10))
+    procs.append(start_agent(collector, tmp_path))
+    wait_for(lambda: len(collector.kseqs.get(BOOT, [])) == 10)
+    collector.stop()
+    append_records(kmsg, range(10, 60))
+    spool = tmp_path / "state/spool"
+    wait_for(lambda: any(spool.glob("*.seg")))  # the outage is spooled, not held in memory
+    samples_before = len(collector.stream("samples"))
+    collector.start()
+    wait_for(lambda: len(collector.kseqs.get(BOOT, [])) == 60)
+    assert collector.kseqs[BOOT] == list(range(60)) and collector.duplicate_kseqs == 0
+    wait_for(lambda: not any(spool.glob("*.seg")))
+    assert len(collector.stream("samples")) > samples_before  # samples from inside the gap
