@@ -1,0 +1,212 @@
+"""Turns queued records into sequenced batches and delivers them: collector first, else spool."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from agent import __version__
+from agent.outbox import Outbox
+from agent.spool import Spool
+from agent.state import AgentState
+from agent.transport import Rejected, Unavailable
+from agent.wire import MAX_BATCH_BYTES, MAX_BATCH_RECORDS
+
+log = logging.getLogger(__name__)
+
+BATCH_BYTES = MAX_BATCH_BYTES // 2  # stay well under the collector's limit
+MAX_RETRY_DELAY = 5.0
+
+
+class Poster(Protocol):
+    def post(self, batch: dict[str, Any]) -> dict[str, Any]: ...
+    def close(self) -> None: ...
+
+
+class Shipper:
+    """One thread's worth of shipping: ``start``, then ``step`` in a loop, then ``finish``."""
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        boot_id: str,
+        transport: Poster,
+        state: AgentState,
+        spool: Spool,
+        outbox: Outbox,
+        interval: float = 1.0,
+        wall: Callable[[], float] = time.time,
+        mono: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.host = host
+        self.boot_id = boot_id
+        self.transport = transport
+        self.state = state
+        self.spool = spool
+        self.outbox = outbox
+        self.interval = interval
+        self._wall = wall
+        self._mono = mono
+        self.agent_info = {"version": __version__, "pid": os.getpid(), "started_at": wall()}
+        # Highest kseq handed off (acked or spooled) for this boot: re-read records are skipped.
+        hints = [k for k in (state.kseq_acked, spool.max_kseq.get(boot_id)) if k is not None]
+        self.kseq_skip: int | None = max(hints) if hints else None
+        self.kseq_acked: int | None = state.kseq_acked
+        self._resumed = False  # kseq_skip confirmed by the collector
+        self._first_line = True
+        self._up = True
+        self._retry_at = 0.0
+        self._retry_delay = min(interval, 1.0)
+        self._last_send = -1e18
+
+    # -- public steps ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """First batch: ``agent_started`` (no lines yet), to learn ``resume.kseq`` first."""
+        self.event("agent_started", previous_boot_id=self.state.previous_boot_id)
+        self.ship(include_lines=False)
+
+    def step(self, timeout: float | None = None) -> None:
+        """Wait for queued records or the heartbeat interval, then ship what is queued."""
+        due = self._last_send + self.interval - self._mono()
+        wait = max(0.0, due if timeout is None else min(timeout, due))
+        woken = self.outbox.wait(wait)
+        if woken or self._mono() >= self._last_send + self.interval:
+            self.ship()
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.step()
+
+    def finish(self, *, shutdown: bool) -> None:
+        """SIGTERM: ship everything queued plus ``agent_stopping``, persist state."""
+        for _ in range(100):  # bounded: a source may still be emitting
+            if not len(self.outbox):
+                break
+            self.ship()
+        self.event("agent_stopping", shutdown=shutdown)
+        self.ship()
+        self.state.kseq_acked = self.kseq_acked
+        self.state.save()
+        self.spool.close()
+        self.transport.close()
+
+    def event(self, kind: str, **data: Any) -> None:
+        self.outbox.put_event({"ts": round(self._wall(), 6), "kind": kind, "data": data})
+
+    # -- batching --------------------------------------------------------------------------
+
+    def ship(self, *, include_lines: bool = True) -> None:
+        """Build one batch from the outbox (empty = heartbeat) and deliver it."""
+        samples, lines, events = self.outbox.drain(
+            MAX_BATCH_RECORDS, BATCH_BYTES, lines=include_lines
+        )
+        lines = self._filter_kmsg(lines, events)
+        batch = {
+            "host": self.host,
+            "boot_id": self.boot_id,
+            "agent": self.agent_info,
+            "samples": [self._seq("samples", s) for s in samples],
+            "lines": [self._seq("lines", ln) for ln in lines],
+            "events": [self._seq("events", e) for e in events],
+        }
+        self._last_send = self._mono()
+        self.deliver(batch)
+
+    def _seq(self, stream: str, record: dict[str, Any]) -> dict[str, Any]:
+        return {"seq": self.state.next_seq(stream), **record}
+
+    def _filter_kmsg(
+        self, lines: list[dict[str, Any]], events: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Drop kernel records already shipped this boot; a hole since the last run: overrun."""
+        kept = []
+        for line in lines:
+            kseq = line.get("kseq")
+            if line.get("source") != "kmsg" or kseq is None:
+                kept.append(line)
+                continue
+            skip = self.kseq_skip
+            if skip is not None and kseq <= skip:
+                continue
+            if self._first_line and self._resumed and skip is not None and kseq > skip + 1:
+                data = {"lost": kseq - skip - 1, "reason": "restart", "after_kseq": skip}
+                events.append({"ts": round(self._wall(), 6), "kind": "kmsg_overrun", "data": data})
+            self._first_line = False
+            self.kseq_skip = kseq
+            kept.append(line)
+        return kept
+
+    # -- delivery --------------------------------------------------------------------------
+
+    def deliver(self, batch: dict[str, Any]) -> None:
+        """Spool first (in order), then this batch; unreachable → it joins the spool."""
+        if self._replay_spool() and self._post(batch):
+            return
+        if batch["samples"] or batch["lines"] or batch["events"]:
+            self.spool.append(batch)
+            dropped = self.spool.take_dropped()
+            if dropped:
+                log.warning("spool full: dropped %s", dropped)
+                self.event("spool_dropped", **dropped)
+
+    def _replay_spool(self) -> bool:
+        """Replay spooled batches oldest first; True once the spool is empty."""
+        if not self._up and self._mono() < self._retry_at:
+            return False
+        while self.spool:
+            batch = self.spool.peek()
+            if batch is None:
+                break
+            if not self._post(batch):
+                return False
+            self.spool.pop()
+        return True
+
+    def _post(self, batch: dict[str, Any]) -> bool:
+        """True when the batch is settled (stored or permanently rejected)."""
+        try:
+            answer = self.transport.post(batch)
+        except Rejected as exc:
+            log.error("collector rejected a batch for good (%s): dropping it", exc)
+            self._mark_up()
+            return True
+        except Unavailable as exc:
+            self._mark_down(exc)
+            return False
+        self._mark_up()
+        self._note_answer(batch, answer)
+        return True
+
+    def _note_answer(self, batch: dict[str, Any], answer: dict[str, Any]) -> None:
+        if batch.get("boot_id") != self.boot_id:
+            return
+        resume = answer.get("resume")
+        kseq = resume.get("kseq") if isinstance(resume, dict) else None
+        shipped = [ln["kseq"] for ln in batch["lines"] if ln.get("kseq") is not None]
+        acked = max(
+            [k for k in (kseq, self.kseq_acked, *shipped) if isinstance(k, int)], default=None
+        )
+        self.kseq_acked = acked
+        if isinstance(kseq, int):
+            self._resumed = True
+            if self.kseq_skip is None or kseq > self.kseq_skip:
+                self.kseq_skip = kseq
+
+    def _mark_up(self) -> None:
+        if not self._up:
+            log.info("collector reachable again")
+        self._up = True
+        self._retry_delay = min(self.interval, 1.0)
+
+    def _mark_down(self, exc: Exception) -> None:
+        if self._up:
+            log.warning("collector unavailable (%s): spooling", exc)
+        self._up = False
+        self._retry_at = self._mono() + self._retry_delay
+        self._retry_delay = min(MAX_RETRY_DELAY, self._retry_delay * 2)

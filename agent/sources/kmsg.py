@@ -1,0 +1,215 @@
+"""Kernel log from /dev/kmsg (one read() per record) or a file/FIFO of such records, followed."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import re
+import select
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from agent.sources import inotify
+from agent.sources.base import event
+
+log = logging.getLogger(__name__)
+
+READ_SIZE = 16384  # >= 8 KiB: a smaller buffer gets EINVAL and the kernel skips that record
+_ESCAPE = re.compile(rb"\\x([0-9a-fA-F]{2})")
+
+
+def monotonic() -> float:
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def unescape(raw: bytes) -> str:
+    """Undo the kernel's ``\\xNN`` escaping, then decode UTF-8 (invalid bytes replaced)."""
+    return _ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), raw).decode("utf-8", "replace")
+
+
+def parse_record(
+    record: bytes, *, wall: Callable[[], float] = time.time, mono: Callable[[], float] = monotonic
+) -> dict[str, Any] | None:
+    """One kmsg record (header line + `` KEY=VALUE`` lines) → a wire line dict, None if garbled.
+
+    ``ts`` is the record's monotonic usec shifted by the current wall-minus-monotonic offset.
+    """
+    head, _, rest = record.rstrip(b"\n").partition(b"\n")
+    header, sep, body = head.partition(b";")
+    if not sep:
+        return None
+    parts = header.split(b",")
+    if len(parts) < 4:
+        return None
+    try:
+        prio, kseq, usec = int(parts[0]), int(parts[1]), int(parts[2])
+    except ValueError:
+        return None
+    fields: dict[str, str] = {"_SOURCE_MONOTONIC_TIMESTAMP": str(usec)}
+    for extra in parts[4:]:  # unknown header fields are ignored; caller= is worth keeping
+        if extra.startswith(b"caller="):
+            fields["_CALLER"] = extra[7:].decode("ascii", "replace")
+    for cont in rest.split(b"\n"):
+        if cont.startswith(b" ") and b"=" in cont:
+            key, _, value = cont[1:].partition(b"=")
+            fields[unescape(key)] = unescape(value)
+    return {
+        "ts": round(wall() - mono() + usec / 1e6, 6),
+        "source": "kmsg",
+        "priority": prio & 7,
+        "facility": prio >> 3,
+        "kseq": kseq,
+        "text": unescape(body),
+        "fields": fields,
+    }
+
+
+def split_records(data: bytes) -> tuple[list[bytes], bytes]:
+    """Split newline-separated dump text into complete records and an unfinished remainder.
+
+    A record is only complete once the next header line (or the end of available data, see
+    ``KmsgSource``) shows that no more continuation lines follow.
+    """
+    lines = data.split(b"\n")
+    partial = lines.pop()  # text after the last newline: a line still being written
+    records: list[bytes] = []
+    current: list[bytes] = []
+    for line in lines:
+        if line.startswith(b" ") and current:
+            current.append(line)
+            continue
+        if current:
+            records.append(b"\n".join(current))
+        current = [line] if line.strip() else []
+    return records, b"".join(line + b"\n" for line in current) + partial
+
+
+class KmsgSource:
+    """LineSource over /dev/kmsg (char device) or a regular file / FIFO followed like tail -f."""
+
+    name = "kmsg"
+
+    def __init__(
+        self,
+        path: Path = Path("/dev/kmsg"),
+        *,
+        wall: Callable[[], float] = time.time,
+        mono: Callable[[], float] = monotonic,
+        poll_timeout: float = 0.5,
+    ) -> None:
+        self.path = path
+        self._wall = wall
+        self._mono = mono
+        self._poll_timeout = poll_timeout  # only bounds how fast ``stop`` is noticed
+        self._last_kseq: int | None = None
+        self._epipe = False
+
+    def run(self, emit: Callable[[dict[str, Any]], None], stop: threading.Event) -> None:
+        mode = os.stat(self.path).st_mode
+        if stat.S_ISCHR(mode):
+            chunks = self._device_records(stop)
+        elif stat.S_ISFIFO(mode):
+            chunks = self._dump_records(self._fifo_chunks(stop))
+        else:
+            chunks = self._dump_records(self._file_chunks(stop))
+        for record in chunks:
+            self._emit_record(record, emit)
+
+    def _emit_record(self, record: bytes, emit: Callable[[dict[str, Any]], None]) -> None:
+        line = parse_record(record, wall=self._wall, mono=self._mono)
+        if line is None:
+            log.debug("kmsg: unparsable record %r", record[:80])
+            return
+        kseq = line["kseq"]
+        last = self._last_kseq
+        if last is not None and kseq > last + 1:
+            reason = "epipe" if self._epipe else "gap"
+            emit(event("kmsg_overrun", lost=kseq - last - 1, reason=reason, after_kseq=last))
+        elif self._epipe and last is not None:
+            emit(event("kmsg_overrun", lost=0, reason="epipe", after_kseq=last))
+        self._epipe = False
+        if last is not None and kseq <= last:
+            # A lower seq means a different boot's dump or a re-read: order is by kseq per boot.
+            log.debug("kmsg: seq went back from %s to %s", last, kseq)
+        self._last_kseq = kseq
+        emit(line)
+
+    def _device_records(self, stop: threading.Event) -> Iterator[bytes]:
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN | select.POLLPRI)
+            while not stop.is_set():
+                try:
+                    record = os.read(fd, READ_SIZE)
+                except BlockingIOError:
+                    poller.poll(self._poll_timeout * 1000)
+                    continue
+                except BrokenPipeError:
+                    self._epipe = True  # overwritten while we read: next record tells how many
+                    continue
+                except OSError as exc:
+                    if exc.errno == errno.EINVAL:
+                        log.warning("kmsg: record longer than %d bytes lost", READ_SIZE)
+                        continue
+                    raise
+                if record:
+                    yield record
+        finally:
+            os.close(fd)
+
+    def _dump_records(self, chunks: Iterator[bytes | None]) -> Iterator[bytes]:
+        """Records from a chunk stream; ``None`` means "no more data right now": flush."""
+        pending = b""
+        for chunk in chunks:
+            if chunk is None:
+                if pending.strip() and pending.endswith(b"\n"):
+                    yield pending
+                    pending = b""
+                continue
+            records, pending = split_records(pending + chunk)
+            yield from records
+        if pending.strip():
+            yield pending
+
+    def _file_chunks(self, stop: threading.Event) -> Iterator[bytes | None]:
+        watch = inotify.FileWatch.open(self.path)
+        try:
+            with open(self.path, "rb", buffering=0) as f:
+                while not stop.is_set():
+                    chunk = f.read(READ_SIZE)
+                    if chunk:
+                        yield chunk
+                        continue
+                    yield None
+                    if os.stat(self.path).st_size < f.tell():  # truncated: start over
+                        f.seek(0)
+                        continue
+                    if watch is not None:
+                        watch.wait(self._poll_timeout)
+                    else:
+                        stop.wait(0.05)  # no inotify: short poll
+        finally:
+            if watch is not None:
+                watch.close()
+
+    def _fifo_chunks(self, stop: threading.Event) -> Iterator[bytes | None]:
+        # O_RDWR keeps a writer open ourselves, so the FIFO never reports EOF between writers.
+        fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            while not stop.is_set():
+                try:
+                    chunk = os.read(fd, READ_SIZE)
+                except BlockingIOError:
+                    yield None
+                    select.select([fd], [], [], self._poll_timeout)
+                    continue
+                if chunk:
+                    yield chunk
+        finally:
+            os.close(fd)

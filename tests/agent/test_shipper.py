@@ -1,0 +1,207 @@
+from pathlib import Path
+from typing import Any
+
+from agent.outbox import Outbox
+from agent.shipper import Shipper
+from agent.spool import Spool
+from agent.state import AgentState
+from agent.transport import Transport
+
+from .conftest import TOKEN, FakeCollector
+
+BOOT = "4f0e7b3a-2c6d-4d1e-9a57-8b1f3c2e9d10"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(tmp_path: Path, collector: FakeCollector) -> tuple[Shipper, Outbox, Clock]:
+    outbox = Outbox()
+    clock = Clock()
+    shipper = Shipper(
+        host="spark-01",
+        boot_id=BOOT,
+        transport=Transport(collector.url, TOKEN, timeout=5),
+        state=AgentState(tmp_path, "spark-01", BOOT),
+        spool=Spool(tmp_path / "spool", 1 << 20),
+        outbox=outbox,
+        interval=3600.0,  # huge: anything shipped below was not waiting for the interval
+        wall=lambda: 1764400000.0,
+        mono=clock,
+    )
+    return shipper, outbox, clock
+
+
+def line(kseq: int) -> dict[str, Any]:
+    return {
+        "ts": 1764400000.0,
+        "source": "kmsg",
+        "priority": 3,
+        "facility": 0,
+        "kseq": kseq,
+        "text": f"l{kseq}",
+    }
+
+
+def sample() -> dict[str, Any]:
+    return {"ts": 1764400000.0, "burst": False, "mem": {"MemAvailable": 1 << 30}}
+
+
+def test_start_then_heartbeats(tmp_path: Path, collector: FakeCollector) -> None:
+    shipper, _, clock = make(tmp_path, collector)
+    shipper.start()
+    (first,) = collector.batches
+    assert [e["kind"] for e in first["events"]] == ["agent_started"]
+    assert first["host"] == "spark-01" and first["boot_id"] == BOOT
+    assert first["agent"]["version"] == "0.1.0"
+    shipper.step(timeout=0)
+    assert len(collector.batches) == 1  # interval not over: nothing sent
+    clock.now += 3600
+    shipper.step(timeout=0)
+    assert len(collector.batches) == 2
+    beat = collector.batches[1]
+    assert (beat["samples"], beat["lines"], beat["events"]) == ([], [], [])
+
+
+def test_kernel_lines_do_not_wait_for_the_interval(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    shipper, outbox, _ = make(tmp_path, collector)
+    shipper.start()
+    outbox.put_line(line(7))
+    shipper.step(timeout=30)  # returns at once: the line woke it
+    assert [ln["kseq"] for ln in collector.batches[-1]["lines"]] == [7]
+    for k in range(8, 5008):  # a storm becomes one batch, not 5000 requests
+        outbox.put_line(line(k))
+    shipper.step(timeout=30)
+    assert len(collector.batches) == 3
+    assert [ln["kseq"] for ln in collector.batches[-1]["lines"]] == list(range(8, 5008))
+    seqs = [ln["seq"] for b in collector.batches for ln in b["lines"]]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+def test_collector_down_spools_then_replays_in_order(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    shipper, outbox, clock = make(tmp_path, collector)
+    shipper.start()
+    collector.stop()
+    for k in range(1, 31):
+        outbox.put_line(line(k))
+        outbox.put_sample(sample())
+        shipper.step(timeout=30)
+        clock.now += 1
+    assert shipper.spool and len(collector.batches) == 1
+    collector.start()  # same port
+    clock.now += 10
+    outbox.put_line(line(31))
+    shipper.step(timeout=30)
+    assert not shipper.spool
+    kseqs = [ln["kseq"] for b in collector.batches for ln in b["lines"]]
+    assert kseqs == list(range(1, 32))
+    sample_seqs = [s["seq"] for b in collector.batches for s in b["samples"]]
+    assert len(sample_seqs) == 30 and sample_seqs == sorted(sample_seqs)
+
+
+def test_5xx_means_unavailable_and_permanent_rejection_drops(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    shipper, outbox, clock = make(tmp_path, collector)
+    shipper.start()
+    collector.status = 503
+    outbox.put_line(line(1))
+    shipper.step(timeout=30)
+    assert shipper.spool  # kept for later
+    collector.status = 422
+    clock.now += 10
+    outbox.put_line(line(2))
+    shipper.step(timeout=30)
+    assert not shipper.spool  # both refused for good: dropped, not retried forever
+    collector.status = 200
+    outbox.put_line(line(3))
+    shipper.step(timeout=30)
+    assert collector.kseqs[BOOT] == [3]
+
+
+def test_resume_kseq_skips_records_already_stored(tmp_path: Path, collector: FakeCollector) -> None:
+    collector.ingest(
+        {
+            "boot_id": BOOT,
+            "samples": [],
+            "events": [],
+            "lines": [{**line(k), "seq": 10**9 + k} for k in range(1, 51)],
+        }
+    )
+    shipper, outbox, _ = make(tmp_path, collector)
+    shipper.start()
+    assert shipper.kseq_skip == 50
+    for k in range(1, 61):  # a restarted agent re-reads the kernel ring from its start
+        outbox.put_line(line(k))
+    shipper.step(timeout=30)
+    assert collector.kseqs[BOOT] == list(range(1, 61))
+    assert collector.duplicate_kseqs == 0
+    assert [ln["kseq"] for ln in collector.batches[-1]["lines"]] == list(range(51, 61))
+
+
+def test_state_file_is_the_fallback_when_collector_is_down(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    state = AgentState(tmp_path, "spark-01", BOOT)
+    state.kseq_acked = 45
+    state.save()
+    collector.stop()
+    shipper, outbox, _ = make(tmp_path, collector)
+    shipper.start()
+    for k in range(40, 50):
+        outbox.put_line(line(k))
+    shipper.step(timeout=30)
+    spooled = []
+    while (b := shipper.spool.peek()) is not None:
+        spooled += [ln["kseq"] for ln in b["lines"]]
+        shipper.spool.pop()
+    assert spooled == [46, 47, 48, 49]
+
+
+def test_gap_since_last_run_is_an_overrun(tmp_path: Path, collector: FakeCollector) -> None:
+    collector.ingest(
+        {"boot_id": BOOT, "samples": [], "events": [], "lines": [{**line(10), "seq": 10**9}]}
+    )
+    shipper, outbox, _ = make(tmp_path, collector)
+    shipper.start()
+    outbox.put_line(line(25))  # the ring wrapped while the agent was down
+    shipper.step(timeout=30)
+    (overrun,) = collector.events("kmsg_overrun")
+    assert overrun["data"] == {"lost": 14, "reason": "restart", "after_kseq": 10}
+
+
+def test_finish_sends_agent_stopping_and_persists(tmp_path: Path, collector: FakeCollector) -> None:
+    shipper, outbox, _ = make(tmp_path, collector)
+    shipper.start()
+    outbox.put_line(line(99))
+    shipper.finish(shutdown=True)
+    (stopping,) = collector.events("agent_stopping")
+    assert stopping["data"] == {"shutdown": True}
+    assert collector.kseqs[BOOT] == [99]
+    assert AgentState(tmp_path, "spark-01", BOOT).kseq_acked == 99
+
+
+def test_big_batches_are_gzipped(tmp_path: Path, collector: FakeCollector) -> None:
+    seen: list[str | None] = []
+    shipper, outbox, _ = make(tmp_path, collector)
+    orig = collector.ingest
+
+    def spy(batch: dict[str, Any]) -> dict[str, Any]:
+        seen.append(str(len(batch["lines"])))
+        return orig(batch)
+
+    collector.ingest = spy  # type: ignore[method-assign]
+    shipper.start()
+    for k in range(1, 2001):
+        outbox.put_line(line(k))
+    shipper.step(timeout=30)
+    assert seen == ["0", "2000"]  # a 2000-line batch (> 16 KiB, sent gzip) arrived intact
