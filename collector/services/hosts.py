@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from collector.errors import Conflict, NotFound
@@ -45,13 +46,20 @@ def list_hosts(session: Session) -> list[Host]:
 
 
 def boot_pk(session: Session, *, host: Host, boot_id: str) -> int:
-    """The row id of (host, boot_id), created on first sight."""
-    pk = session.scalar(select(Boot.id).where(Boot.host_id == host.id, Boot.boot_id == boot_id))
+    """The row id of (host, boot_id), created on first sight (concurrent requests included)."""
+    where = (Boot.host_id == host.id, Boot.boot_id == boot_id)
+    pk = session.scalar(select(Boot.id).where(*where))
     if pk is None:
-        boot = Boot(host_id=host.id, boot_id=boot_id)
-        session.add(boot)
-        session.flush()
-        pk = boot.id
+        insert = (
+            postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
+        )
+        now = utcnow()
+        session.execute(
+            insert(Boot)
+            .values(host_id=host.id, boot_id=boot_id, first_seen_at=now, last_seen_at=now)
+            .on_conflict_do_nothing()
+        )
+        pk = session.scalar(select(Boot.id).where(*where))
     return pk
 
 
