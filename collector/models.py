@@ -103,8 +103,10 @@ class Sample(Base):
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
-    boot_pk: Mapped[int] = mapped_column(ForeignKey("boots.id", ondelete="CASCADE"))
+    # No foreign keys on time-series rows: PostgreSQL checks them with a trigger per row,
+    # which costs more than the insert itself; hosts.delete_host removes a host's rows.
+    host_id: Mapped[int] = mapped_column(Integer)
+    boot_pk: Mapped[int] = mapped_column(Integer)
     seq: Mapped[int] = mapped_column(BigInteger)
     ts: Mapped[float] = mapped_column(Float)
     received_at: Mapped[float] = mapped_column(Float)
@@ -139,8 +141,10 @@ class Line(Base):
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
-    boot_pk: Mapped[int] = mapped_column(ForeignKey("boots.id", ondelete="CASCADE"))
+    # No foreign keys on time-series rows: PostgreSQL checks them with a trigger per row,
+    # which costs more than the insert itself; hosts.delete_host removes a host's rows.
+    host_id: Mapped[int] = mapped_column(Integer)
+    boot_pk: Mapped[int] = mapped_column(Integer)
     seq: Mapped[int | None] = mapped_column(BigInteger)
     kseq: Mapped[int | None] = mapped_column(BigInteger)
     ts: Mapped[float] = mapped_column(Float)
@@ -163,8 +167,10 @@ class AgentEvent(Base):
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
-    boot_pk: Mapped[int] = mapped_column(ForeignKey("boots.id", ondelete="CASCADE"))
+    # No foreign keys on time-series rows: PostgreSQL checks them with a trigger per row,
+    # which costs more than the insert itself; hosts.delete_host removes a host's rows.
+    host_id: Mapped[int] = mapped_column(Integer)
+    boot_pk: Mapped[int] = mapped_column(Integer)
     seq: Mapped[int] = mapped_column(BigInteger)
     ts: Mapped[float] = mapped_column(Float)
     received_at: Mapped[float] = mapped_column(Float)

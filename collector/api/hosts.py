@@ -47,6 +47,11 @@ def get_host(name: str, session: SessionDep, _: AdminDep) -> dict[str, Any]:
     }
 
 
+@router.delete("/{name}", status_code=204)
+def delete_host(name: str, session: SessionDep, _: AdminDep) -> None:
+    host_service.delete_host(session, host=host_service.get_host(session, name=name))
+
+
 @router.get("/{name}/samples")
 def get_samples(
     name: str,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from collector.errors import Conflict, NotFound
-from collector.models import Boot, Host, Sample
+from collector.models import AgentEvent, Boot, Host, Line, Sample
 from collector.security import hash_token, new_token
 from collector.timeutil import utcnow
 
@@ -73,3 +73,11 @@ def touch_boot(session: Session, *, pk: int) -> None:
     boot = session.get(Boot, pk)
     if boot is not None:
         boot.last_seen_at = utcnow()
+
+
+def delete_host(session: Session, *, host: Host) -> None:
+    """Remove a host and everything it sent (time-series tables carry no foreign keys)."""
+    for model in (Sample, Line, AgentEvent):
+        session.execute(delete(model).where(model.host_id == host.id))
+    session.delete(host)
+    session.flush()

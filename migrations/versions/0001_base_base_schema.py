@@ -79,18 +79,6 @@ def upgrade() -> None:
         sa.Column("received_at", sa.Float(), nullable=False),
         sa.Column("kind", sa.String(length=32), nullable=False),
         sa.Column("data", sa.JSON(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["boot_pk"],
-            ["boots.id"],
-            name=op.f("fk_agent_events_boot_pk_boots"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["host_id"],
-            ["hosts.id"],
-            name=op.f("fk_agent_events_host_id_hosts"),
-            ondelete="CASCADE",
-        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_agent_events")),
         sa.UniqueConstraint("boot_pk", "seq", name=op.f("uq_agent_events_boot_pk_seq")),
     )
@@ -112,12 +100,6 @@ def upgrade() -> None:
         sa.Column("text", sa.Text(), nullable=False),
         sa.Column("truncated", sa.Boolean(), nullable=False),
         sa.Column("fields", sa.JSON(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["boot_pk"], ["boots.id"], name=op.f("fk_lines_boot_pk_boots"), ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["host_id"], ["hosts.id"], name=op.f("fk_lines_host_id_hosts"), ondelete="CASCADE"
-        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_lines")),
         sa.UniqueConstraint("boot_pk", "kseq", name=op.f("uq_lines_boot_pk_kseq")),
         sa.UniqueConstraint("boot_pk", "seq", name=op.f("uq_lines_boot_pk_seq")),
@@ -151,12 +133,6 @@ def upgrade() -> None:
         sa.Column("vllm_waiting", sa.Float(), nullable=True),
         sa.Column("vllm_kv_usage", sa.Float(), nullable=True),
         sa.Column("data", sa.JSON(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["boot_pk"], ["boots.id"], name=op.f("fk_samples_boot_pk_boots"), ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["host_id"], ["hosts.id"], name=op.f("fk_samples_host_id_hosts"), ondelete="CASCADE"
-        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_samples")),
         sa.UniqueConstraint("boot_pk", "seq", name=op.f("uq_samples_boot_pk_seq")),
     )
