@@ -24,28 +24,38 @@ def insert_ignoring_duplicates(
     The hot path of ingest: rows arrive as tuples in ``columns`` order (JSON already encoded)
     and bypass SQLAlchemy's per-row parameter processing, which costs more than the write
     itself at thousands of rows per batch. SQLite takes one prepared executemany; PostgreSQL
-    takes one statement over ``unnest()`` of one array per column (one round trip).
+    takes a COPY into a per-connection temporary table (rows encoded in C by psycopg),
+    then one INSERT ... SELECT.
     """
     if not rows:
         return 0
     conn = session.connection()
     names = ", ".join(columns)
     if conn.dialect.name == "postgresql":
-        casts = ", ".join(f"%s::{_pg_type(table, c, conn.dialect)}[]" for c in columns)
-        sql = (
-            f"INSERT INTO {table.name} ({names}) SELECT * FROM unnest({casts}) "
-            "ON CONFLICT DO NOTHING"
+        return _copy_insert(conn, table.name, names, rows)
+    marks = ", ".join("?" * len(columns))
+    sql = f"INSERT INTO {table.name} ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+    return max(conn.exec_driver_sql(sql, rows).rowcount, 0)
+
+
+def _copy_insert(conn: Any, table: str, names: str, rows: list[tuple[Any, ...]]) -> int:
+    staging = f"staging_{table}"
+    cursor = conn.connection.driver_connection.cursor()
+    with cursor:
+        cursor.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS {staging} "
+            f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
         )
-        result = conn.exec_driver_sql(sql, tuple(list(col) for col in zip(*rows, strict=True)))
-    else:
-        marks = ", ".join("?" * len(columns))
-        sql = f"INSERT INTO {table.name} ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING"
-        result = conn.exec_driver_sql(sql, rows)
-    return max(result.rowcount, 0)
-
-
-def _pg_type(table: Table, column: str, dialect: Any) -> str:
-    return str(table.c[column].type.compile(dialect=dialect))
+        with cursor.copy(f"COPY {staging} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute(
+            f"INSERT INTO {table} ({names}) SELECT {names} FROM {staging} ON CONFLICT DO NOTHING"
+        )
+        stored = max(cursor.rowcount, 0)
+        # Rows of this batch must not meet the next batch of the same transaction.
+        cursor.execute(f"DELETE FROM {staging}")
+    return stored
 
 
 def _json(value: Any) -> str | None:
