@@ -66,8 +66,10 @@ def test_step_buckets_give_min_max_avg_from_samples_and_rollups(collector: Colle
 
 def test_timeline_has_series_and_kernel_markers(collector: Collector) -> None:
     token = collector.add_host("spark-01")
-    nvrm = kline(30, 900, "NVRM: Xid (PCI:000f:01:00): 13, pid=4242, Graphics Exception")
+    nvrm = {**kline(30, 900, "NVRM: Xid (PCI:000f:01:00): 13, pid=4242, Graphics Exception")}
+    nvrm["ts"] = T0 + 7.5
     chatter = {**kline(31, 901, "usb 1-1: new high-speed USB device"), "priority": 6}
+    chatter["ts"] = T0 + 8
     body = batch(samples=[sample_at(1, T0 + 5, 50, 0.5)], lines=[nvrm, chatter])
     assert post(collector, token, body).status_code == 200
 
