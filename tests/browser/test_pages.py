@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -127,4 +128,109 @@ def test_zoom_asks_for_the_selected_range(page: Any, live_collector: LiveCollect
     # Zoomed in, the live tail stops: the live tag hides.
     assert page.locator("#live-tag").is_hidden()
     screenshot(page, "host-zoomed")
+    assert page.console_errors == []
+
+
+def _fulfill_json(route: Any, body: Any) -> None:
+    route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
+
+
+def test_incident_and_matrix_pages_render_the_documented_shapes(
+    page: Any, live_collector: LiveCollector
+) -> None:
+    """The incident/matrix APIs land with their branches; the shapes the pages document render."""
+    lc = live_collector
+    incident = {
+        "id": 7,
+        "host": HOST,
+        "kind": "unreachable",
+        "resolution": "rebooted",
+        "opened_at": lc.last_ts - 50,
+        "closed_at": lc.last_ts - 10,
+        "downtime_s": 40.0,
+        "last_heartbeat_at": lc.nvrm_ts + 5,
+        "probes": [{"at": lc.last_ts - 49, "probe": "tcp:22", "ok": False, "detail": "timeout"}],
+        "artifacts": [
+            {
+                "id": 1,
+                "name": "journal-k-b-1.txt",
+                "size": 2048,
+                "collected_at": lc.last_ts,
+                "url": "/api/v1/incidents/7/artifacts/1",
+            }
+        ],
+        "deliveries": [
+            {
+                "at": lc.last_ts - 48,
+                "target": "https://hooks.example/x",
+                "event": "incident.opened",
+                "status": "delivered",
+                "attempts": 1,
+            }
+        ],
+    }
+    run = {
+        "id": 3,
+        "name": "kv-sweep",
+        "host": HOST,
+        "status": "running",
+        "progress": {"done": 1, "total": 2},
+        "started_at": lc.first_ts,
+        "finished_at": None,
+        "profiles": [
+            {
+                "name": "no-mtp",
+                "status": "done",
+                "verdict": "fail",
+                "verdict_reasons": ["xid event in window"],
+                "startup": {"kv_cache_gib": 41.2},
+                "workloads": [
+                    {
+                        "name": "toolcall",
+                        "requests": 120,
+                        "errors": 0,
+                        "p50_ms": 800,
+                        "p90_ms": 1900,
+                        "p99_ms": 4100,
+                        "start": lc.first_ts,
+                        "end": lc.last_ts,
+                    }
+                ],
+                "telemetry": {
+                    "min_mem_available": 3 * 2**30,
+                    "max_psi_full_avg10": 31.5,
+                    "kernel_events": {"xid": 1},
+                },
+                "latency_ms": {"p50": 800, "p90": 1900, "p99": 4100, "max": 5000},
+            }
+        ],
+    }
+    page.route("**/api/v1/incidents?*", lambda r: _fulfill_json(r, {"incidents": [incident]}))
+    page.route("**/api/v1/incidents/7", lambda r: _fulfill_json(r, incident))
+    page.route("**/api/v1/matrix-runs/3", lambda r: _fulfill_json(r, run))
+    page.route(
+        "**/api/v1/matrix-runs/3/report.md",
+        lambda r: r.fulfill(status=200, content_type="text/markdown", body="| profile |\n"),
+    )
+
+    login(page, lc.base_url, "/freezes")
+    page.locator('#lanes .bar[data-incident="7"]').wait_for()
+    assert "rebooted" in page.locator('#incidents tr[data-incident="7"]').inner_text()
+    screenshot(page, "freezes-with-incident")
+
+    page.goto(f"{lc.base_url}/incidents/7")
+    page.locator('[data-panel="memory"] .fw-marker').first.wait_for()  # the Xid in the window
+    assert "Downtime\n40 s" in page.locator("#inc-summary").inner_text()
+    assert "tcp:22" in page.locator("#inc-probes").inner_text()
+    assert page.locator("#inc-artifacts a[download]").get_attribute("href").endswith("?download=1")
+    screenshot(page, "incident-with-data")
+
+    page.goto(f"{lc.base_url}/matrix/3")
+    page.locator('section.profile[data-profile="no-mtp"]').wait_for()
+    assert page.locator("#run-cancel").is_visible()
+    assert (
+        "kv_cache_gib\n41.2" in page.locator('section.profile[data-profile="no-mtp"]').inner_text()
+    )
+    assert page.locator("#report").inner_text().startswith("| profile |")
+    screenshot(page, "matrix-run-with-data")
     assert page.console_errors == []

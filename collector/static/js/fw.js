@@ -34,7 +34,7 @@
       else if (k.startsWith("on") && typeof v === "function") node.addEventListener(k.slice(2), v);
       else node.setAttribute(k, v === true ? "" : v);
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === undefined || child === null || child === false) continue;
       node.append(child instanceof Node ? child : String(child));
     }
