@@ -11,12 +11,14 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Column,
     Float,
     ForeignKey,
     Index,
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -176,3 +178,35 @@ class AgentEvent(Base):
     received_at: Mapped[float] = mapped_column(Float)
     kind: Mapped[str] = mapped_column(String(32))
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+# The sample columns the UI charts; ``sample_rollups`` keeps their per-minute avg/min/max.
+CHARTED_COLUMNS = (
+    "mem_total",
+    "mem_available",
+    "mem_free",
+    "swap_used",
+    "psi_mem_some_avg10",
+    "psi_mem_full_avg10",
+    "psi_cpu_some_avg10",
+    "psi_io_some_avg10",
+    "psi_io_full_avg10",
+    "gpu_util",
+    "gpu_mem_used",
+    "vllm_running",
+    "vllm_waiting",
+    "vllm_kv_usage",
+)
+ROLLUP_STEP_S = 60
+
+# Per host and minute (``bucket`` = floor(ts/60)*60): ``n`` samples and, per charted column,
+# ``<col>_avg``/``_min``/``_max``. Recomputed from ``samples`` for the minutes each ingest
+# touches, so replayed spool data lands in its minute too; wide views read this, not samples.
+sample_rollups = Table(
+    "sample_rollups",
+    Base.metadata,
+    Column("host_id", ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True),
+    Column("bucket", Float, primary_key=True),
+    Column("n", Integer, nullable=False),
+    *(Column(f"{name}_{agg}", Float) for name in CHARTED_COLUMNS for agg in ("avg", "min", "max")),
+)

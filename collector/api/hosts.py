@@ -7,10 +7,11 @@ from typing import Any, Literal
 from fastapi import APIRouter
 
 from collector.deps import AdminDep, SessionDep
-from collector.models import Host
+from collector.models import Host, Sample
 from collector.services import hosts as host_service
-from collector.services import telemetry
-from collector.timeutil import to_epoch
+from collector.services import telemetry, timeline
+from collector.services.downsample import bucketed_samples
+from collector.timeutil import epoch, to_epoch
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
 
@@ -32,9 +33,38 @@ def host_summary(host: Host) -> dict[str, Any]:
     }
 
 
+def latest_brief(sample: Sample | None) -> dict[str, Any] | None:
+    """The few latest figures the hosts overview shows (vLLM health from the first endpoint)."""
+    if sample is None:
+        return None
+    vllm = (sample.data or {}).get("vllm") or [{}]
+    first = vllm[0] if isinstance(vllm, list) and vllm and isinstance(vllm[0], dict) else {}
+    return {
+        "ts": sample.ts,
+        "mem_total": sample.mem_total,
+        "mem_available": sample.mem_available,
+        "swap_used": sample.swap_used,
+        "psi_mem_full_avg10": sample.psi_mem_full_avg10,
+        "gpu_util": sample.gpu_util,
+        "vllm_health": first.get("health"),
+        "vllm_running": sample.vllm_running,
+        "vllm_waiting": sample.vllm_waiting,
+    }
+
+
 @router.get("")
 def list_hosts(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
-    return [host_summary(h) for h in host_service.list_hosts(session)]
+    """Every host with its latest figures; ``vllm_phase`` and ``open_incident`` stay null until
+    the vLLM log parser and incidents fill them."""
+    return [
+        {
+            **host_summary(h),
+            "latest": latest_brief(host_service.latest_sample(session, host=h)),
+            "vllm_phase": None,
+            "open_incident": None,
+        }
+        for h in host_service.list_hosts(session)
+    ]
 
 
 @router.get("/{name}")
@@ -60,10 +90,34 @@ def get_samples(
     since: float | None = None,
     until: float | None = None,
     limit: int = 1000,
+    step: int | None = None,
 ) -> dict[str, Any]:
+    """Raw samples; with ``step`` (seconds) min/max/avg per bucket ``floor(ts/step)*step``
+    instead, as ``{"host", "since", "until", "step", "t": [...], "avg"|"min"|"max": {col: [...]}}``
+    (``since`` defaults to one hour before ``until``, ``until`` to now)."""
     host = host_service.get_host(session, name=name)
+    if step is not None:
+        until = epoch() if until is None else until
+        since = until - timeline.DEFAULT_SPAN_S if since is None else since
+        series = bucketed_samples(session, host_id=host.id, since=since, until=until, step=step)
+        return {"host": name, "since": since, "until": until, **series}
     rows = telemetry.list_samples(session, host_id=host.id, since=since, until=until, limit=limit)
     return {"host": name, "samples": [telemetry.sample_dict(s) for s in rows]}
+
+
+@router.get("/{name}/timeline")
+def get_timeline(
+    name: str,
+    session: SessionDep,
+    _: AdminDep,
+    since: float | None = None,
+    until: float | None = None,
+    step: int | None = None,
+) -> dict[str, Any]:
+    """One request for the host page: bucketed series, kernel markers, vLLM phase bands,
+    incident spans and matrix-run windows (shapes in ``collector.services.timeline``)."""
+    host = host_service.get_host(session, name=name)
+    return timeline.host_timeline(session, host=host, since=since, until=until, step=step)
 
 
 @router.get("/{name}/lines")

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from collector.models import AgentEvent, Host, Line, Sample
 from collector.schemas import Batch, IngestResult, StreamCounts, WireSample
+from collector.services.downsample import refresh_rollups
 from collector.services.heartbeat import record_heartbeat
 from collector.services.hosts import boot_pk as get_boot_pk
 from collector.timeutil import utcnow
@@ -126,6 +127,9 @@ def ingest_batch(
     samples_stored = insert_ignoring_duplicates(
         session, Sample.__table__, SAMPLE_COLUMNS, [common + sample_row(s) for s in batch.samples]
     )
+    if batch.samples:
+        stamps = [s.ts for s in batch.samples]
+        refresh_rollups(session, host_id=host.id, since=min(stamps), until=max(stamps))
     line_rows = []
     for line in batch.lines:
         text, truncated = line.truncated_text()

@@ -99,3 +99,23 @@ def host_page(name: str, request: Request, session: SessionDep, _: AdminDep) -> 
     return templates.TemplateResponse(
         request, "host.html", {"host": host, "samples": samples[::-1], "lines": lines}
     )
+
+
+@router.get("/freezes", response_class=HTMLResponse)
+def freezes_page(request: Request, _: AdminDep) -> Response:
+    return templates.TemplateResponse(request, "freezes.html", {})
+
+
+@router.get("/incidents/{incident_id}", response_class=HTMLResponse)
+def incident_page(incident_id: int, request: Request, _: AdminDep) -> Response:
+    return templates.TemplateResponse(request, "incident.html", {"incident_id": incident_id})
+
+
+@router.get("/matrix", response_class=HTMLResponse)
+def matrix_page(request: Request, _: AdminDep) -> Response:
+    return templates.TemplateResponse(request, "matrix.html", {})
+
+
+@router.get("/matrix/{run_id}", response_class=HTMLResponse)
+def matrix_run_page(run_id: int, request: Request, _: AdminDep) -> Response:
+    return templates.TemplateResponse(request, "matrix_run.html", {"run_id": run_id})

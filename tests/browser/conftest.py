@@ -1,0 +1,224 @@
+"""A real collector process filled by real HTTP ingest batches, and Debian's chromium.
+
+The collector runs as ``python -m collector serve`` on a free loopback port over a fresh SQLite
+database; one host gets ten minutes of 1 s samples and a kernel NVRM line at a known time.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agent.wire import INGEST_PATH
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ADMIN_TOKEN = "fwa_browser-test-admin-token"
+HOST = "spark-01"
+BOOT = "0b3c1f52-8c1e-4d4e-9f8a-1b2c3d4e5f60"
+GIB = 2**30
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+NVRM_TEXT = (
+    "NVRM: Xid (PCI:000f:01:00): 31, pid=4242, name=python3, channel 0x00000002, "
+    "intr 00000000. MMU Fault: ENGINE GRAPHICS GPC1 GPCCLIENT_T1_3 faulted @ 0x7f12_3456a000."
+)
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip with a reason; under CI=true a missing component is a failure."""
+    if condition:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@dataclass
+class LiveCollector:
+    base_url: str
+    nvrm_ts: float
+    first_ts: float
+    last_ts: float
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"collector exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("collector did not become ready")
+
+
+def _sample(seq: int, ts: float) -> dict[str, Any]:
+    wave = (seq % 120) / 120
+    return {
+        "seq": seq,
+        "ts": ts,
+        "mem": {
+            "MemTotal": 128 * GIB,
+            "MemAvailable": int((70 - 40 * wave) * GIB),
+            "MemFree": int(10 * GIB),
+            "SwapTotal": 8 * GIB,
+            "SwapFree": int((8 - wave) * GIB),
+        },
+        "psi": {
+            "memory": {"some": {"avg10": 12 * wave}, "full": {"avg10": 4 * wave}},
+            "cpu": {"some": {"avg10": 1.5}},
+            "io": {"some": {"avg10": 0.8}, "full": {"avg10": 0.2}},
+        },
+        "load": {"1": 2.0},
+        "gpu": {"util": 90 * wave, "mem_used": int(60 * GIB * wave)},
+        "vllm": [
+            {
+                "url": "http://127.0.0.1:8000",
+                "health": "ok",
+                "running": 4,
+                "waiting": seq % 3,
+                "kv_usage": 0.3 + 0.5 * wave,
+            },
+        ],
+    }
+
+
+def _fill(base: str, token: str, now: float) -> LiveCollector:
+    """Ten minutes of 1 s samples ending now, kernel chatter and one Xid line 120 s ago."""
+    first = float(int(now) - 600)
+    nvrm_ts = first + 480.25
+    headers = {"Authorization": f"Bearer {token}"}
+    agent = {"version": "0.1.0", "pid": 4242, "started_at": first - 5}
+    lines = [
+        {
+            "seq": 1,
+            "ts": first + 10.5,
+            "source": "kmsg",
+            "priority": 6,
+            "facility": 0,
+            "kseq": 1001,
+            "text": "nvidia-uvm: Loaded the UVM driver, major device number 508.",
+        },
+        {
+            "seq": 2,
+            "ts": first + 300.0,
+            "source": "journal",
+            "priority": 4,
+            "text": "systemd[1]: vllm.service: Watchdog timeout (limit 3min)!",
+        },
+        {
+            "seq": 3,
+            "ts": nvrm_ts,
+            "source": "kmsg",
+            "priority": 4,
+            "facility": 0,
+            "kseq": 1002,
+            "text": NVRM_TEXT,
+        },
+    ]
+    with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
+        for start in range(0, 601, 200):
+            samples = [_sample(i + 1, first + i) for i in range(start, min(start + 200, 601))]
+            body = {
+                "host": HOST,
+                "boot_id": BOOT,
+                "agent": agent,
+                "samples": samples,
+                "lines": lines if start == 0 else [],
+                "events": [],
+            }
+            resp = client.post(INGEST_PATH, json=body)
+            resp.raise_for_status()
+    return LiveCollector(base, nvrm_ts, first, first + 600)
+
+
+@pytest.fixture(scope="session")
+def live_collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCollector]:
+    db_url = f"sqlite:///{tmp_path_factory.mktemp('browser') / 'fw.db'}"
+    env = {**os.environ, "FREEZEWATCH_DB_URL": db_url, "FREEZEWATCH_ADMIN_TOKEN": ADMIN_TOKEN}
+    added = subprocess.run(
+        [sys.executable, "-m", "collector", "add-host", HOST],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    token = added.stdout.strip().splitlines()[-1]
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "collector", "serve", "--log-level", "warning"],
+        cwd=ROOT,
+        env={**env, "FREEZEWATCH_PORT": str(port), "FREEZEWATCH_RUN_SCHEDULER": "false"},
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(base, proc)
+        yield _fill(base, token, time.time())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    require(Path(CHROMIUM).exists(), f"{CHROMIUM} missing (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def login(page: Any, base: str, path: str = "/") -> None:
+    """Log in through the form, landing on ``path``."""
+    page.goto(f"{base}{path}")
+    page.fill("#token", ADMIN_TOKEN)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}{path}")
+
+
+@pytest.fixture
+def page(browser: Any, live_collector: LiveCollector) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.console_errors = []  # type: ignore[attr-defined]
+    pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))
+    pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
+    yield pg
+    context.close()
+
+
+def screenshot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
