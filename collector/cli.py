@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from collector import db
+from collector.matrix.cli import add_matrix_parser, run_matrix_cli
 from collector.settings import Settings
 
 log = logging.getLogger("freezewatch")
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="extra process to run beside the demo (repeatable; shell-free argv in JSON)",
     )
+    add_matrix_parser(sub)
     return parser
 
 
@@ -111,6 +113,7 @@ COMMANDS = {
     "migrate": cmd_migrate,
     "add-host": cmd_add_host,
     "demo": cmd_demo,
+    "matrix": run_matrix_cli,
 }
 
 

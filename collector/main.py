@@ -12,9 +12,11 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from collector import db
-from collector.api import health, hosts, ingest, pending
+from collector.api import health, hosts, ingest, matrix, pending
 from collector.errors import AppError, AuthFailed
-from collector.services import admin
+from collector.matrix.runner import MatrixRunner
+from collector.matrix.schedule import register_matrix_schedules
+from collector.services import admin, matrix_runs
 from collector.settings import Settings
 from collector.web import pages
 
@@ -37,9 +39,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if generated:
             # Printed once: only its hash is kept.
             print(f"freezewatch: generated admin token (shown once): {generated}", flush=True)
+        runner = start_matrix_runner(app, settings)
         try:
             yield
         finally:
+            runner.shutdown()
             engine.dispose()
 
     app = FastAPI(
@@ -52,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(ingest.router)
     app.include_router(hosts.router)
     app.include_router(health.router)
+    app.include_router(matrix.router)
     app.include_router(pages.router)
     # Last: placeholders that the incident and matrix routers (included above at merge) shadow.
     app.include_router(pending.router)
@@ -72,4 +77,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             status_code=422,
         )
 
+    @app.exception_handler(matrix.SpecInvalid)
+    async def spec_invalid(request: Request, exc: matrix.SpecInvalid) -> Response:
+        return matrix.spec_invalid_response(exc)
+
     return app
+
+
+def start_matrix_runner(app: FastAPI, settings: Settings) -> MatrixRunner:
+    """The matrix runner: runs left `running` by a previous process are marked interrupted,
+    queued ones resume, cron schedules are registered when the app has a scheduler."""
+    factory = app.state.sessionmaker
+    with db.session_scope(factory) as session:
+        interrupted = matrix_runs.mark_interrupted(session)
+    if interrupted:
+        log.warning("matrix runs interrupted by a restart: %s", interrupted)
+    runner = MatrixRunner(
+        factory, data_dir=Path(settings.data_dir), settle_s=settings.matrix_settle_s
+    )
+    app.state.matrix_runner = runner
+    runner.resume_queued()
+    scheduler = getattr(app.state, "scheduler", None)
+    if scheduler is not None:
+        register_matrix_schedules(scheduler, factory, runner)
+    return runner

@@ -210,3 +210,65 @@ sample_rollups = Table(
     Column("n", Integer, nullable=False),
     *(Column(f"{name}_{agg}", Float) for name in CHARTED_COLUMNS for agg in ("avg", "min", "max")),
 )
+
+
+class MatrixSchedule(Base):
+    """A spec with a cron `schedule` (soak runs): each firing queues a run of the spec."""
+
+    __tablename__ = "matrix_schedules"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    cron: Mapped[str] = mapped_column(String(255))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    preset: Mapped[str | None] = mapped_column(String(64))
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class MatrixRun(Base):
+    """One matrix run: the validated spec, its lifecycle and (once built) its report.
+
+    status: queued → running → succeeded | failed | cancelled; a run found `running` when the
+    collector starts was cut off by a restart and becomes `interrupted`.
+    """
+
+    __tablename__ = "matrix_runs"
+    __table_args__ = (Index("ix_matrix_runs_status", "status"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    preset: Mapped[str | None] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[str | None] = mapped_column(Text)
+    # One JSONL record per workload request, under the collector's data dir.
+    requests_path: Mapped[str | None] = mapped_column(Text)
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    schedule_id: Mapped[int | None] = mapped_column(
+        ForeignKey("matrix_schedules.id", ondelete="SET NULL")
+    )
+
+
+class MatrixStep(Base):
+    """One step of a run (stop, start, health, workload, stop) with its window and outcome."""
+
+    __tablename__ = "matrix_steps"
+    __table_args__ = (Index("ix_matrix_steps_run_id", "run_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("matrix_runs.id", ondelete="CASCADE"))
+    profile: Mapped[str] = mapped_column(String(255))
+    repetition: Mapped[int] = mapped_column(Integer, default=1)
+    kind: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(255))
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    outcome: Mapped[str | None] = mapped_column(String(16))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

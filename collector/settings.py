@@ -23,6 +23,10 @@ class Settings(BaseSettings):
     webhook_urls: str = ""
     netconsole_bind: str | None = None
     session_secret: str | None = None
+    # Matrix runs keep their per-request JSONL records under here.
+    data_dir: str = "./freezewatch-data"
+    # How long a finished matrix run waits for the agent's last batches before its report.
+    matrix_settle_s: float = Field(5.0, ge=0)
 
     @property
     def base_url(self) -> str:

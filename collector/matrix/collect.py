@@ -1,0 +1,188 @@
+"""Build a run's report from what the store holds: its steps, the server's vLLM lines, the
+host's kernel lines and the agent's samples, each inside the step windows it belongs to.
+
+A pure read of the store, so the runner can rebuild it after late agent batches arrived.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from collector.matrix.argv import describe_profile, remote_argv
+from collector.matrix.gates import evaluate_gates
+from collector.matrix.results import STARTUP_PHASE, STARTUP_PLAN_KEYS, MatrixReport, ProfileReport
+from collector.matrix.spec import MatrixSpec
+from collector.matrix.telemetry import windowed_telemetry
+from collector.models import Host, Line, MatrixRun, MatrixStep, Sample
+from collector.services.kernel_events import classify_kernel_line
+from collector.services.vllm_log import parse_vllm_log
+from collector.timeutil import to_epoch
+
+KERNEL_SOURCES = ("kmsg", "netconsole")
+JOURNAL_KERNEL_FACILITY = 0
+
+
+def _end(step: MatrixStep) -> float:
+    return step.ended_at if step.ended_at is not None else step.started_at
+
+
+def server_lines(
+    session: Session, *, run: MatrixRun, profile: str, repetition: int, start: float, end: float
+) -> list[str]:
+    """The server's stored log lines of one profile x repetition, in arrival order."""
+    rows = session.scalars(
+        select(Line)
+        .where(
+            Line.host_id == run.host_id,
+            Line.source == "vllm",
+            Line.ts >= start,
+            Line.ts <= end,
+        )
+        .order_by(Line.ts, Line.id)
+    )
+    return [
+        row.text
+        for row in rows
+        if (f := row.fields or {}).get("matrix_run") == run.id
+        and f.get("profile") == profile
+        and f.get("repetition") == repetition
+    ]
+
+
+def kernel_event_counts(
+    session: Session, *, host_id: int, start: float, end: float
+) -> dict[str, int]:
+    """Kernel events of the host (kmsg, netconsole, journal kernel facility) in [start, end]."""
+    rows = session.scalars(
+        select(Line.text).where(
+            Line.host_id == host_id,
+            Line.ts >= start,
+            Line.ts <= end,
+            or_(
+                Line.source.in_(KERNEL_SOURCES),
+                (Line.source == "journal") & (Line.facility == JOURNAL_KERNEL_FACILITY),
+            ),
+        )
+    )
+    counts: Counter[str] = Counter()
+    seen: set[str] = set()
+    for text in rows:
+        # The same record may arrive over kmsg and netconsole; count it once.
+        if text in seen:
+            continue
+        seen.add(text)
+        event = classify_kernel_line(text)
+        if event is not None:
+            counts[event.kind] += 1
+    return dict(counts)
+
+
+def window_samples(session: Session, *, host_id: int, start: float, end: float) -> list[Sample]:
+    return list(
+        session.scalars(
+            select(Sample)
+            .where(Sample.host_id == host_id, Sample.ts >= start, Sample.ts <= end)
+            .order_by(Sample.ts)
+        )
+    )
+
+
+def _startup(start: MatrixStep | None, health: MatrixStep | None) -> dict[str, Any]:
+    if start is None:
+        return {"outcome": "skipped"}
+    if start.outcome != "ok" or health is None:
+        return {
+            "outcome": start.outcome or "failed",
+            "started_at": start.started_at,
+            "healthy_at": None,
+            "duration_s": None,
+            "error": (start.detail or {}).get("error"),
+        }
+    healthy = health.ended_at if health.outcome == "ok" else None
+    return {
+        "outcome": health.outcome,
+        "started_at": start.started_at,
+        "healthy_at": healthy,
+        "duration_s": round(healthy - start.started_at, 3) if healthy else None,
+        "error": (health.detail or {}).get("error"),
+    }
+
+
+def profile_report(
+    session: Session, *, run: MatrixRun, spec: MatrixSpec, steps: list[MatrixStep]
+) -> ProfileReport:
+    """One profile x repetition from its steps (all of the same profile and repetition)."""
+    profile, repetition = steps[0].profile, steps[0].repetition
+    by_kind: dict[str, list[MatrixStep]] = {}
+    for step in steps:
+        by_kind.setdefault(step.kind, []).append(step)
+    start = (by_kind.get("start") or [None])[0]
+    health = (by_kind.get("health") or [None])[0]
+    report = ProfileReport(
+        profile=profile,
+        repetition=repetition,
+        description=describe_profile(spec, profile),
+        argv=remote_argv(spec, profile),
+        startup=_startup(start, health),
+    )
+    window_start = min(s.started_at for s in steps)
+    window_end = max(_end(s) for s in steps)
+    if start is not None:
+        lines = server_lines(
+            session,
+            run=run,
+            profile=profile,
+            repetition=repetition,
+            start=window_start,
+            end=window_end,
+        )
+        plans = parse_vllm_log(lines)
+        plan = plans[-1] if plans else None
+        report.startup_plan = {key: getattr(plan, key, None) for key in STARTUP_PLAN_KEYS}
+        startup_end = _end(health) if health is not None else _end(start)
+        report.kernel_events[STARTUP_PHASE] = kernel_event_counts(
+            session, host_id=run.host_id, start=start.started_at, end=startup_end
+        )
+    for step in by_kind.get("workload", []):
+        figures = dict(step.detail or {})
+        figures.setdefault("name", step.name)
+        report.workloads.append(figures)
+        lo = figures.get("started_at") or step.started_at
+        hi = figures.get("ended_at") or _end(step)
+        report.kernel_events[step.name] = kernel_event_counts(
+            session, host_id=run.host_id, start=lo, end=hi
+        )
+        samples = window_samples(session, host_id=run.host_id, start=lo, end=hi)
+        report.telemetry[step.name] = windowed_telemetry(samples, lo, hi)
+    report.verdict, report.reasons = evaluate_gates(spec.gates, report)
+    return report
+
+
+def build_report(session: Session, *, run_id: int) -> MatrixReport:
+    """The run's report from its steps and the store, one ProfileReport per profile x rep."""
+    run = session.get(MatrixRun, run_id)
+    if run is None:
+        raise LookupError(f"no matrix run {run_id}")
+    spec = MatrixSpec.model_validate(run.spec)
+    host = session.get(Host, run.host_id)
+    steps = session.scalars(
+        select(MatrixStep).where(MatrixStep.run_id == run_id).order_by(MatrixStep.id)
+    ).all()
+    groups: dict[tuple[str, int], list[MatrixStep]] = {}
+    for step in steps:
+        groups.setdefault((step.profile, step.repetition), []).append(step)
+    return MatrixReport(
+        name=run.name,
+        host=host.name if host else spec.host,
+        run_id=run.id,
+        status=run.status,
+        started_at=to_epoch(run.started_at),
+        ended_at=to_epoch(run.ended_at),
+        profiles=[
+            profile_report(session, run=run, spec=spec, steps=group) for group in groups.values()
+        ],
+    )

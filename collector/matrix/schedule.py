@@ -1,0 +1,52 @@
+"""Cron schedules of matrix specs (soak runs): APScheduler jobs that queue a run per firing."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from collector.db import session_scope
+from collector.models import MatrixSchedule
+from collector.services import matrix_runs
+
+log = logging.getLogger(__name__)
+
+
+def fire_schedule(factory: sessionmaker[Session], runner: Any, schedule_id: int) -> int | None:
+    """One firing: queue a run of the schedule (skipped while its last run is active)."""
+    with session_scope(factory) as session:
+        run = matrix_runs.enqueue_scheduled(session, schedule_id=schedule_id)
+        run_id = run.id if run is not None else None
+    if run_id is None:
+        log.info("matrix schedule %s: previous run still active, skipped", schedule_id)
+        return None
+    runner.submit(run_id)
+    log.info("matrix schedule %s queued run %s", schedule_id, run_id)
+    return run_id
+
+
+def schedule_job(
+    scheduler: Any, factory: sessionmaker[Session], runner: Any, schedule: MatrixSchedule
+) -> None:
+    from apscheduler.triggers.cron import CronTrigger
+
+    scheduler.add_job(
+        fire_schedule,
+        CronTrigger.from_crontab(schedule.cron),
+        args=(factory, runner, schedule.id),
+        id=f"matrix-schedule-{schedule.id}",
+        replace_existing=True,
+        max_instances=1,
+        coalesce=True,
+    )
+
+
+def register_matrix_schedules(scheduler: Any, factory: sessionmaker[Session], runner: Any) -> int:
+    """Add a cron job for every enabled stored schedule; how many."""
+    with session_scope(factory) as session:
+        schedules = matrix_runs.list_schedules(session)
+    for schedule in schedules:
+        schedule_job(scheduler, factory, runner, schedule)
+    return len(schedules)

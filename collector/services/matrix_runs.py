@@ -1,0 +1,201 @@
+"""Matrix runs in the store: create, claim, cancel, steps, restart recovery, schedules.
+
+The database is the work queue: a worker claims a run with a conditional
+`UPDATE ... WHERE status = 'queued'`, so two workers never start the same run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from collector.errors import Conflict, NotFound
+from collector.matrix.spec import MatrixSpec
+from collector.models import Host, MatrixRun, MatrixSchedule, MatrixStep
+from collector.services.hosts import get_host
+from collector.timeutil import to_epoch, utcnow
+
+ACTIVE = ("queued", "running")
+TERMINAL = ("succeeded", "failed", "cancelled", "interrupted")
+
+
+def create_run(
+    session: Session,
+    *,
+    spec: MatrixSpec,
+    preset: str | None = None,
+    schedule_id: int | None = None,
+) -> MatrixRun:
+    """Queue a run of a validated spec on its (registered) host."""
+    host = get_host(session, name=spec.host)
+    run = MatrixRun(
+        name=spec.name,
+        host_id=host.id,
+        spec=spec.model_dump(mode="json"),
+        preset=preset,
+        status="queued",
+        schedule_id=schedule_id,
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+def get_run(session: Session, *, run_id: int) -> MatrixRun:
+    run = session.get(MatrixRun, run_id)
+    if run is None:
+        raise NotFound(f"no matrix run {run_id}")
+    return run
+
+
+def list_runs(session: Session, *, limit: int = 100) -> list[MatrixRun]:
+    return list(session.scalars(select(MatrixRun).order_by(MatrixRun.id.desc()).limit(limit)))
+
+
+def list_steps(session: Session, *, run_id: int) -> list[MatrixStep]:
+    return list(
+        session.scalars(
+            select(MatrixStep).where(MatrixStep.run_id == run_id).order_by(MatrixStep.id)
+        )
+    )
+
+
+def request_cancel(session: Session, *, run_id: int) -> MatrixRun:
+    """Flag a run for cancellation; a queued run is cancelled at once, a running one by its
+    runner at the next check. Cancelling a finished run is a conflict."""
+    run = get_run(session, run_id=run_id)
+    if run.status in TERMINAL:
+        raise Conflict(f"matrix run {run_id} already {run.status}")
+    run.cancel_requested = True
+    session.execute(
+        update(MatrixRun)
+        .where(MatrixRun.id == run_id, MatrixRun.status == "queued")
+        .values(status="cancelled", ended_at=utcnow())
+    )
+    session.flush()
+    session.refresh(run)
+    return run
+
+
+def cancel_requested(session: Session, *, run_id: int) -> bool:
+    return bool(session.scalar(select(MatrixRun.cancel_requested).where(MatrixRun.id == run_id)))
+
+
+def claim_next(session: Session, *, host_id: int) -> int | None:
+    """Move the oldest queued run of the host to `running`; its id, or None."""
+    ids = session.scalars(
+        select(MatrixRun.id)
+        .where(MatrixRun.host_id == host_id, MatrixRun.status == "queued")
+        .order_by(MatrixRun.id)
+    ).all()
+    for run_id in ids:
+        claimed = session.execute(
+            update(MatrixRun)
+            .where(MatrixRun.id == run_id, MatrixRun.status == "queued")
+            .values(status="running", started_at=utcnow())
+        )
+        if claimed.rowcount == 1:
+            return run_id
+    return None
+
+
+def hosts_with_queued_runs(session: Session) -> list[int]:
+    return list(
+        session.scalars(select(MatrixRun.host_id).where(MatrixRun.status == "queued").distinct())
+    )
+
+
+def finish_run(
+    session: Session,
+    *,
+    run_id: int,
+    status: str,
+    report: dict[str, Any] | None,
+    error: str | None = None,
+) -> None:
+    run = get_run(session, run_id=run_id)
+    run.status = status
+    run.ended_at = utcnow()
+    run.report = report
+    run.error = error
+    session.flush()
+
+
+def mark_interrupted(session: Session) -> list[int]:
+    """At startup: runs still `running` were cut off by a restart; their ids."""
+    ids = list(session.scalars(select(MatrixRun.id).where(MatrixRun.status == "running")))
+    if ids:
+        session.execute(
+            update(MatrixRun)
+            .where(MatrixRun.id.in_(ids))
+            .values(status="interrupted", ended_at=utcnow(), error="collector restarted")
+        )
+    return ids
+
+
+def save_schedule(session: Session, *, spec: MatrixSpec, preset: str | None) -> MatrixSchedule:
+    """Create or replace the schedule named like the spec (a spec with `schedule`)."""
+    assert spec.schedule is not None
+    host = get_host(session, name=spec.host)
+    schedule = session.scalar(select(MatrixSchedule).where(MatrixSchedule.name == spec.name))
+    if schedule is None:
+        schedule = MatrixSchedule(name=spec.name, host_id=host.id, cron=spec.schedule, spec={})
+        session.add(schedule)
+    schedule.host_id = host.id
+    schedule.cron = spec.schedule
+    schedule.spec = spec.model_dump(mode="json")
+    schedule.preset = preset
+    schedule.enabled = True
+    session.flush()
+    return schedule
+
+
+def list_schedules(session: Session) -> list[MatrixSchedule]:
+    return list(session.scalars(select(MatrixSchedule).where(MatrixSchedule.enabled)))
+
+
+def enqueue_scheduled(session: Session, *, schedule_id: int) -> MatrixRun | None:
+    """A cron firing: queue a run of the schedule's spec unless one is still queued/running."""
+    schedule = session.get(MatrixSchedule, schedule_id)
+    if schedule is None or not schedule.enabled:
+        return None
+    busy = session.scalar(
+        select(MatrixRun.id).where(
+            MatrixRun.schedule_id == schedule_id, MatrixRun.status.in_(ACTIVE)
+        )
+    )
+    if busy is not None:
+        return None
+    spec = MatrixSpec.model_validate(schedule.spec)
+    return create_run(session, spec=spec, preset=schedule.preset, schedule_id=schedule_id)
+
+
+def run_summary(run: MatrixRun, host: Host | None = None) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "name": run.name,
+        "host": host.name if host is not None else run.spec.get("host"),
+        "preset": run.preset,
+        "status": run.status,
+        "created_at": to_epoch(run.created_at),
+        "started_at": to_epoch(run.started_at),
+        "ended_at": to_epoch(run.ended_at),
+        "cancel_requested": run.cancel_requested,
+        "error": run.error,
+        "schedule_id": run.schedule_id,
+    }
+
+
+def step_dict(step: MatrixStep) -> dict[str, Any]:
+    return {
+        "profile": step.profile,
+        "repetition": step.repetition,
+        "kind": step.kind,
+        "name": step.name,
+        "started_at": step.started_at,
+        "ended_at": step.ended_at,
+        "outcome": step.outcome,
+        "detail": step.detail,
+    }
