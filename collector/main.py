@@ -12,9 +12,10 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from collector import db
-from collector.api import health, hosts, ingest
+from collector.api import health, hosts, ingest, netconsole
 from collector.errors import AppError, AuthFailed
 from collector.services import admin
+from collector.services.netconsole import NetconsoleChannel
 from collector.settings import Settings
 from collector.web import pages
 
@@ -37,9 +38,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if generated:
             # Printed once: only its hash is kept.
             print(f"freezewatch: generated admin token (shown once): {generated}", flush=True)
+        app.state.netconsole = None
+        if settings.netconsole_bind:
+            app.state.netconsole = NetconsoleChannel(
+                app.state.sessionmaker,
+                bind=settings.netconsole_bind,
+                keep_days=settings.netconsole_keep_days,
+                fragment_timeout_s=settings.netconsole_fragment_timeout_s,
+            )
+            app.state.netconsole.start()
         try:
             yield
         finally:
+            if app.state.netconsole is not None:
+                app.state.netconsole.stop()
             engine.dispose()
 
     app = FastAPI(
@@ -49,9 +61,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Heartbeats, kernel lines and telemetry from GPU inference hosts.",
     )
     app.state.settings = settings
+    app.state.netconsole = None
     app.include_router(ingest.router)
     app.include_router(hosts.router)
     app.include_router(health.router)
+    app.include_router(netconsole.router)
     app.include_router(pages.router)
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
