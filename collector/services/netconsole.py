@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -135,18 +136,26 @@ def _upsert_sql(mark: str) -> str:
 
 def _record_fields(rec: ReceivedRecord) -> str | None:
     r = rec.record
-    extra = {
-        "usec": r.usec,
-        "msgid": r.msgid,
-        "cpu": r.cpu,
-        "taskname": r.taskname,
-        "release": r.release,
-        "caller": r.caller,
-        "missing_bytes": r.missing_bytes or None,
-        "source_addr": rec.addr[0],
-    }
-    fields: dict[str, Any] = {**r.fields, **{k: v for k, v in extra.items() if v is not None}}
-    return json.dumps(fields, separators=(",", ":"))
+    fields: dict[str, Any] = dict(r.fields)
+    # Hot path of a storm: plain ifs, one reused encoder.
+    if r.usec is not None:
+        fields["usec"] = r.usec
+    if r.msgid is not None:
+        fields["msgid"] = r.msgid
+    if r.cpu is not None:
+        fields["cpu"] = r.cpu
+    if r.taskname is not None:
+        fields["taskname"] = r.taskname
+    if r.release is not None:
+        fields["release"] = r.release
+    if r.caller is not None:
+        fields["caller"] = r.caller
+    if r.missing_bytes:
+        fields["missing_bytes"] = r.missing_bytes
+    return _encode(fields) if fields else None
+
+
+_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class NetconsoleStore:
@@ -200,7 +209,9 @@ class NetconsoleStore:
             counts = stats.setdefault(host_id, [0, 0, 0, 0.0])
             counts[0] += 1
             if r.msgid is not None:
-                tracker = self.trackers.setdefault((host_id, rec.addr[0]), MsgidTracker())
+                tracker = self.trackers.get((host_id, rec.addr[0]))
+                if tracker is None:
+                    tracker = self.trackers[(host_id, rec.addr[0])] = MsgidTracker()
                 counts[1] += tracker.observe(r.msgid)
             counts[2] += int(r.incomplete)
             counts[3] = max(counts[3], rec.received_at)
@@ -286,25 +297,43 @@ class NetconsoleChannel:
         self.receiver = NetconsoleReceiver(
             parse_bind(bind),
             persist_raw=self.store.persist_raw,
-            on_records=self._on_records,
+            on_records=self._enqueue,
             resolve_host=self.allowlist.resolve,
             reassembler=self._reassembler,
             tick_s=min(0.25, fragment_timeout_s / 2),
         )
 
-    def _on_records(self, records: list[ReceivedRecord]) -> None:
-        try:
-            self.store.on_records(records)
-        except Exception:
-            self.store.forget_boots()
-            raise
+        # Records are stored by a thread of their own, so the receive thread only drains the
+        # socket and stores raw datagrams: during a storm the lines may lag, the raw copy not.
+        self._queue: queue.Queue[list[ReceivedRecord] | None] = queue.Queue()
+        self._worker = threading.Thread(target=self._store_loop, name="netconsole-store")
+        self.store_errors = 0
+
+    def _enqueue(self, records: list[ReceivedRecord]) -> None:
+        self._queue.put(records)
+
+    def _store_loop(self) -> None:
+        while (records := self._queue.get()) is not None:
+            try:
+                self.store.on_records(records)
+            except Exception:
+                self.store_errors += 1
+                self.store.forget_boots()
+                log.exception("netconsole: storing %d records failed", len(records))
+            finally:
+                self._queue.task_done()
+        self._queue.task_done()
 
     def start(self) -> None:
         self.allowlist.load()
+        self._worker.start()
         self.receiver.start()
 
     def stop(self) -> None:
+        """Stop receiving, then store what is queued (incl. pending fragments) and end."""
         self.receiver.stop()
+        self._queue.put(None)
+        self._worker.join(30)
 
     def stats(self) -> dict[str, Any]:
         s = self.receiver.stats
@@ -318,6 +347,7 @@ class NetconsoleChannel:
             "unknown_senders": dict(s.unknown),
             "unknown_datagrams": sum(s.unknown.values()),
             "persist_errors": s.persist_errors,
-            "store_errors": s.callback_errors,
+            "store_errors": self.store_errors + s.callback_errors,
+            "store_queue": self._queue.qsize(),
             "pending_fragments": self._reassembler.pending,
         }
