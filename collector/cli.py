@@ -35,6 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument(
         "--rotate-token", action="store_true", help="issue a new token for an existing host"
     )
+    add.add_argument(
+        "--netconsole-from",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="source IP the host's netconsole sends from (repeatable)",
+    )
 
     demo = sub.add_parser("demo", help="collector on SQLite plus an agent watching this machine")
     demo.add_argument("--data-dir", default="demo-data")
@@ -80,6 +87,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_add_host(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from collector.errors import AppError
     from collector.services import hosts
 
@@ -91,9 +100,17 @@ def cmd_add_host(args: argparse.Namespace) -> int:
             if args.rotate_token:
                 token = hosts.rotate_token(session, host=hosts.get_host(session, name=args.name))
             else:
-                _host, token = hosts.create_host(session, name=args.name, simulated=args.simulated)
+                _host, token = hosts.create_host(
+                    session,
+                    name=args.name,
+                    simulated=args.simulated,
+                    netconsole_from=args.netconsole_from,
+                )
     except AppError as exc:
         print(f"error: {exc.detail}", file=sys.stderr)
+        return 1
+    except ValidationError as exc:
+        print(f"error: {exc.errors()[0]['msg']}", file=sys.stderr)
         return 1
     finally:
         engine.dispose()

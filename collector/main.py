@@ -12,11 +12,12 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from collector import db
-from collector.api import health, hosts, ingest, matrix, pending
+from collector.api import health, hosts, ingest, matrix, netconsole, pending
 from collector.errors import AppError, AuthFailed
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.schedule import register_matrix_schedules
 from collector.services import admin, matrix_runs
+from collector.services.netconsole import NetconsoleChannel
 from collector.settings import Settings
 from collector.web import pages
 
@@ -39,11 +40,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if generated:
             # Printed once: only its hash is kept.
             print(f"freezewatch: generated admin token (shown once): {generated}", flush=True)
+        app.state.netconsole = None
+        if settings.netconsole_bind:
+            app.state.netconsole = NetconsoleChannel(
+                app.state.sessionmaker,
+                bind=settings.netconsole_bind,
+                keep_days=settings.netconsole_keep_days,
+                fragment_timeout_s=settings.netconsole_fragment_timeout_s,
+            )
+            app.state.netconsole.start()
         runner = start_matrix_runner(app, settings)
         try:
             yield
         finally:
             runner.shutdown()
+            if app.state.netconsole is not None:
+                app.state.netconsole.stop()
             engine.dispose()
 
     app = FastAPI(
@@ -53,10 +65,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Heartbeats, kernel lines and telemetry from GPU inference hosts.",
     )
     app.state.settings = settings
+    app.state.netconsole = None
     app.include_router(ingest.router)
     app.include_router(hosts.router)
     app.include_router(health.router)
     app.include_router(matrix.router)
+    app.include_router(netconsole.router)
     app.include_router(pages.router)
     # Last: placeholders that the incident and matrix routers (included above at merge) shadow.
     app.include_router(pending.router)

@@ -16,7 +16,9 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -157,6 +159,10 @@ class Line(Base):
     text: Mapped[str] = mapped_column(Text)
     truncated: Mapped[bool] = mapped_column(Boolean, default=False)
     fields: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # Which channels brought this record (CHANNEL_* bits) and when each first did.
+    channels: Mapped[int] = mapped_column(SmallInteger, default=1, server_default="1")
+    agent_received_at: Mapped[float | None] = mapped_column(Float)
+    netconsole_received_at: Mapped[float | None] = mapped_column(Float)
 
 
 class AgentEvent(Base):
@@ -272,3 +278,40 @@ class MatrixStep(Base):
     ended_at: Mapped[float | None] = mapped_column(Float)
     outcome: Mapped[str | None] = mapped_column(String(16))
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+# Line.channels bits: the agent's HTTP stream (kmsg reader) and the kernel's own netconsole.
+CHANNEL_AGENT = 1
+CHANNEL_NETCONSOLE = 2
+
+
+class NetconsoleDatagram(Base):
+    """Every allowlisted netconsole datagram as received, stored before it is parsed.
+
+    Kept ``netconsole_keep_days`` (pruned by the receiver): the evidence if parsing or
+    reassembly got a burst wrong.
+    """
+
+    __tablename__ = "netconsole_datagrams"
+    __table_args__ = (Index("ix_netconsole_datagrams_received_at", "received_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    host_id: Mapped[int | None] = mapped_column(ForeignKey("hosts.id", ondelete="SET NULL"))
+    source_addr: Mapped[str] = mapped_column(String(64))
+    source_port: Mapped[int] = mapped_column(Integer)
+    received_at: Mapped[float] = mapped_column(Float)
+    raw: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class NetconsoleStats(Base):
+    """Per-host netconsole counters, bumped in the same transaction as the records they count."""
+
+    __tablename__ = "netconsole_stats"
+
+    host_id: Mapped[int] = mapped_column(
+        ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True
+    )
+    received: Mapped[int] = mapped_column(BigInteger, default=0)  # records (reassembled)
+    lost_msgid: Mapped[int] = mapped_column(BigInteger, default=0)  # msgid gaps, net of late
+    incomplete: Mapped[int] = mapped_column(BigInteger, default=0)  # fragments never completed
+    last_line_at: Mapped[float | None] = mapped_column(Float)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent.wire import EVENT_KINDS, LINE_SOURCES, MAX_LINE_BYTES
 
@@ -82,3 +82,26 @@ class IngestResult(BaseModel):
     stored: StreamCounts
     duplicates: StreamCounts
     resume: dict[str, int | None]
+
+
+class HostPatch(BaseModel):
+    """PATCH /api/v1/hosts/{name}: only the fields sent change (``exclude_unset``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    netconsole_from: list[str] | None = Field(None, max_length=32)
+
+    @field_validator("netconsole_from")
+    @classmethod
+    def _addresses(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        import ipaddress
+
+        out: list[str] = []
+        for addr in value:
+            ip = ipaddress.ip_address(addr.strip())  # ValueError → 422
+            if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+                ip = ip.ipv4_mapped
+            if str(ip) not in out:
+                out.append(str(ip))
+        return out

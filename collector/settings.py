@@ -21,7 +21,11 @@ class Settings(BaseSettings):
     # call the job steps directly.
     run_scheduler: bool = True
     webhook_urls: str = ""
+    # UDP listener for kernel netconsole, e.g. "0.0.0.0:6666"; off when unset.
     netconsole_bind: str | None = None
+    # Raw datagrams are evidence for re-parsing a burst; pruned after this many days.
+    netconsole_keep_days: float = Field(7.0, gt=0)
+    netconsole_fragment_timeout_s: float = Field(2.0, gt=0)
     session_secret: str | None = None
     # Matrix runs keep their per-request JSONL records under here.
     data_dir: str = "./freezewatch-data"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from collector.deps import AdminDep, SessionDep
 from collector.models import Host, Sample
+from collector.schemas import HostPatch
+from collector.services import channels, telemetry, timeline
 from collector.services import hosts as host_service
-from collector.services import telemetry, timeline
 from collector.services.downsample import bucketed_samples
 from collector.timeutil import epoch, to_epoch
 
@@ -30,6 +31,7 @@ def host_summary(host: Host) -> dict[str, Any]:
         },
         "simulated": host.simulated,
         "paused": host.paused,
+        "netconsole_from": list(host.netconsole_from or []),
     }
 
 
@@ -71,15 +73,31 @@ def list_hosts(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
 def get_host(name: str, session: SessionDep, _: AdminDep) -> dict[str, Any]:
     host = host_service.get_host(session, name=name)
     latest = host_service.latest_sample(session, host=host)
+    expect = ("kmsg", "netconsole") if host.netconsole_from else ("kmsg",)
     return {
         **host_summary(host),
         "latest_sample": telemetry.sample_dict(latest) if latest else None,
+        "canary": channels.canary_report(session, host_id=host.id, expect=expect),
+        "netconsole": channels.netconsole_report(session, host_id=host.id),
     }
 
 
 @router.delete("/{name}", status_code=204)
 def delete_host(name: str, session: SessionDep, _: AdminDep) -> None:
     host_service.delete_host(session, host=host_service.get_host(session, name=name))
+
+
+@router.patch("/{name}")
+def patch_host(
+    name: str, patch: HostPatch, request: Request, session: SessionDep, _: AdminDep
+) -> dict[str, Any]:
+    host = host_service.get_host(session, name=name)
+    host_service.update_host(session, host=host, patch=patch)
+    session.commit()  # before the receiver reloads its allowlist from the database
+    netconsole = request.app.state.netconsole
+    if netconsole is not None and "netconsole_from" in patch.model_fields_set:
+        netconsole.allowlist.invalidate()
+    return host_summary(host)
 
 
 @router.get("/{name}/samples")

@@ -2,25 +2,56 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from collector.errors import Conflict, NotFound
 from collector.models import AgentEvent, Boot, Host, Line, Sample
+from collector.schemas import HostPatch
 from collector.security import hash_token, new_token
 from collector.timeutil import utcnow
 
 
-def create_host(session: Session, *, name: str, simulated: bool = False) -> tuple[Host, str]:
+def create_host(
+    session: Session, *, name: str, simulated: bool = False, netconsole_from: Sequence[str] = ()
+) -> tuple[Host, str]:
     """Register a host; returns it with its agent token, which is shown only this once."""
     if session.scalar(select(Host.id).where(Host.name == name)) is not None:
         raise Conflict(f"host {name!r} already exists")
     token = new_token("fwh")
-    host = Host(name=name, token_hash=hash_token(token), simulated=simulated)
+    host = Host(name=name, token_hash=hash_token(token), simulated=simulated, netconsole_from=[])
     session.add(host)
     session.flush()
+    if netconsole_from:
+        update_host(session, host=host, patch=HostPatch(netconsole_from=list(netconsole_from)))
     return host, token
+
+
+def update_host(session: Session, *, host: Host, patch: HostPatch) -> Host:
+    """Apply the fields ``patch`` sets (and only those) after checking they fit together."""
+    changes = patch.model_dump(exclude_unset=True)
+    if changes.get("netconsole_from") is not None:
+        _check_netconsole_free(session, host=host, addrs=changes["netconsole_from"])
+    for key, value in changes.items():
+        if key == "netconsole_from" and value is None:
+            value = []
+        setattr(host, key, value)
+    session.flush()
+    return host
+
+
+def _check_netconsole_free(session: Session, *, host: Host, addrs: list[str]) -> None:
+    """A sender address maps to one host, or records would land on the wrong one."""
+    for other_name, other_addrs in session.execute(
+        select(Host.name, Host.netconsole_from).where(Host.id != host.id)
+    ):
+        taken = set(addrs) & set(other_addrs or [])
+        if taken:
+            addr = sorted(taken)[0]
+            raise Conflict(f"netconsole address {addr} already belongs to {other_name!r}")
 
 
 def rotate_token(session: Session, *, host: Host) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
-from collector.models import AgentEvent, Host, Line, Sample
+from collector.models import CHANNEL_AGENT, AgentEvent, Host, Line, Sample
 from collector.schemas import Batch, IngestResult, StreamCounts, WireSample
 from collector.services.downsample import refresh_rollups
 from collector.services.heartbeat import record_heartbeat
@@ -71,7 +71,7 @@ SAMPLE_COLUMNS = (
 )  # fmt: skip
 LINE_COLUMNS = (
     "host_id", "boot_pk", "received_at", "seq", "kseq", "ts", "source", "priority", "facility",
-    "text", "truncated", "fields",
+    "text", "truncated", "fields", "channels", "agent_received_at",
 )  # fmt: skip
 EVENT_COLUMNS = ("host_id", "boot_pk", "received_at", "seq", "ts", "kind", "data")
 
@@ -145,9 +145,13 @@ def ingest_batch(
                 text,
                 truncated,
                 _json(line.fields),
+                CHANNEL_AGENT,
+                received_at,
             )
         )
     lines_stored = insert_ignoring_duplicates(session, Line.__table__, LINE_COLUMNS, line_rows)
+    if lines_stored < len(line_rows):
+        lines_stored += merge_into_netconsole_lines(session, line_rows)
     events_stored = insert_ignoring_duplicates(
         session,
         AgentEvent.__table__,
@@ -171,10 +175,62 @@ def ingest_batch(
 
 
 def resume_kseq(session: Session, *, boot_pk: int) -> int | None:
-    """The highest kernel record the agent has shipped for this boot."""
+    """The highest kernel record the agent has shipped for this boot (netconsole's don't count)."""
     return session.scalar(
         select(Line.kseq)
-        .where(Line.boot_pk == boot_pk, Line.kseq.is_not(None), Line.source == "kmsg")
+        .where(
+            Line.boot_pk == boot_pk,
+            Line.kseq.is_not(None),
+            Line.channels.op("&")(CHANNEL_AGENT) != 0,
+        )
         .order_by(Line.kseq.desc())
         .limit(1)
     )
+
+
+# Agent copy of a kernel record netconsole brought first: the agent's fields win (full text,
+# its clock, its seq), the row keeps its first arrival and gains the agent channel. Guarded
+# so an agent seq already used by another row (state dir lost mid-boot) is not a failure.
+_MERGE_SQL = (
+    "UPDATE lines SET seq = {m}, ts = {m}, source = {m}, priority = {m}, facility = {m}, "
+    "text = {m}, truncated = {m}, fields = {m}, channels = channels | {agent}, "
+    "agent_received_at = {m} "
+    "WHERE boot_pk = {m} AND kseq = {m} AND seq IS NULL "
+    "AND NOT EXISTS (SELECT 1 FROM lines AS other WHERE other.boot_pk = {m} AND other.seq = {m})"
+)
+
+
+def merge_into_netconsole_lines(session: Session, line_rows: list[tuple[Any, ...]]) -> int:
+    """Mark the agent channel on kernel rows only netconsole had; returns how many.
+
+    Runs only when the plain insert met conflicts, after it: on PostgreSQL the insert waited
+    for any concurrent netconsole insert of the same record, so this statement sees it.
+    A merged line counts as stored (the agent had not delivered it before); a line whose
+    row already knew the agent channel stays a duplicate.
+    """
+    index = {name: i for i, name in enumerate(LINE_COLUMNS)}
+    updates = [
+        (
+            row[index["seq"]],
+            row[index["ts"]],
+            row[index["source"]],
+            row[index["priority"]],
+            row[index["facility"]],
+            row[index["text"]],
+            row[index["truncated"]],
+            row[index["fields"]],
+            row[index["received_at"]],
+            row[index["boot_pk"]],
+            row[index["kseq"]],
+            row[index["boot_pk"]],
+            row[index["seq"]],
+        )
+        for row in line_rows
+        if row[index["kseq"]] is not None
+    ]
+    if not updates:
+        return 0
+    mark = "%s" if session.get_bind().dialect.name == "postgresql" else "?"
+    sql = _MERGE_SQL.format(m=mark, agent=CHANNEL_AGENT)
+    result = session.connection().exec_driver_sql(sql, updates)
+    return max(result.rowcount, 0)

@@ -1,0 +1,353 @@
+"""The netconsole channel's database side: sender allowlist, raw datagrams, records as lines.
+
+``NetconsoleChannel`` wires a ``NetconsoleReceiver`` to the database: each drained batch of
+datagrams is stored raw in one transaction before parsing; parsed records become ``lines``
+(``source=netconsole``) in a second one, merged with the agent's copy of the same kernel
+record by (boot, kseq). Raw datagrams are kept ``keep_days`` and pruned hourly.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from collector import db
+from collector.models import (
+    CHANNEL_NETCONSOLE,
+    Host,
+    NetconsoleDatagram,
+    NetconsoleStats,
+)
+from collector.netconsole.loss import MsgidTracker
+from collector.netconsole.reassembly import Reassembler
+from collector.netconsole.receiver import (
+    DEFAULT_PORT,
+    NetconsoleReceiver,
+    RawDatagram,
+    ReceivedRecord,
+)
+
+log = logging.getLogger(__name__)
+
+# A host seen only through netconsole, before its agent ever reported a boot.
+UNKNOWN_BOOT = "unknown"
+PRUNE_EVERY_S = 3600.0
+
+
+def parse_bind(bind: str) -> tuple[str, int]:
+    """``"0.0.0.0:6666"``, ``"[::]:6666"``, ``":6666"`` or ``"0.0.0.0"`` → (address, port)."""
+    bind = bind.strip()
+    if bind.startswith("["):
+        addr, _, rest = bind[1:].partition("]")
+        port = rest.lstrip(":")
+    elif bind.count(":") == 1:
+        addr, port = bind.split(":")
+    else:
+        addr, port = bind, ""
+    return addr or "0.0.0.0", int(port) if port else DEFAULT_PORT
+
+
+def normalize_addr(addr: str) -> str:
+    """Canonical text of an IP address (IPv4-mapped IPv6 becomes IPv4); ValueError if not one."""
+    ip = ipaddress.ip_address(addr.strip())
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return str(ip)
+
+
+class HostAllowlist:
+    """{sender IP: host id} from ``hosts.netconsole_from``; reloaded every ``refresh_s`` or on
+    ``invalidate()`` (the hosts API calls it after a change)."""
+
+    def __init__(
+        self,
+        factory: sessionmaker[Session],
+        *,
+        refresh_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._factory = factory
+        self._refresh_s = refresh_s
+        self._clock = clock
+        self._map: dict[str, int] = {}
+        self._loaded_at: float | None = None
+        self._lock = threading.Lock()
+
+    def load(self) -> dict[str, int]:
+        mapping: dict[str, int] = {}
+        with db.session_scope(self._factory) as session:
+            for host_id, addrs in session.execute(select(Host.id, Host.netconsole_from)):
+                for addr in addrs or []:
+                    try:
+                        mapping[normalize_addr(addr)] = host_id
+                    except ValueError:
+                        log.warning("host %d: ignoring netconsole_from %r", host_id, addr)
+        with self._lock:
+            self._map = mapping
+            self._loaded_at = self._clock()
+        return mapping
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._loaded_at = None
+
+    def resolve(self, addr: str) -> str | None:
+        """The receiver's ``resolve_host``: host id as text, or None to drop the datagram."""
+        with self._lock:
+            stale = self._loaded_at is None or self._clock() - self._loaded_at >= self._refresh_s
+        mapping = self.load() if stale else self._map
+        try:
+            host_id = mapping.get(normalize_addr(addr))
+        except ValueError:
+            return None
+        return None if host_id is None else str(host_id)
+
+
+NETCONSOLE_COLUMNS = (
+    "host_id", "boot_pk", "received_at", "seq", "kseq", "ts", "source", "priority", "facility",
+    "text", "truncated", "fields", "channels", "netconsole_received_at",
+)  # fmt: skip
+
+
+def _upsert_sql(mark: str) -> str:
+    """Insert a netconsole record; on an existing (boot, kseq) row just add the channel.
+
+    Netconsole rows have no ``seq``, so (boot_pk, kseq) is the only key they can hit, which
+    makes it a safe arbiter on both SQLite and PostgreSQL.
+    """
+    return (
+        f"INSERT INTO lines ({', '.join(NETCONSOLE_COLUMNS)}) "
+        f"VALUES ({', '.join([mark] * len(NETCONSOLE_COLUMNS))}) "
+        f"ON CONFLICT (boot_pk, kseq) DO UPDATE SET "
+        f"channels = lines.channels | {CHANNEL_NETCONSOLE}, "
+        "netconsole_received_at = "
+        "COALESCE(lines.netconsole_received_at, excluded.netconsole_received_at)"
+    )
+
+
+def _record_fields(rec: ReceivedRecord) -> str | None:
+    r = rec.record
+    fields: dict[str, Any] = dict(r.fields)
+    # Hot path of a storm: plain ifs, one reused encoder.
+    if r.usec is not None:
+        fields["usec"] = r.usec
+    if r.msgid is not None:
+        fields["msgid"] = r.msgid
+    if r.cpu is not None:
+        fields["cpu"] = r.cpu
+    if r.taskname is not None:
+        fields["taskname"] = r.taskname
+    if r.release is not None:
+        fields["release"] = r.release
+    if r.caller is not None:
+        fields["caller"] = r.caller
+    if r.missing_bytes:
+        fields["missing_bytes"] = r.missing_bytes
+    return _encode(fields) if fields else None
+
+
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+class NetconsoleStore:
+    """The receiver's ``persist_raw`` and ``on_records``: one transaction per call."""
+
+    def __init__(
+        self,
+        factory: sessionmaker[Session],
+        *,
+        keep_days: float = 7.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._factory = factory
+        self._keep_s = keep_days * 86400
+        self._clock = clock
+        self._last_prune: float | None = None
+        self._boots: dict[tuple[int, str], int] = {}
+        self.trackers: dict[tuple[int, str], MsgidTracker] = {}  # (host id, sender IP)
+
+    def persist_raw(self, batch: list[RawDatagram]) -> None:
+        with db.session_scope(self._factory) as session:
+            mark = _mark(session)
+            session.connection().exec_driver_sql(
+                "INSERT INTO netconsole_datagrams "
+                "(host_id, source_addr, source_port, received_at, raw) "
+                f"VALUES ({mark}, {mark}, {mark}, {mark}, {mark})",
+                [(int(d.host), d.addr[0], d.addr[1], d.received_at, d.raw) for d in batch],
+            )
+            now = self._clock()
+            if self._last_prune is None or now - self._last_prune >= PRUNE_EVERY_S:
+                self._last_prune = now
+                prune_datagrams(session, before=now - self._keep_s)
+
+    def on_records(self, records: list[ReceivedRecord]) -> None:
+        with db.session_scope(self._factory) as session:
+            self.store_records(session, records)
+
+    def store_records(self, session: Session, records: list[ReceivedRecord]) -> None:
+        keyed, plain = [], []
+        hosts: dict[int, Host | None] = {}
+        stats: dict[int, list[float]] = {}  # host id → [received, lost delta, incomplete, last]
+        for rec in records:
+            host_id = int(rec.host)
+            if host_id not in hosts:
+                hosts[host_id] = session.get(Host, host_id)
+            host = hosts[host_id]
+            if host is None:  # deleted since the allowlist was loaded
+                continue
+            r = rec.record
+            boot_pk = self._boot_pk(session, host, r.boot or host.current_boot_id or UNKNOWN_BOOT)
+            counts = stats.setdefault(host_id, [0, 0, 0, 0.0])
+            counts[0] += 1
+            if r.msgid is not None:
+                tracker = self.trackers.get((host_id, rec.addr[0]))
+                if tracker is None:
+                    tracker = self.trackers[(host_id, rec.addr[0])] = MsgidTracker()
+                counts[1] += tracker.observe(r.msgid)
+            counts[2] += int(r.incomplete)
+            counts[3] = max(counts[3], rec.received_at)
+            row = (
+                host_id,
+                boot_pk,
+                rec.received_at,
+                None,
+                r.kseq,
+                rec.received_at,  # no wall time in the record: ours stands in
+                "netconsole",
+                r.level,
+                r.facility,
+                r.text,
+                r.incomplete,
+                _record_fields(rec),
+                CHANNEL_NETCONSOLE,
+                rec.received_at,
+            )
+            (keyed if r.kseq is not None else plain).append(row)
+        mark = _mark(session)
+        conn = session.connection()
+        if keyed:
+            conn.exec_driver_sql(_upsert_sql(mark), keyed)
+        if plain:
+            conn.exec_driver_sql(
+                f"INSERT INTO lines ({', '.join(NETCONSOLE_COLUMNS)}) "
+                f"VALUES ({', '.join([mark] * len(NETCONSOLE_COLUMNS))})",
+                plain,
+            )
+        for host_id, (received, lost, incomplete, last) in stats.items():
+            row = session.get(NetconsoleStats, host_id)
+            if row is None:
+                row = NetconsoleStats(host_id=host_id, received=0, lost_msgid=0, incomplete=0)
+                session.add(row)
+            row.received += int(received)
+            row.lost_msgid += int(lost)
+            row.incomplete += int(incomplete)
+            row.last_line_at = max(row.last_line_at or 0.0, last)
+        session.flush()
+
+    def _boot_pk(self, session: Session, host: Host, boot_id: str) -> int:
+        key = (host.id, boot_id)
+        pk = self._boots.get(key)
+        if pk is None:
+            from collector.services.hosts import boot_pk
+
+            pk = self._boots[key] = boot_pk(session, host=host, boot_id=boot_id)
+        return pk
+
+    def forget_boots(self) -> None:
+        """Drop the boot-id cache (a rolled-back transaction may have created cached rows)."""
+        self._boots.clear()
+
+
+def prune_datagrams(session: Session, *, before: float) -> int:
+    """Delete raw datagrams received before ``before`` (epoch s); returns how many."""
+    result = session.execute(
+        delete(NetconsoleDatagram).where(NetconsoleDatagram.received_at < before)
+    )
+    return max(getattr(result, "rowcount", 0) or 0, 0)
+
+
+def _mark(session: Session) -> str:
+    return "%s" if session.get_bind().dialect.name == "postgresql" else "?"
+
+
+class NetconsoleChannel:
+    """Receiver + allowlist + store, started and stopped by the app's lifespan."""
+
+    def __init__(
+        self,
+        factory: sessionmaker[Session],
+        *,
+        bind: str,
+        keep_days: float = 7.0,
+        fragment_timeout_s: float = 2.0,
+        allowlist_refresh_s: float = 5.0,
+    ) -> None:
+        self.allowlist = HostAllowlist(factory, refresh_s=allowlist_refresh_s)
+        self.store = NetconsoleStore(factory, keep_days=keep_days)
+        self._reassembler = Reassembler(timeout_s=fragment_timeout_s)
+        self.receiver = NetconsoleReceiver(
+            parse_bind(bind),
+            persist_raw=self.store.persist_raw,
+            on_records=self._enqueue,
+            resolve_host=self.allowlist.resolve,
+            reassembler=self._reassembler,
+            tick_s=min(0.25, fragment_timeout_s / 2),
+        )
+
+        # Records are stored by a thread of their own, so the receive thread only drains the
+        # socket and stores raw datagrams: during a storm the lines may lag, the raw copy not.
+        self._queue: queue.Queue[list[ReceivedRecord] | None] = queue.Queue()
+        self._worker = threading.Thread(target=self._store_loop, name="netconsole-store")
+        self.store_errors = 0
+
+    def _enqueue(self, records: list[ReceivedRecord]) -> None:
+        self._queue.put(records)
+
+    def _store_loop(self) -> None:
+        while (records := self._queue.get()) is not None:
+            try:
+                self.store.on_records(records)
+            except Exception:
+                self.store_errors += 1
+                self.store.forget_boots()
+                log.exception("netconsole: storing %d records failed", len(records))
+            finally:
+                self._queue.task_done()
+        self._queue.task_done()
+
+    def start(self) -> None:
+        self.allowlist.load()
+        self._worker.start()
+        self.receiver.start()
+
+    def stop(self) -> None:
+        """Stop receiving, then store what is queued (incl. pending fragments) and end."""
+        self.receiver.stop()
+        self._queue.put(None)
+        self._worker.join(30)
+
+    def stats(self) -> dict[str, Any]:
+        s = self.receiver.stats
+        addr = self.receiver.address if self.receiver.running else None
+        return {
+            "listening": f"{addr[0]}:{addr[1]}" if addr else None,
+            "rcvbuf": {"requested": s.rcvbuf_requested, "granted": s.rcvbuf_granted},
+            "datagrams": s.datagrams,
+            "batches": s.batches,
+            "records": s.records,
+            "unknown_senders": dict(s.unknown),
+            "unknown_datagrams": sum(s.unknown.values()),
+            "persist_errors": s.persist_errors,
+            "store_errors": self.store_errors + s.callback_errors,
+            "store_queue": self._queue.qsize(),
+            "pending_fragments": self._reassembler.pending,
+        }
