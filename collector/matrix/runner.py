@@ -39,7 +39,7 @@ from collector.matrix.workload import ToolConversation, summarize_command_result
 from collector.models import Host, Line, MatrixRun, MatrixStep
 from collector.services import matrix_runs
 from collector.services.hosts import boot_pk
-from collector.services.ingest import LINE_COLUMNS, insert_ignoring_duplicates
+from collector.services.ingest import LINE_COLUMNS, insert_ignoring_duplicates, line_row
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +85,8 @@ class _LineSink:
         self._thread.start()
 
     def callback(self, stream: str) -> Callable[[str], None]:
-        import json
 
-        fields = json.dumps({**self._tags, "stream": stream}, separators=(",", ":"))
+        fields = {**self._tags, "stream": stream}
 
         def add(text: str) -> None:
             now = self._clock()
@@ -95,7 +94,18 @@ class _LineSink:
             truncated = len(raw) > MAX_LINE_BYTES
             if truncated:
                 text = raw[:MAX_LINE_BYTES].decode("utf-8", "ignore")
-            row = (*self._common, now, None, None, now, "vllm", None, None, text, truncated, fields)
+            row = line_row(
+                (*self._common, now),
+                seq=None,
+                kseq=None,
+                ts=now,
+                source="vllm",
+                priority=None,
+                facility=None,
+                text=text,
+                truncated=truncated,
+                fields=fields,
+            )
             with self._lock:
                 self._rows.append(row)
 

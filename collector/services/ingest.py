@@ -73,6 +73,30 @@ LINE_COLUMNS = (
     "host_id", "boot_pk", "received_at", "seq", "kseq", "ts", "source", "priority", "facility",
     "text", "truncated", "fields", "channels", "agent_received_at",
 )  # fmt: skip
+
+
+def line_row(
+    common: tuple[int, int, float],
+    *,
+    seq: int | None,
+    kseq: int | None,
+    ts: float,
+    source: str,
+    priority: int | None,
+    facility: int | None,
+    text: str,
+    truncated: bool,
+    fields: dict[str, Any] | None,
+) -> tuple[Any, ...]:
+    """One agent-channel line as a LINE_COLUMNS tuple; ``common`` is (host_id, boot_pk,
+    received_at)."""
+    return (
+        *common,
+        *(seq, kseq, ts, source, priority, facility, text, truncated, _json(fields)),
+        *(CHANNEL_AGENT, common[2]),
+    )
+
+
 EVENT_COLUMNS = ("host_id", "boot_pk", "received_at", "seq", "ts", "kind", "data")
 
 
@@ -134,19 +158,17 @@ def ingest_batch(
     for line in batch.lines:
         text, truncated = line.truncated_text()
         line_rows.append(
-            (
-                *common,
-                line.seq,
-                line.kseq,
-                line.ts,
-                line.source,
-                line.priority,
-                line.facility,
-                text,
-                truncated,
-                _json(line.fields),
-                CHANNEL_AGENT,
-                received_at,
+            line_row(
+                common,
+                seq=line.seq,
+                kseq=line.kseq,
+                ts=line.ts,
+                source=line.source,
+                priority=line.priority,
+                facility=line.facility,
+                text=text,
+                truncated=truncated,
+                fields=line.fields,
             )
         )
     lines_stored = insert_ignoring_duplicates(session, Line.__table__, LINE_COLUMNS, line_rows)
