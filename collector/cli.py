@@ -1,4 +1,4 @@
-"""freezewatch-collector: serve | migrate | add-host | demo (and the tools added by issues)."""
+"""freezewatch-collector: serve | migrate | add-host | demo | inspect (and later tools)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from collector import db
+from collector.inspect import add_inspect_parser, run_inspect
 from collector.settings import Settings
 
 log = logging.getLogger("freezewatch")
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="extra process to run beside the demo (repeatable; shell-free argv in JSON)",
     )
+    add_inspect_parser(sub)
     return parser
 
 
@@ -111,6 +113,7 @@ COMMANDS = {
     "migrate": cmd_migrate,
     "add-host": cmd_add_host,
     "demo": cmd_demo,
+    "inspect": run_inspect,
 }
 
 

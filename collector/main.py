@@ -15,6 +15,7 @@ from collector import db
 from collector.api import health, hosts, ingest
 from collector.errors import AppError, AuthFailed
 from collector.services import admin
+from collector.services.telemetry_ingest import TelemetryRegistry
 from collector.settings import Settings
 from collector.web import pages
 
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Heartbeats, kernel lines and telemetry from GPU inference hosts.",
     )
     app.state.settings = settings
+    app.state.telemetry = TelemetryRegistry(hang_stall_s=settings.vllm_hang_s)
     app.include_router(ingest.router)
     app.include_router(hosts.router)
     app.include_router(health.router)

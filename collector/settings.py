@@ -23,6 +23,8 @@ class Settings(BaseSettings):
     webhook_urls: str = ""
     netconsole_bind: str | None = None
     session_secret: str | None = None
+    # vLLM counts as hung when requests run and no token was generated for this long.
+    vllm_hang_s: float = Field(15.0, gt=0)
 
     @property
     def base_url(self) -> str:
