@@ -26,6 +26,11 @@ from collector.services.vllm_store import VllmStream, load_stream, store_vllm_li
 
 KERNEL_SOURCES = frozenset({"kmsg", "netconsole"})
 WINDOW_S = 2.0  # a kernel event's nearest vLLM line is at most this far away
+# A followed log file's lines carry the time the agent read them, a little after vLLM wrote
+# them, while kernel records carry the kernel's own time: a phase entered this little after a
+# kernel event counts as already in force at the event (a GPU fault right at "Loading drafter
+# model..." belongs to the drafter load).
+VLLM_LINE_LAG_S = 0.5
 # vLLM lines may reach us after the kernel line they explain (another channel, a polled file):
 # kernel events up to this long after newly stored vLLM lines are correlated again.
 LATE_VLLM_S = 60.0
@@ -196,17 +201,19 @@ def correlate(session: Session, *, host_id: int, events: Sequence[KernelEventRow
         )
         .order_by(Line.ts, Line.id)
     ).all()
+    phase_lo, phase_hi = lo + VLLM_LINE_LAG_S, hi + VLLM_LINE_LAG_S
     phases = session.execute(
         select(VllmPhase.ts, VllmPhase.phase)
-        .where(VllmPhase.host_id == host_id, VllmPhase.ts <= lo)
+        .where(VllmPhase.host_id == host_id, VllmPhase.ts <= phase_lo)
         .order_by(VllmPhase.ts.desc(), VllmPhase.id.desc())
         .limit(1)
     ).all()
     phases += session.execute(
         select(VllmPhase.ts, VllmPhase.phase)
-        .where(VllmPhase.host_id == host_id, VllmPhase.ts > lo, VllmPhase.ts <= hi)
+        .where(VllmPhase.host_id == host_id, VllmPhase.ts > phase_lo, VllmPhase.ts <= phase_hi)
         .order_by(VllmPhase.ts, VllmPhase.id)
     ).all()
+    shifted = [(p.ts - VLLM_LINE_LAG_S, p.phase) for p in phases]
     line_ts = [row.ts for row in lines]
     ids: dict[tuple[float, str], int] = {}
     for row in lines:
@@ -218,7 +225,7 @@ def correlate(session: Session, *, host_id: int, events: Sequence[KernelEventRow
             )
         ]
         phase, nearest = nearest_vllm_context(
-            event.ts, [(r.ts, r.text) for r in near], [(p.ts, p.phase) for p in phases], WINDOW_S
+            event.ts, [(r.ts, r.text) for r in near], shifted, WINDOW_S
         )
         event.vllm_phase = phase
         event.vllm_line_ts = nearest[0] if nearest else None
