@@ -8,7 +8,6 @@ stored lines are fetched only for the few lines that say something.
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -17,20 +16,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from collector.models import HostEvent, KernelEventRow, Line, VllmPhase, VllmStart
+from collector.models import HostEvent, KernelEventRow, Line, VllmStart
 from collector.schemas import Batch, WireLine, WireSample
-from collector.services.correlate import nearest_vllm_context
+from collector.services.event_context import WINDOW_S, correlate
 from collector.services.kernel_events import KernelEvent, classify_kernel_line
 from collector.services.vllm_hang import HangDetector
 from collector.services.vllm_store import VllmStream, load_stream, store_vllm_lines
 
 KERNEL_SOURCES = frozenset({"kmsg", "netconsole"})
-WINDOW_S = 2.0  # a kernel event's nearest vLLM line is at most this far away
-# A followed log file's lines carry the time the agent read them, a little after vLLM wrote
-# them, while kernel records carry the kernel's own time: a phase entered this little after a
-# kernel event counts as already in force at the event (a GPU fault right at "Loading drafter
-# model..." belongs to the drafter load).
-VLLM_LINE_LAG_S = 0.5
 # vLLM lines may reach us after the kernel line they explain (another channel, a polled file):
 # kernel events up to this long after newly stored vLLM lines are correlated again.
 LATE_VLLM_S = 60.0
@@ -183,54 +176,6 @@ def new_kernel_events(
         correlate(session, host_id=host_id, events=rows)
         session.flush()
     return rows
-
-
-def correlate(session: Session, *, host_id: int, events: Sequence[KernelEventRow]) -> None:
-    """Annotate events with vLLM's phase at their ts and the nearest vLLM line within ±2 s."""
-    if not events:
-        return
-    lo = min(e.ts for e in events)
-    hi = max(e.ts for e in events)
-    lines = session.execute(
-        select(Line.ts, Line.id, Line.text)
-        .where(
-            Line.host_id == host_id,
-            Line.source == "vllm",
-            Line.ts >= lo - WINDOW_S,
-            Line.ts <= hi + WINDOW_S,
-        )
-        .order_by(Line.ts, Line.id)
-    ).all()
-    phase_lo, phase_hi = lo + VLLM_LINE_LAG_S, hi + VLLM_LINE_LAG_S
-    phases = session.execute(
-        select(VllmPhase.ts, VllmPhase.phase)
-        .where(VllmPhase.host_id == host_id, VllmPhase.ts <= phase_lo)
-        .order_by(VllmPhase.ts.desc(), VllmPhase.id.desc())
-        .limit(1)
-    ).all()
-    phases += session.execute(
-        select(VllmPhase.ts, VllmPhase.phase)
-        .where(VllmPhase.host_id == host_id, VllmPhase.ts > phase_lo, VllmPhase.ts <= phase_hi)
-        .order_by(VllmPhase.ts, VllmPhase.id)
-    ).all()
-    shifted = [(p.ts - VLLM_LINE_LAG_S, p.phase) for p in phases]
-    line_ts = [row.ts for row in lines]
-    ids: dict[tuple[float, str], int] = {}
-    for row in lines:
-        ids.setdefault((row.ts, row.text), row.id)
-    for event in events:
-        near = lines[
-            bisect.bisect_left(line_ts, event.ts - WINDOW_S) : bisect.bisect_right(
-                line_ts, event.ts + WINDOW_S
-            )
-        ]
-        phase, nearest = nearest_vllm_context(
-            event.ts, [(r.ts, r.text) for r in near], shifted, WINDOW_S
-        )
-        event.vllm_phase = phase
-        event.vllm_line_ts = nearest[0] if nearest else None
-        event.vllm_line = nearest[1] if nearest else None
-        event.vllm_line_id = ids[nearest] if nearest else None
 
 
 def _vllm(

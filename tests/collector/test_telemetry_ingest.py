@@ -230,8 +230,12 @@ def test_phase_entered_just_after_the_event_counts_as_read_lag(collector: Collec
     token = collector.add_host("spark-01")
     lines = vllm_lines(MTP_LOG, seq0=100)
     drafter_ts = lines[5]["ts"]
+    lines[4]["ts"] = drafter_ts  # "Loading weights took" and "Loading drafter" read together
     post(collector, token, batch(lines=lines[:7]))
-    post(collector, token, batch(lines=[kernel(1, drafter_ts - 0.2, NV_ERR)]))
+    post(collector, token, batch(lines=[kernel(1, drafter_ts - 0.005, NV_ERR)]))
     post(collector, token, batch(lines=[kernel(2, drafter_ts - 1.5, NV_ERR)]))
-    phases = [e["vllm"]["phase"] for e in events(collector, kind="nv_err")]
-    assert phases == ["loading_drafter", "loading_weights"]
+    later, earlier = events(collector, kind="nv_err")
+    assert later["vllm"]["phase"] == "loading_drafter"
+    assert later["vllm"]["line"] == lines[5]["text"]  # the phase's own line wins the tie
+    assert earlier["vllm"]["phase"] == "loading_weights"
+    assert earlier["vllm"]["line"] == lines[4]["text"]  # 1.5 s later, the only one in ±2 s
