@@ -1,4 +1,4 @@
-"""freezewatch-collector: serve | migrate | add-host | demo (and the tools added by issues)."""
+"""freezewatch-collector: serve | migrate | add-host | demo | inspect (and later tools)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from collector import db
+from collector.inspect import add_inspect_parser, run_inspect
 from collector.matrix.cli import add_matrix_parser, run_matrix_cli
 from collector.settings import Settings
 
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="extra process to run beside the demo (repeatable; shell-free argv in JSON)",
     )
     add_matrix_parser(sub)
+    add_inspect_parser(sub)
     return parser
 
 
@@ -131,6 +133,7 @@ COMMANDS = {
     "add-host": cmd_add_host,
     "demo": cmd_demo,
     "matrix": run_matrix_cli,
+    "inspect": run_inspect,
 }
 
 

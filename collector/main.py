@@ -18,6 +18,7 @@ from collector.matrix.runner import MatrixRunner
 from collector.matrix.schedule import register_matrix_schedules
 from collector.services import admin, matrix_runs
 from collector.services.netconsole import NetconsoleChannel
+from collector.services.telemetry_ingest import TelemetryRegistry
 from collector.settings import Settings
 from collector.web import pages
 
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.netconsole = None
+    app.state.telemetry = TelemetryRegistry(hang_stall_s=settings.vllm_hang_s)
     app.include_router(ingest.router)
     app.include_router(hosts.router)
     app.include_router(health.router)

@@ -315,3 +315,95 @@ class NetconsoleStats(Base):
     lost_msgid: Mapped[int] = mapped_column(BigInteger, default=0)  # msgid gaps, net of late
     incomplete: Mapped[int] = mapped_column(BigInteger, default=0)  # fragments never completed
     last_line_at: Mapped[float | None] = mapped_column(Float)
+
+
+class KernelEventRow(Base):
+    """A classified kernel line (issue 4), annotated with what vLLM was doing at that moment."""
+
+    __tablename__ = "kernel_events"
+    __table_args__ = (
+        UniqueConstraint("line_id"),
+        Index("ix_kernel_events_host_ts", "host_id", "ts"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    boot_pk: Mapped[int] = mapped_column(ForeignKey("boots.id", ondelete="CASCADE"))
+    line_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("lines.id", ondelete="CASCADE"))
+    ts: Mapped[float] = mapped_column(Float)
+    kind: Mapped[str] = mapped_column(String(32))
+    xid: Mapped[int | None] = mapped_column(Integer)
+    pci: Mapped[str | None] = mapped_column(String(32))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    process: Mapped[str | None] = mapped_column(String(255))
+    meaning: Mapped[str | None] = mapped_column(Text)
+    nv_err: Mapped[str | None] = mapped_column(String(64))
+    call_site: Mapped[str | None] = mapped_column(String(255))
+    # Correlation: the vLLM phase at ts and the nearest vLLM line within ±2 s (same host).
+    vllm_phase: Mapped[str | None] = mapped_column(String(32))
+    vllm_line_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("lines.id", ondelete="SET NULL")
+    )
+    vllm_line_ts: Mapped[float | None] = mapped_column(Float)
+    vllm_line: Mapped[str | None] = mapped_column(Text)
+
+
+class VllmStart(Base):
+    """One vLLM server start seen in its log: the startup plan, the outcome, the current phase."""
+
+    __tablename__ = "vllm_starts"
+    __table_args__ = (Index("ix_vllm_starts_host_started", "host_id", "started_ts"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    boot_pk: Mapped[int | None] = mapped_column(ForeignKey("boots.id", ondelete="SET NULL"))
+    started_ts: Mapped[float] = mapped_column(Float)
+    first_line_id: Mapped[int | None] = mapped_column(BigInteger)
+    phase: Mapped[str | None] = mapped_column(String(32))
+    outcome: Mapped[str] = mapped_column(String(16), default="incomplete")
+    error: Mapped[str | None] = mapped_column(Text)
+    vllm_version: Mapped[str | None] = mapped_column(String(64))
+    model_load_gib: Mapped[float | None] = mapped_column(Float)
+    model_load_s: Mapped[float | None] = mapped_column(Float)
+    drafter_loaded: Mapped[bool] = mapped_column(Boolean, default=False)
+    cuda_graph_estimate_gib: Mapped[float | None] = mapped_column(Float)
+    kv_cache_gib: Mapped[float | None] = mapped_column(Float)
+    kv_cache_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    max_concurrency: Mapped[float | None] = mapped_column(Float)
+    max_concurrency_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cuda_graph_pool_actual_gib: Mapped[float | None] = mapped_column(Float)
+    cuda_graph_pool_estimated_gib: Mapped[float | None] = mapped_column(Float)
+    # The whole plan as the parser has it (including fields beyond the columns).
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    anomalies: Mapped[list[str]] = mapped_column(JSON, default=list)
+
+
+class VllmPhase(Base):
+    """A phase a vLLM server start entered, and when (its log line's ts)."""
+
+    __tablename__ = "vllm_phases"
+    __table_args__ = (
+        Index("ix_vllm_phases_host_ts", "host_id", "ts"),
+        Index("ix_vllm_phases_start_id", "start_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    start_id: Mapped[int] = mapped_column(ForeignKey("vllm_starts.id", ondelete="CASCADE"))
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    phase: Mapped[str] = mapped_column(String(32))
+    ts: Mapped[float] = mapped_column(Float)
+    line_id: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class HostEvent(Base):
+    """A collector-side fact about a host: vllm_hung/vllm_resumed, vllm_stats, spec_decode,
+    vllm_anomaly; ``data`` holds the fields of its kind."""
+
+    __tablename__ = "host_events"
+    __table_args__ = (Index("ix_host_events_host_ts", "host_id", "ts"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    ts: Mapped[float] = mapped_column(Float)
+    kind: Mapped[str] = mapped_column(String(32))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -10,8 +10,10 @@ from collector.deps import AdminDep, SessionDep
 from collector.models import Host, Sample
 from collector.schemas import HostPatch
 from collector.services import channels, telemetry, timeline
+from collector.services import events as event_service
 from collector.services import hosts as host_service
 from collector.services.downsample import bucketed_samples
+from collector.services.vllm_status import vllm_status
 from collector.timeutil import epoch, to_epoch
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
@@ -170,3 +172,32 @@ def get_lines(
         "lines": [telemetry.line_dict(line) for line in rows],
         "next_cursor": next_cursor,
     }
+
+
+@router.get("/{name}/events")
+def get_events(
+    name: str,
+    session: SessionDep,
+    _: AdminDep,
+    kind: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    limit: int = 500,
+) -> dict[str, Any]:
+    """Kernel events (with line text and vLLM correlation) and host events, newest first.
+
+    ``kind``: comma-separated kinds (``nv_err,xid``, ``vllm_hung``, or ``gpu_fault``).
+    """
+    host = host_service.get_host(session, name=name)
+    kinds = [k.strip() for k in kind.split(",") if k.strip()] if kind else None
+    rows = event_service.list_events(
+        session, host_id=host.id, kinds=kinds, since=since, until=until, limit=limit
+    )
+    return {"host": name, "events": rows}
+
+
+@router.get("/{name}/vllm")
+def get_vllm(name: str, session: SessionDep, _: AdminDep) -> dict[str, Any]:
+    """Current vLLM phase, health from the latest sample, latest startup plan and history."""
+    host = host_service.get_host(session, name=name)
+    return vllm_status(session, host=host)

@@ -14,6 +14,7 @@ from collector.schemas import Batch, IngestResult, StreamCounts, WireSample
 from collector.services.downsample import refresh_rollups
 from collector.services.heartbeat import record_heartbeat
 from collector.services.hosts import boot_pk as get_boot_pk
+from collector.services.telemetry_ingest import TelemetryRegistry, record_telemetry
 from collector.timeutil import utcnow
 
 
@@ -142,9 +143,18 @@ def _num(value: Any) -> Any:
 
 
 def ingest_batch(
-    session: Session, *, host: Host, batch: Batch, received_at: float, grace_s: float
+    session: Session,
+    *,
+    host: Host,
+    batch: Batch,
+    received_at: float,
+    grace_s: float,
+    telemetry: TelemetryRegistry | None = None,
 ) -> IngestResult:
-    """Store a batch from ``host`` in the caller's transaction."""
+    """Store a batch from ``host`` in the caller's transaction.
+
+    ``telemetry``: the app's per-host parser state; without it, state is rebuilt from storage.
+    """
     boot = get_boot_pk(session, host=host, boot_id=batch.boot_id)
     common = (host.id, boot, received_at)
 
@@ -179,6 +189,16 @@ def ingest_batch(
         AgentEvent.__table__,
         EVENT_COLUMNS,
         [(*common, e.seq, e.ts, e.kind, _json(e.data)) for e in batch.events],
+    )
+    # Kernel events, vLLM starts/phases, hang verdicts. The returned TelemetryOutcome is where
+    # alerting hooks in: .kernel_events (kind in GPU_FAULT_KINDS → kernel.event), .host_events.
+    record_telemetry(
+        session,
+        host_id=host.id,
+        boot_pk=boot,
+        batch=batch,
+        received_at=received_at,
+        registry=telemetry,
     )
     record_heartbeat(session, host=host, boot_id=batch.boot_id, now=utcnow(), grace_s=grace_s)
     host.agent_version = batch.agent.version

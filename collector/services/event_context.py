@@ -1,0 +1,80 @@
+"""Stored kernel events in vLLM's context: the phase vLLM was in and the nearest vLLM line.
+
+vLLM lines from a followed log file carry the time the agent read them (a little after vLLM
+wrote them, and one read stamps several lines alike), while kernel records carry the kernel's
+own time. So a phase entered at most ``VLLM_LINE_LAG_S`` after an event counts as already in
+force at the event (one phase step, no more): a GPU fault logged right at "Loading drafter
+model..." belongs to the drafter load. Among lines sharing the nearest timestamp, the line
+that entered that phase is the context shown.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from collector.models import KernelEventRow, Line, VllmPhase
+from collector.services.correlate import nearest_vllm_context
+
+WINDOW_S = 2.0  # a kernel event's nearest vLLM line is at most this far away
+VLLM_LINE_LAG_S = 0.5
+
+
+def correlate(session: Session, *, host_id: int, events: Sequence[KernelEventRow]) -> None:
+    """Set each event's vllm_phase and nearest vLLM line (within ±WINDOW_S) from storage."""
+    if not events:
+        return
+    lo = min(e.ts for e in events)
+    hi = max(e.ts for e in events)
+    lines = session.execute(
+        select(Line.ts, Line.id, Line.text)
+        .where(
+            Line.host_id == host_id,
+            Line.source == "vllm",
+            Line.ts >= lo - WINDOW_S,
+            Line.ts <= hi + WINDOW_S,
+        )
+        .order_by(Line.ts, Line.id)
+    ).all()
+    columns = (VllmPhase.ts, VllmPhase.phase, VllmPhase.line_id)
+    phases = session.execute(
+        select(*columns)
+        .where(VllmPhase.host_id == host_id, VllmPhase.ts <= lo)
+        .order_by(VllmPhase.ts.desc(), VllmPhase.id.desc())
+        .limit(1)
+    ).all()
+    phases += session.execute(
+        select(*columns)
+        .where(
+            VllmPhase.host_id == host_id,
+            VllmPhase.ts > lo,
+            VllmPhase.ts <= hi + VLLM_LINE_LAG_S,
+        )
+        .order_by(VllmPhase.ts, VllmPhase.id)
+    ).all()
+    phase_ts = [p.ts for p in phases]
+    line_ts = [row.ts for row in lines]
+    for event in events:
+        i = bisect.bisect_right(phase_ts, event.ts)
+        if i < len(phases) and phases[i].ts <= event.ts + VLLM_LINE_LAG_S:
+            entered = phases[i]
+        else:
+            entered = phases[i - 1] if i else None
+        near = lines[
+            bisect.bisect_left(line_ts, event.ts - WINDOW_S) : bisect.bisect_right(
+                line_ts, event.ts + WINDOW_S
+            )
+        ]
+        _, nearest = nearest_vllm_context(event.ts, [(r.ts, r.text) for r in near], [], WINDOW_S)
+        chosen = None
+        if nearest is not None:
+            ties = [r for r in near if r.ts == nearest[0]]
+            chosen = next((r for r in ties if entered and r.id == entered.line_id), None)
+            chosen = chosen or next(r for r in ties if r.text == nearest[1])
+        event.vllm_phase = entered.phase if entered else None
+        event.vllm_line_id = chosen.id if chosen else None
+        event.vllm_line_ts = chosen.ts if chosen else None
+        event.vllm_line = chosen.text if chosen else None

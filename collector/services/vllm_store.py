@@ -1,0 +1,151 @@
+"""vLLM's shipped log lines → server-start, phase and stats rows, through a per-host parser.
+
+The parser (``VllmLogParser``) is incremental and lives in memory between batches; the rows are
+the truth. After a collector restart a host's parser is rebuilt by replaying the stored lines of
+its current server start, so a start that began before the restart keeps being followed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from collector.models import HostEvent, Line, VllmPhase, VllmStart
+from collector.services.vllm_log import StartupPlan, VllmLogParser
+
+# The StartupPlan fields stored as columns of vllm_starts (the `inspect --json` contract).
+PLAN_COLUMNS = (
+    "vllm_version",
+    "model_load_gib",
+    "model_load_s",
+    "drafter_loaded",
+    "cuda_graph_estimate_gib",
+    "kv_cache_gib",
+    "kv_cache_tokens",
+    "max_concurrency",
+    "max_concurrency_tokens",
+    "cuda_graph_pool_actual_gib",
+    "cuda_graph_pool_estimated_gib",
+)
+PLAN_EXTRAS = ("cuda_graph_capture_gib", "cuda_graph_capture_s", "init_engine_s")
+# Periodic log lines stored as host_events, by parser fact kind.
+STAT_EVENT_KINDS = {"stats": "vllm_stats", "spec_decode": "spec_decode"}
+REPLAY_LIMIT = 50_000
+
+StoredLine = tuple[int, float, str]  # (lines.id, ts, text)
+
+
+@dataclass
+class VllmStream:
+    """One host's parser and the vllm_starts row its current plan is stored in."""
+
+    parser: VllmLogParser
+    start_id: int | None = None
+
+
+def load_stream(session: Session, *, host_id: int, exclude_ids: set[int]) -> VllmStream:
+    """Rebuild a host's parser from storage: replay the lines of its latest server start.
+
+    ``exclude_ids``: lines stored by the batch in progress (fed afterwards, not twice).
+    """
+    start = session.scalars(
+        select(VllmStart)
+        .where(VllmStart.host_id == host_id)
+        .order_by(VllmStart.started_ts.desc(), VllmStart.id.desc())
+        .limit(1)
+    ).first()
+    stream = VllmStream(VllmLogParser())
+    if start is None:
+        return stream
+    rows = session.execute(
+        select(Line.id, Line.ts, Line.text)
+        .where(Line.host_id == host_id, Line.source == "vllm", Line.ts >= start.started_ts)
+        .order_by(Line.ts, Line.id)
+        .limit(REPLAY_LIMIT)
+    )
+    for line_id, ts, text in rows:
+        if line_id in exclude_ids:
+            continue
+        if ts == start.started_ts and start.first_line_id and line_id < start.first_line_id:
+            continue  # the previous start's last lines share the first line's timestamp
+        stream.parser.feed(text, ts)
+    stream.start_id = start.id
+    return stream
+
+
+def store_vllm_lines(
+    session: Session,
+    *,
+    host_id: int,
+    boot_pk: int,
+    stream: VllmStream,
+    lines: list[StoredLine],
+) -> list[HostEvent]:
+    """Feed newly stored vLLM lines (ts order) through the host's parser; store what they say.
+
+    Returns the host events added (periodic stats, spec-decode metrics, plan anomalies).
+    """
+    touched: dict[int, tuple[VllmStart, StartupPlan]] = {}
+    start = session.get(VllmStart, stream.start_id) if stream.start_id is not None else None
+    events: list[HostEvent] = []
+    for line_id, ts, text in lines:
+        for fact in stream.parser.feed(text, ts):
+            if fact.kind in STAT_EVENT_KINDS:
+                data = {**fact.data, "line_id": line_id}
+                events.append(
+                    HostEvent(host_id=host_id, ts=ts, kind=STAT_EVENT_KINDS[fact.kind], data=data)
+                )
+                continue
+            if fact.kind == "server_start":
+                start = VllmStart(
+                    host_id=host_id,
+                    boot_pk=boot_pk,
+                    started_ts=ts,
+                    first_line_id=line_id,
+                    outcome="incomplete",
+                    drafter_loaded=False,
+                    plan={},
+                    anomalies=[],
+                )
+                session.add(start)
+                session.flush()
+                stream.start_id = start.id
+            plan = stream.parser.current
+            if start is None or plan is None:
+                continue
+            touched[start.id] = (start, plan)
+            if fact.kind == "phase":
+                session.add(
+                    VllmPhase(
+                        start_id=start.id,
+                        host_id=host_id,
+                        phase=fact.data["phase"],
+                        ts=ts,
+                        line_id=line_id,
+                    )
+                )
+            elif fact.kind == "anomaly":
+                data = {"anomaly": fact.data["anomaly"], "start_id": start.id, "line_id": line_id}
+                events.append(HostEvent(host_id=host_id, ts=ts, kind="vllm_anomaly", data=data))
+    for row, plan in touched.values():
+        sync_start(row, plan)
+    session.add_all(events)
+    return events
+
+
+def sync_start(row: VllmStart, plan: StartupPlan) -> None:
+    """Copy the parser's view of one server start onto its row."""
+    for name in PLAN_COLUMNS:
+        setattr(row, name, getattr(plan, name))
+    row.vllm_version = plan.vllm_version[:64] if plan.vllm_version else None
+    row.phase = plan.phase
+    row.outcome = plan.outcome
+    row.error = plan.error
+    row.anomalies = list(plan.anomalies)
+    whole: dict[str, Any] = plan.to_dict()
+    whole.pop("phases")
+    whole.update({name: getattr(plan, name) for name in PLAN_EXTRAS})
+    row.plan = whole
