@@ -33,11 +33,13 @@ class Sampler:
         fast: frozenset[str] = frozenset({"mem", "psi"}),
         wall: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.sources = list(sources)
         self.fast_sources = [s for s in self.sources if s.name in fast]
         self.burst = burst
         self._kick = threading.Event()  # a burst began: stop sleeping out the 1 s tick
+        self._sleep = sleep or self._kick_wait
         self.outbox = outbox
         self.interval = interval
         self._wall = wall
@@ -94,12 +96,16 @@ class Sampler:
                     next_full = now + self.interval
                 next_fast = now + period
             elif bursting and now >= next_fast:
-                self.sample_once(fast_only=True)
+                if next_full - now > period / 2:  # else the full sample is about due anyway
+                    self.sample_once(fast_only=True)
                 next_fast += period
                 if next_fast < now:
                     next_fast = now + period
             elif not bursting:
                 next_fast = now + period
             wake = min(next_full, next_fast) if bursting else next_full
-            self._kick.wait(max(0.0, wake - self._mono()))
-            self._kick.clear()
+            self._sleep(max(0.0, wake - self._mono()))
+
+    def _kick_wait(self, timeout: float) -> None:
+        self._kick.wait(timeout)
+        self._kick.clear()
