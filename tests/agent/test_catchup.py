@@ -9,6 +9,7 @@ from typing import Any
 
 from agent import catchup
 from agent.catchup import CatchupPlan, journal_kernel_line, prepare, run_catchup
+from collector.schemas import Batch
 
 from .conftest import FakeCollector, wait_for
 from .test_wiring import _config, _run_agent, _stop
@@ -113,6 +114,8 @@ def test_previous_boot_is_caught_up_once(tmp_path: Path, collector: FakeCollecto
     _stop(stop, thread)
     old = [b for b in collector.batches if b["boot_id"] == OLD_BOOT]
     assert old and collector.batches[0]["boot_id"] == OLD_BOOT  # before the present
+    for batch in old:  # what the real collector would accept
+        Batch.model_validate(batch)
     lines = [ln for b in old for ln in b["lines"]]
     texts = [ln["text"] for ln in lines]
     kernel = [ln for ln in lines if ln["source"] == "kmsg"]
