@@ -5,7 +5,7 @@ PY      = $(VENV)/bin/python
 SIM    ?= 1
 PORT   ?= 8080
 
-.PHONY: venv demo test lint format bench clean
+.PHONY: venv demo test lint format bench agent-bundle clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ bench: venv
 	$(PY) bench/ingest.py
 	$(PY) bench/latency.py
 	$(PY) bench/agent_overhead.py
+
+agent-bundle: venv
+	$(PY) -m collector agent-bundle dist/freezewatch-agent.pyz
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info demo-data test-artifacts

@@ -89,7 +89,9 @@ class Canary:
         line = f"<{self.level}>{canary_text(n, self._wall())}\n".encode()
         try:
             if self._fd is None:
-                self._fd = os.open(self.kmsg_path, os.O_WRONLY | os.O_CLOEXEC)
+                # O_APPEND: harmless on /dev/kmsg, and a regular file stand-in is appended to
+                flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+                self._fd = os.open(self.kmsg_path, flags)
             os.write(self._fd, line)
         except OSError as exc:
             self.last_error = f"{self.kmsg_path}: {exc.strerror or exc}"

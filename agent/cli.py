@@ -13,11 +13,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agent import catchup
+from agent.burst import BurstController, is_trigger_line
+from agent.canary import Canary
 from agent.config import AgentConfig, parse_args
+from agent.netconsole import remove_target, setup_target
 from agent.outbox import Outbox
 from agent.sampler import Sampler
 from agent.shipper import Shipper
-from agent.sources import build_sources
+from agent.sources import OnEvent, build_sources
 from agent.sources.base import LineSource
 from agent.sources.proc import UNKNOWN_BOOT_ID, read_boot_id
 from agent.spool import Spool
@@ -42,15 +46,25 @@ def system_shutting_down(run_dir: Path = Path("/run/systemd")) -> bool:
     return out == "stopping"
 
 
-def run_line_source(source: LineSource, outbox: Outbox, stop: threading.Event) -> None:
-    """Run a line source until ``stop``; a crash is reported once, then it is restarted quietly."""
+def run_line_source(
+    source: LineSource,
+    outbox: Outbox,
+    stop: threading.Event,
+    observe: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
+    """Run a line source until ``stop``; a crash is reported once, then it is restarted quietly.
+
+    ``observe`` sees every emitted line first (burst triggers).
+    """
     reported = False
 
     def emit(record: dict[str, Any]) -> None:
         if "kind" in record:
             outbox.put_event({"ts": round(time.time(), 6), **record})
-        else:
-            outbox.put_line(record)
+            return
+        if observe is not None:
+            observe(record)
+        outbox.put_line(record)
 
     while not stop.is_set():
         try:
@@ -64,20 +78,91 @@ def run_line_source(source: LineSource, outbox: Outbox, stop: threading.Event) -
         stop.wait(LINE_SOURCE_RETRY)
 
 
+def run_canary(canary: Canary, state: AgentState, on_event: OnEvent, stop: threading.Event) -> None:
+    """Write canaries until ``stop``; each number is noted in the state (it keeps rising)."""
+    failing = False
+    try:
+        while not stop.is_set():
+            n = canary.step()
+            if n is not None:
+                state.note_canary(n)
+            if canary.last_error and not failing:
+                on_event("source_error", {"source": "canary", "error": canary.last_error})
+            failing = canary.last_error is not None
+            stop.wait(min(1.0, canary.interval_s))
+    finally:
+        canary.close()
+
+
+def setup_netconsole(
+    config: AgentConfig, boot_id: str, on_event: OnEvent, setup: Callable[..., Any]
+) -> Any:
+    """Create the kernel netconsole target; the SetupReport becomes an info or error event."""
+    assert config.netconsole is not None
+    try:
+        report = setup(
+            config.netconsole,
+            boot_id=boot_id,
+            name=config.netconsole_name,
+            sys_root=str(config.sys_root),
+            proc_root=str(config.proc_root),
+        )
+    except Exception as exc:  # a bug or an odd host must not stop the agent
+        log.warning("netconsole setup failed: %s", exc)
+        on_event("source_error", {"source": "netconsole", "error": f"{type(exc).__name__}: {exc}"})
+        return None
+    summary = report.summary()
+    if report.ok:
+        log.info("%s", summary)
+        on_event("source_info", {"source": "netconsole", "info": summary})
+    else:
+        log.warning("%s", summary)
+        on_event("source_error", {"source": "netconsole", "error": summary})
+    return report
+
+
+def catch_up(
+    config: AgentConfig, plan: catchup.CatchupPlan | None, shipper: Shipper
+) -> catchup.CatchupResult | None:
+    """Ship the previous boot's journal tail and pstore files (see agent.catchup)."""
+    if plan is None:
+        catchup.prime_pstore(config.state_dir, config.pstore_dir)
+        return None
+    result = catchup.run_catchup(
+        plan,
+        deliver=shipper.deliver,
+        agent_info=shipper.agent_info,
+        state_dir=config.state_dir,
+        journalctl=config.journalctl,
+        pstore_dirs=config.pstore_dir,
+    )
+    log.info("catch-up: %s", result.summary())
+    if result.error:
+        shipper.event("source_error", source="catchup", error=result.error)
+    return result
+
+
 def run(
     config: AgentConfig,
     stop: threading.Event,
     *,
     outbox: Outbox | None = None,
     shutting_down: Callable[[], bool] = system_shutting_down,
+    nvml: Any = None,
+    netconsole_setup: Callable[..., Any] = setup_target,
 ) -> int:
     outbox = outbox or Outbox()
-    sample_sources, line_sources = build_sources(config)
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        outbox.put_event({"ts": round(time.time(), 6), "kind": kind, "data": data})
+
     try:
         boot_id = read_boot_id(config.proc_root)
         boot_error = None
     except OSError as exc:
         boot_id, boot_error = UNKNOWN_BOOT_ID, str(exc)
+    # before AgentState rewrites state.json for this boot: it knows the previous boot
+    plan = None if boot_error else catchup.prepare(config.state_dir, config.host_name, boot_id)
     state = AgentState(config.state_dir, config.host_name, boot_id)
     spool = Spool(config.state_dir / "spool", int(config.spool_max_mb * 1024 * 1024))
     transport = Transport(config.collector, config.token, timeout=config.timeout)
@@ -93,23 +178,64 @@ def run(
     log.info(
         "agent starting: host=%s boot=%s collector=%s", config.host_name, boot_id, config.collector
     )
+    catch_up(config, plan, shipper)
+    sources = build_sources(config, on_event, nvml=nvml)
+    log.info("sources: %s", ", ".join(sources.names))
+    for name, info in sources.infos:
+        log.info("%s", info)
+        on_event("source_info", {"source": name, "info": info})
     if boot_error:
         shipper.event("source_error", source="boot_id", error=boot_error)
     shipper.start()
-    sampler = Sampler(sample_sources, outbox, interval=config.interval)
+    burst = BurstController()
+    sampler = Sampler(sources.samples, outbox, interval=config.interval, burst=burst)
+
+    def observe(line: dict[str, Any]) -> None:
+        reason = is_trigger_line(line)
+        if reason is not None and burst.trigger(reason):
+            log.info("burst mode: %s", reason)
+            on_event("source_info", {"source": "burst", "info": f"burst mode: {reason}"})
+            sampler.kick()
+
     threads = [threading.Thread(target=sampler.run, args=(stop,), name="sampler", daemon=True)]
     threads += [
         threading.Thread(
-            target=run_line_source, args=(src, outbox, stop), name=src.name, daemon=True
+            target=run_line_source, args=(src, outbox, stop, observe), name=src.name, daemon=True
         )
-        for src in line_sources
+        for src in sources.lines
     ]
+    if config.canary_interval > 0:
+        canary = Canary(str(config.kmsg), config.canary_interval, start_n=state.canary_next)
+        threads.append(
+            threading.Thread(
+                target=run_canary, args=(canary, state, on_event, stop), name="canary", daemon=True
+            )
+        )
+    if config.netconsole:
+        threads.append(
+            threading.Thread(
+                target=setup_netconsole,
+                args=(config, boot_id, on_event, netconsole_setup),
+                name="netconsole",
+                daemon=True,
+            )
+        )
     for thread in threads:
         thread.start()
     shipper.run(stop)
     shutdown = shutting_down()
     log.info("agent stopping (system shutdown: %s)", shutdown)
     shipper.finish(shutdown=shutdown)
+    return 0
+
+
+def remove_netconsole(config: AgentConfig) -> int:
+    report = remove_target(config.netconsole_name, str(config.sys_root))
+    for action in report.actions:
+        print(f"netconsole: {action}")
+    if not report.ok:
+        print(f"netconsole: removal failed: {report.error}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -120,6 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     config = parse_args(argv, os.environ)
+    if config.netconsole_remove:
+        return remove_netconsole(config)
     stop = threading.Event()
     outbox = Outbox()
 

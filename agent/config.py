@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "FREEZEWATCH_AGENT_"
+DOCKER_SOCKET = "/var/run/docker.sock"
+DEFAULT_LABEL = "com.nvidia.nemoclaw.managed-vllm=true"
+PSTORE_DIRS = (Path("/sys/fs/pstore"), Path("/var/lib/systemd/pstore"))
+_TRUE = {"1", "true", "yes", "on"}
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,20 @@ class AgentConfig:
     state_dir: Path = Path("/var/lib/freezewatch")
     spool_max_mb: float = 256.0
     timeout: float = 5.0  # seconds per HTTP request; a hung collector must not stall sampling
+    no_gpu: bool = False
+    vllm_url: tuple[str, ...] = ()
+    docker_socket: str = DOCKER_SOCKET
+    container_label: str | None = DEFAULT_LABEL  # None: choose containers by name only
+    container_name: tuple[str, ...] = ()
+    vllm_log: tuple[Path, ...] = ()
+    journal_unit: tuple[str, ...] = ()
+    canary_interval: float = 10.0  # 0 disables the canary
+    netconsole: str | None = None  # HOST:PORT of the collector's UDP receiver
+    netconsole_remove: bool = False
+    netconsole_name: str = "freezewatch"
+    sys_root: Path = Path("/")
+    journalctl: str = "journalctl"  # used for --journal-unit and the previous boot's catch-up
+    pstore_dir: tuple[Path, ...] = PSTORE_DIRS
 
 
 @dataclass(frozen=True)
@@ -35,6 +53,9 @@ class _Option:
     help: str
     required: bool = False
     default: Any = None
+    repeat: bool = False  # flag repeatable; the env variable is comma-separated
+    switch: bool = False  # store_true; the env variable is 1/true/yes/on
+    empty_ok: bool = False  # an empty value (flag or env) is kept as "" (e.g. "no label")
 
     @property
     def field(self) -> str:
@@ -56,6 +77,28 @@ OPTIONS: list[_Option] = [
     _Option("--state-dir", Path, "state and spool directory", default=Path("/var/lib/freezewatch")),
     _Option("--spool-max-mb", float, "disk spool bound in MiB", default=256.0),
     _Option("--timeout", float, "HTTP request timeout in seconds", default=5.0),
+    _Option("--no-gpu", bool, "do not load NVML (GPU source off)", switch=True, default=False),
+    _Option("--vllm-url", str, "vLLM base URL to poll /health and /metrics", repeat=True),
+    _Option("--docker-socket", str, "Docker Engine API socket", default=DOCKER_SOCKET),
+    _Option(
+        "--container-label",
+        str,
+        "containers to watch by label (empty: by name only)",
+        default=DEFAULT_LABEL,
+        empty_ok=True,
+    ),
+    _Option("--container-name", str, "container to watch by exact name", repeat=True),
+    _Option("--vllm-log", Path, "vLLM log file to follow (vLLM outside Docker)", repeat=True),
+    _Option("--journal-unit", str, "systemd unit whose journal to follow as vLLM log", repeat=True),
+    _Option("--canary-interval", float, "seconds between kmsg canaries (0: off)", default=10.0),
+    _Option("--netconsole", str, "set up a kernel netconsole target to HOST:PORT (UDP)"),
+    _Option("--netconsole-remove", bool, "remove the netconsole target", switch=True),
+    _Option("--netconsole-name", str, "configfs netconsole target name", default="freezewatch"),
+    _Option("--sys-root", Path, "root holding sys/kernel/config", default=Path("/")),
+    _Option("--journalctl", str, "journalctl executable", default="journalctl"),
+    _Option(
+        "--pstore-dir", Path, "pstore directory to ship new files from (catch-up)", repeat=True
+    ),
 ]
 
 
@@ -70,18 +113,27 @@ def parse_args(
         epilog=f"Every flag can also be set as {ENV_PREFIX}<FLAG> (e.g. {ENV_PREFIX}HOST_NAME).",
     )
     for opt in OPTIONS:
-        parser.add_argument(opt.flag, dest=opt.field, type=opt.type, help=f"{opt.help} [{opt.env}]")
+        help_text = f"{opt.help} [{opt.env}]"
+        if opt.switch:
+            parser.add_argument(
+                opt.flag, dest=opt.field, action="store_true", default=None, help=help_text
+            )
+        elif opt.repeat:
+            parser.add_argument(
+                opt.flag, dest=opt.field, type=opt.type, action="append", help=help_text
+            )
+        else:
+            parser.add_argument(opt.flag, dest=opt.field, type=opt.type, help=help_text)
     args = parser.parse_args(list(argv) if argv is not None else None)
     values: dict[str, Any] = {}
     for opt in OPTIONS:
         value = getattr(args, opt.field)
-        if value is None and environ.get(opt.env, "") != "":
-            try:
-                value = opt.type(environ[opt.env])
-            except ValueError:
-                parser.error(f"{opt.env}: invalid {opt.type.__name__} value {environ[opt.env]!r}")
+        if value is None and (
+            environ.get(opt.env, "") != "" or (opt.empty_ok and opt.env in environ)
+        ):
+            value = _from_env(opt, environ[opt.env], parser)
         if value is None:
-            if opt.required:
+            if opt.required and not (values.get("netconsole_remove") or _removing(args, environ)):
                 parser.error(f"{opt.flag} (or {opt.env}) is required")
             value = opt.default
         values[opt.field] = value
@@ -89,5 +141,31 @@ def parse_args(
         values["host_name"] = socket.gethostname()
     if values["interval"] <= 0:
         parser.error("--interval must be positive")
+    if values["canary_interval"] < 0:
+        parser.error("--canary-interval must be >= 0")
+    for opt in OPTIONS:
+        if opt.repeat:
+            default = PSTORE_DIRS if opt.field == "pstore_dir" else ()
+            values[opt.field] = tuple(values[opt.field]) if values[opt.field] else default
+        if opt.switch:
+            values[opt.field] = bool(values[opt.field])
+    values["container_label"] = values["container_label"] or None
     known = {f.name for f in dataclasses.fields(AgentConfig)}
     return AgentConfig(**{k: v for k, v in values.items() if k in known})
+
+
+def _from_env(opt: _Option, raw: str, parser: argparse.ArgumentParser) -> Any:
+    if opt.switch:
+        return raw.strip().lower() in _TRUE
+    try:
+        if opt.repeat:
+            return [opt.type(part.strip()) for part in raw.split(",") if part.strip()] or None
+        return opt.type(raw)
+    except ValueError:
+        parser.error(f"{opt.env}: invalid {opt.type.__name__} value {raw!r}")
+
+
+def _removing(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
+    """``--netconsole-remove`` is a one-shot action: it needs no collector or token."""
+    env = environ.get(ENV_PREFIX + "NETCONSOLE_REMOVE", "").strip().lower()
+    return bool(args.netconsole_remove) or env in _TRUE

@@ -1,4 +1,6 @@
-"""Wait for changes in a directory: inotify through ctypes, or a plain poll interval without it."""
+"""Wait for changes in a file or directory: inotify through ctypes, else a plain poll interval.
+
+The one inotify helper of the agent (kmsg file follower, vLLM log follower)."""
 
 from __future__ import annotations
 
@@ -85,9 +87,9 @@ class InotifyWaiter:
             self._fd = -1
 
 
-def make_waiter(directory: str, poll_interval: float = 0.25) -> ChangeWaiter:
-    """An inotify waiter on ``directory`` where the kernel offers one, else a poll waiter."""
+def make_waiter(path: str, poll_interval: float = 0.25) -> ChangeWaiter:
+    """An inotify waiter on ``path`` (a file, or a directory for its files), else a poll waiter."""
     try:
-        return InotifyWaiter(directory)
-    except (OSError, AttributeError):  # no inotify (non-Linux libc), or directory missing
+        return InotifyWaiter(path)
+    except (OSError, AttributeError):  # no inotify (non-Linux libc), or path missing
         return PollWaiter(poll_interval)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agent.burst import BurstController
 from agent.outbox import Outbox
 from agent.sources.base import PartialRead, SampleSource
 
@@ -15,7 +16,12 @@ log = logging.getLogger(__name__)
 
 
 class Sampler:
-    """A sample needs ``mem``; other sections are optional and absent while their source fails."""
+    """A sample needs ``mem``; other sections are optional and absent while their source fails.
+
+    During a burst (``burst.active``) extra samples are taken at the burst rate between the
+    regular ticks, reading only the ``fast`` sources (meminfo and pressure: cheap reads of
+    procfs); every sample taken during a burst is marked ``burst: true``.
+    """
 
     def __init__(
         self,
@@ -23,19 +29,32 @@ class Sampler:
         outbox: Outbox,
         *,
         interval: float = 1.0,
+        burst: BurstController | None = None,
+        fast: frozenset[str] = frozenset({"mem", "psi"}),
         wall: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.sources = list(sources)
+        self.fast_sources = [s for s in self.sources if s.name in fast]
+        self.burst = burst
+        self._kick = threading.Event()  # a burst began: stop sleeping out the 1 s tick
+        self._sleep = sleep or self._kick_wait
         self.outbox = outbox
         self.interval = interval
         self._wall = wall
         self._mono = mono
         self._failing: set[str] = set()  # sources whose error was already reported
 
-    def sample_once(self) -> dict[str, Any] | None:
+    def kick(self) -> None:
+        """Wake the sampler now (a burst just started)."""
+        self._kick.set()
+
+    def sample_once(self, *, fast_only: bool = False) -> dict[str, Any] | None:
         sample: dict[str, Any] = {"ts": round(self._wall(), 6), "burst": False}
-        for source in self.sources:
+        if self.burst is not None:
+            self.burst.mark(sample)
+        for source in self.fast_sources if fast_only else self.sources:
             try:
                 sample[source.name] = source.read()
                 self._failing.discard(source.name)
@@ -65,11 +84,28 @@ class Sampler:
 
     def run(self, stop: threading.Event) -> None:
         """Tick at a fixed rate; a slow tick is not made up for (no burst of stale samples)."""
-        next_tick = self._mono()
+        next_full = next_fast = self._mono()
         while not stop.is_set():
-            self.sample_once()
-            next_tick += self.interval
             now = self._mono()
-            if next_tick < now:
-                next_tick = now + self.interval
-            stop.wait(next_tick - now)
+            bursting = self.burst is not None and self.burst.active
+            period = self.burst.interval(self.interval) if self.burst is not None else self.interval
+            if now >= next_full:
+                self.sample_once()
+                next_full += self.interval
+                if next_full < now:
+                    next_full = now + self.interval
+                next_fast = now + period
+            elif bursting and now >= next_fast:
+                if next_full - now > period / 2:  # else the full sample is about due anyway
+                    self.sample_once(fast_only=True)
+                next_fast += period
+                if next_fast < now:
+                    next_fast = now + period
+            elif not bursting:
+                next_fast = now + period
+            wake = min(next_full, next_fast) if bursting else next_full
+            self._sleep(max(0.0, wake - self._mono()))
+
+    def _kick_wait(self, timeout: float) -> None:
+        self._kick.wait(timeout)
+        self._kick.clear()

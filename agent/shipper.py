@@ -20,6 +20,9 @@ log = logging.getLogger(__name__)
 
 BATCH_BYTES = MAX_BATCH_BYTES // 2  # stay well under the collector's limit
 MAX_RETRY_DELAY = 5.0
+# Acked kernel position is persisted at most this often, and only when it moved (no write while
+# the kernel is quiet): after a freeze the next boot's catch-up starts from it.
+STATE_FLUSH_S = 10.0
 
 
 class Poster(Protocol):
@@ -57,6 +60,8 @@ class Shipper:
         hints = [k for k in (state.kseq_acked, spool.max_kseq.get(boot_id)) if k is not None]
         self.kseq_skip: int | None = max(hints) if hints else None
         self.kseq_acked: int | None = state.kseq_acked
+        self.kmsg_usec_acked: int | None = state.kmsg_usec_acked
+        self._flushed_at = mono()
         self._resumed = False  # kseq_skip confirmed by the collector
         self._first_line = True
         self._up = True
@@ -92,7 +97,8 @@ class Shipper:
         self.event("agent_stopping", shutdown=shutdown)
         self.ship()
         self.state.kseq_acked = self.kseq_acked
-        self.state.save()
+        self.state.kmsg_usec_acked = self.kmsg_usec_acked
+        self.state.save(clean=True)
         self.spool.close()
         self.transport.close()
 
@@ -117,6 +123,17 @@ class Shipper:
         }
         self._last_send = self._mono()
         self.deliver(batch)
+        self._flush_state()
+
+    def _flush_state(self) -> None:
+        if self.kseq_acked == self.state.kseq_acked:
+            return
+        if self._mono() - self._flushed_at < STATE_FLUSH_S:
+            return
+        self._flushed_at = self._mono()
+        self.state.kseq_acked = self.kseq_acked
+        self.state.kmsg_usec_acked = self.kmsg_usec_acked
+        self.state.save()
 
     def _seq(self, stream: str, record: dict[str, Any]) -> dict[str, Any]:
         return {"seq": self.state.next_seq(stream), **record}
@@ -188,10 +205,19 @@ class Shipper:
             return
         resume = answer.get("resume")
         kseq = resume.get("kseq") if isinstance(resume, dict) else None
-        shipped = [ln["kseq"] for ln in batch["lines"] if ln.get("kseq") is not None]
+        shipped = [ln for ln in batch["lines"] if ln.get("kseq") is not None]
         acked = max(
-            [k for k in (kseq, self.kseq_acked, *shipped) if isinstance(k, int)], default=None
+            [
+                k
+                for k in (kseq, self.kseq_acked, *(ln["kseq"] for ln in shipped))
+                if isinstance(k, int)
+            ],
+            default=None,
         )
+        if shipped and shipped[-1]["kseq"] == acked:  # usec of the record we now stand at
+            usec = (shipped[-1].get("fields") or {}).get("_SOURCE_MONOTONIC_TIMESTAMP")
+            if usec is not None and str(usec).isdigit():
+                self.kmsg_usec_acked = int(usec)
         self.kseq_acked = acked
         if isinstance(kseq, int):
             self._resumed = True

@@ -27,10 +27,29 @@ Sample sections (all optional except ``mem``; units are fixed so the collector n
 - ``vmstat``: per-second rates of ``pgmajfault``, ``pswpin``, ``pswpout``, ``oom_kill``,
   ``allocstall``, ``compact_stall`` since the previous sample.
 - ``load``: ``{"1", "5", "15", "running", "total"}`` from /proc/loadavg.
-- ``gpu``: ``{"util", "mem_used", "mem_total", "temp_c", "power_w", "clocks": {...}}``;
-  a value the device does not report is null and named in ``"unsupported": [...]``.
-- ``vllm``: list of ``{"url", "health", "health_ms", "running", "waiting", "kv_usage",
-  "preemptions", "prompt_tokens", "generation_tokens", "spec_accepted", "spec_draft"}``.
+- ``gpu``: ``{"index", "pci", "name", "util", "mem_used", "mem_total", "temp_c", "power_w",
+  "clocks": {"sm", "mem", "graphics"}, "unsupported": [...]}`` of the first device (``util``
+  %, bytes, MHz), plus ``"devices": [...]`` (same keys each) when there are several; a value
+  the device does not report (GB10 unified memory) is null and named in ``unsupported``.
+- ``vllm``: list of ``{"url", "health", "health_ms", "error", "running", "waiting", "kv_usage",
+  "preemptions", "prompt_tokens", "generation_tokens", "spec_accepted", "spec_draft"}``;
+  ``health`` is the /health HTTP status or null when nothing answered, ``error`` says why.
+- ``containers``: list of ``{"id", "name", "image", "state", "restart_count", "oom_killed",
+  "exit_code", "started_at", "mem_used", "mem_limit"}`` (bytes; memory refreshed every few
+  ticks) for the Docker containers chosen by label or name.
+
+``burst`` is true for samples taken while burst mode is on (a vLLM load phase or a GPU-fault
+kernel line started it): then samples come at 10 Hz, and those between the regular ticks
+carry only ``mem`` and ``psi``.
+
+Lines: ``source`` is ``kmsg`` for kernel records (``kseq`` set when read from /dev/kmsg;
+records caught up from the previous boot's journal have none, but ``fields`` keep
+``_SOURCE_MONOTONIC_TIMESTAMP`` and ``via: "journal"``), ``vllm`` for vLLM's log (Docker
+log stream with ``fields {"container", "stream"}``, a followed file ``{"file"}``, or a
+unit's journal ``{"unit", "pid", "identifier"}``), ``journal`` for NVML Xid events and for
+pstore files (``fields {"pstore_file", "pstore_dir", "line_no"}``). A batch may carry an
+earlier ``boot_id`` than the agent's current one: the catch-up of the previous boot
+(``agent.catchup``) and spooled batches replayed after a reboot.
 
 The collector answers 200 with ``{"stored": {stream: n}, "duplicates": {stream: n},
 "resume": {"kseq": <highest kernel seq stored for this boot> | null}}``.

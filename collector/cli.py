@@ -1,10 +1,11 @@
-"""freezewatch-collector: serve | migrate | add-host | demo | inspect (and later tools)."""
+"""freezewatch-collector: serve | migrate | add-host | demo | inspect | matrix | agent-bundle."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+import zipfile
 from collections.abc import Sequence
 
 from collector import db
@@ -42,6 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="ADDR",
         help="source IP the host's netconsole sends from (repeatable)",
+    )
+
+    bundle = sub.add_parser(
+        "agent-bundle", help="build the agent's single-file zipapp (agent + nvidia-ml-py)"
+    )
+    bundle.add_argument("out", metavar="OUT.pyz")
+    bundle.add_argument(
+        "--no-nvml", action="store_true", help="leave pynvml out even when it is installed"
     )
 
     demo = sub.add_parser("demo", help="collector on SQLite plus an agent watching this machine")
@@ -121,6 +130,21 @@ def cmd_add_host(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_agent_bundle(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from collector.bundle import build_agent_bundle
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    build_agent_bundle(out, include_nvml=not args.no_nvml)
+    with zipfile.ZipFile(out) as zf:
+        nvml = "pynvml.py" in zf.namelist()
+    print(f"agent bundle written: {out} ({out.stat().st_size} bytes, pynvml: {nvml})")
+    print(f"run it with: python3 {out.name} --collector URL --token TOKEN")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from collector.demo import run_demo
 
@@ -131,6 +155,7 @@ COMMANDS = {
     "serve": cmd_serve,
     "migrate": cmd_migrate,
     "add-host": cmd_add_host,
+    "agent-bundle": cmd_agent_bundle,
     "demo": cmd_demo,
     "matrix": run_matrix_cli,
     "inspect": run_inspect,

@@ -7,10 +7,10 @@ import os
 import urllib.parse
 from typing import Any
 
+from agent.config import DEFAULT_LABEL, DOCKER_SOCKET
 from agent.unixhttp import UnixJsonClient
 
-DOCKER_SOCKET = "/var/run/docker.sock"
-DEFAULT_LABEL = "com.nvidia.nemoclaw.managed-vllm=true"
+__all__ = ["DEFAULT_LABEL", "DOCKER_SOCKET", "DockerSource", "list_containers", "memory_used"]
 
 
 def list_containers(

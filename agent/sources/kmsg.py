@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from agent.sources import inotify
+from agent.inotify import make_waiter
 from agent.sources.base import event
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,8 @@ class KmsgSource:
             yield pending
 
     def _file_chunks(self, stop: threading.Event) -> Iterator[bytes | None]:
-        watch = inotify.FileWatch.open(self.path)
+        # The watch exists before the first read, so a write between read and wait still wakes.
+        waiter = make_waiter(str(self.path), poll_interval=0.05)
         try:
             with open(self.path, "rb", buffering=0) as f:
                 while not stop.is_set():
@@ -190,13 +191,9 @@ class KmsgSource:
                     if os.stat(self.path).st_size < f.tell():  # truncated: start over
                         f.seek(0)
                         continue
-                    if watch is not None:
-                        watch.wait(self._poll_timeout)
-                    else:
-                        stop.wait(0.05)  # no inotify: short poll
+                    waiter.wait(self._poll_timeout)
         finally:
-            if watch is not None:
-                watch.close()
+            waiter.close()
 
     def _fifo_chunks(self, stop: threading.Event) -> Iterator[bytes | None]:
         # O_RDWR keeps a writer open ourselves, so the FIFO never reports EOF between writers.

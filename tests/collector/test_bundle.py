@@ -61,3 +61,19 @@ def test_bundle_runs_isolated_and_carries_pynvml(tmp_path: Path) -> None:
 def test_bundle_without_nvml(tmp_path: Path) -> None:
     out = build_agent_bundle(tmp_path / "a.pyz", include_nvml=False)
     assert "pynvml.py" not in zipfile.ZipFile(out).namelist()
+
+
+def test_agent_bundle_subcommand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from collector.cli import main
+
+    out = tmp_path / "dist" / "freezewatch-agent.pyz"
+    assert main(["agent-bundle", str(out), "--no-nvml"]) == 0
+    assert "agent bundle written" in capsys.readouterr().out
+    with zipfile.ZipFile(out) as zf:
+        names = zf.namelist()
+    assert "agent/cli.py" in names and "agent/catchup.py" in names
+    assert "pynvml.py" not in names
+    help_text = subprocess.run(
+        [sys.executable, str(out), "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "--vllm-url" in help_text and "--netconsole" in help_text
