@@ -29,9 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 ADMIN = "fwa_integration-admin"
 HOST = "spark-int"
-# The issue asks for 30 s; 5 s exercises the same spool-and-replay path and keeps this file
-# well under a minute on both backends.
-OUTAGE_S = 5.0
+# The collector is down this long while the kernel keeps logging and the agent keeps sampling.
+OUTAGE_S = 30.0
 RECORDS = 300
 
 pytestmark = pytest.mark.timeout(180)
