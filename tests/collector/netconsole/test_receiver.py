@@ -1,5 +1,6 @@
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -31,6 +32,13 @@ class Sink:
     def wait(self, done: Callable[[], bool]) -> None:
         with self.cond:
             assert self.cond.wait_for(done, timeout=20), "receiver did not deliver in time"
+
+
+def poll_until(done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 20
+    while not done():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -93,12 +101,13 @@ def test_fragments_unknown_sender_and_plain(rx: tuple[NetconsoleReceiver, Sink])
 def test_missing_fragment_delivered_incomplete_on_timeout() -> None:
     sink = Sink()
     clock = {"now": 0.0}
+    reassembler = Reassembler(timeout_s=2.0, clock=lambda: clock["now"])
     receiver = NetconsoleReceiver(
         ("127.0.0.1", 0),
         persist_raw=sink.persist_raw,
         on_records=sink.on_records,
         resolve_host=ALLOWED.get,
-        reassembler=Reassembler(timeout_s=2.0, clock=lambda: clock["now"]),
+        reassembler=reassembler,
         tick_s=0.05,
     )
     receiver.start()
@@ -106,6 +115,7 @@ def test_missing_fragment_delivered_incomplete_on_timeout() -> None:
         with _sender() as s:
             s.sendto(b"6,7,1,-,ncfrag=0/40;the first chunk,", receiver.address)
         sink.wait(lambda: len(sink.batches) == 1)
+        poll_until(lambda: reassembler.pending == 1)  # parsed on the parse thread
         assert sink.records == []
         clock["now"] = 5.0
         sink.wait(lambda: len(sink.records) == 1)
