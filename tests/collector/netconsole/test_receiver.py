@@ -161,3 +161,84 @@ def test_stop_is_prompt_and_closes_socket() -> None:
     assert not receiver.running  # the 30 s select was woken, not waited out
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(addr)  # the port is free again
+
+
+class StoringSink(Sink):
+    """A sink that keeps raw datagrams by id, like the raw table, and can hold the parser."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[int, RawDatagram] = {}
+        self.release = threading.Event()
+
+    def persist_raw(self, batch: list[RawDatagram]) -> tuple[int, int]:
+        first = len(self.rows) + 1
+        for i, d in enumerate(batch):
+            self.rows[first + i] = d
+        super().persist_raw(batch)
+        return first, first + len(batch) - 1
+
+    def load_raw(self, first: int, last: int, limit: int) -> list[tuple[int, RawDatagram]]:
+        return [(i, self.rows[i]) for i in range(first, last + 1) if i in self.rows][:limit]
+
+    def on_records(self, records: list[ReceivedRecord]) -> None:
+        self.release.wait(20)  # the parse thread lags until the test lets it go
+        super().on_records(records)
+
+
+def test_backlog_overflow_is_read_back_from_storage() -> None:
+    sink = StoringSink()
+    receiver = NetconsoleReceiver(
+        ("127.0.0.1", 0),
+        persist_raw=sink.persist_raw,
+        on_records=sink.on_records,
+        load_raw=sink.load_raw,
+        resolve_host=ALLOWED.get,
+        max_backlog=1,
+        tick_s=0.05,
+    )
+    receiver.start()
+    try:
+        with _sender() as s:
+            s.sendto(b"6,0,1,-;held in memory", receiver.address)
+            sink.wait(lambda: len(sink.batches) == 1)
+            poll_until(lambda: receiver.stats.backlog == 1)  # the parser is stuck in it
+            for i in range(1, 300):
+                s.sendto(b"6,%d,1,-;over the backlog %d" % (i, i), receiver.address)
+            poll_until(lambda: receiver.stats.backlog == 300)
+        assert len(sink.rows) == 300 and sink.records == []
+        sink.release.set()
+        sink.wait(lambda: len(sink.records) == 300)
+        poll_until(lambda: receiver.stats.backlog == 0)
+    finally:
+        sink.release.set()
+        receiver.stop()
+    assert sorted(r.record.kseq for r in sink.records) == list(range(300))
+    assert receiver.stats.reloaded == 299 and receiver.stats.unparsed == 0
+    assert receiver.stats.backlog == 0
+
+
+def test_backlog_overflow_without_storage_is_counted_unparsed() -> None:
+    sink = StoringSink()
+    receiver = NetconsoleReceiver(
+        ("127.0.0.1", 0),
+        persist_raw=sink.persist_raw,
+        on_records=sink.on_records,
+        resolve_host=ALLOWED.get,
+        max_backlog=1,
+        tick_s=0.05,
+    )
+    receiver.start()
+    try:
+        with _sender() as s:
+            s.sendto(b"6,0,1,-;held in memory", receiver.address)
+            poll_until(lambda: receiver.stats.backlog == 1)
+            s.sendto(b"6,1,1,-;dropped from parsing", receiver.address)
+            sink.wait(lambda: len(sink.rows) == 2)  # its raw copy is stored all the same
+        sink.release.set()
+        sink.wait(lambda: len(sink.records) == 1)
+        poll_until(lambda: receiver.stats.backlog == 0)
+    finally:
+        sink.release.set()
+        receiver.stop()
+    assert receiver.stats.unparsed == 1 and [r.record.kseq for r in sink.records] == [0]
