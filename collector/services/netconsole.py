@@ -11,7 +11,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from collector.models import (
 from collector.netconsole.loss import MsgidTracker
 from collector.netconsole.reassembly import Reassembler
 from collector.netconsole.receiver import (
+    DEFAULT_MAX_BACKLOG,
     DEFAULT_PORT,
     NetconsoleReceiver,
     RawDatagram,
@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 # A host seen only through netconsole, before its agent ever reported a boot.
 UNKNOWN_BOOT = "unknown"
 PRUNE_EVERY_S = 3600.0
+STORE_CHUNK = 1000  # records per lines transaction
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
@@ -112,6 +113,7 @@ class HostAllowlist:
         return None if host_id is None else str(host_id)
 
 
+RAW_NAMES = "host_id, source_addr, source_port, received_at, raw"
 NETCONSOLE_COLUMNS = (
     "host_id", "boot_pk", "received_at", "seq", "kseq", "ts", "source", "priority", "facility",
     "text", "truncated", "fields", "channels", "netconsole_received_at",
@@ -175,23 +177,65 @@ class NetconsoleStore:
         self._boots: dict[tuple[int, str], int] = {}
         self.trackers: dict[tuple[int, str], MsgidTracker] = {}  # (host id, sender IP)
 
-    def persist_raw(self, batch: list[RawDatagram]) -> None:
+    def persist_raw(self, batch: list[RawDatagram]) -> tuple[int, int] | None:
+        """Store the batch in one transaction; returns its (first, last) id.
+
+        The receive thread is the table's only writer, so a batch's ids are consecutive and
+        the last one is the table's highest. Rows are plain tuples and go in as one prepared
+        executemany (SQLite) or one COPY (PostgreSQL): no per-row ORM work on the hot path.
+        """
+        if not batch:
+            return None
+        rows = [(int(d.host), d.addr[0], d.addr[1], d.received_at, d.raw) for d in batch]
         with db.session_scope(self._factory) as session:
-            mark = _mark(session)
-            session.connection().exec_driver_sql(
-                "INSERT INTO netconsole_datagrams "
-                "(host_id, source_addr, source_port, received_at, raw) "
-                f"VALUES ({mark}, {mark}, {mark}, {mark}, {mark})",
-                [(int(d.host), d.addr[0], d.addr[1], d.received_at, d.raw) for d in batch],
-            )
+            conn = session.connection()
+            if conn.dialect.name == "postgresql":
+                cursor = conn.connection.driver_connection.cursor()
+                with (
+                    cursor,
+                    cursor.copy(f"COPY netconsole_datagrams ({RAW_NAMES}) FROM STDIN") as c,
+                ):
+                    for row in rows:
+                        c.write_row(row)
+            else:
+                conn.exec_driver_sql(
+                    f"INSERT INTO netconsole_datagrams ({RAW_NAMES}) VALUES (?, ?, ?, ?, ?)", rows
+                )
+            last = int(conn.exec_driver_sql("SELECT max(id) FROM netconsole_datagrams").scalar())
             now = self._clock()
             if self._last_prune is None or now - self._last_prune >= PRUNE_EVERY_S:
                 self._last_prune = now
                 prune_datagrams(session, before=now - self._keep_s)
+        return last - len(rows) + 1, last
+
+    def load_raw(self, first: int, last: int, limit: int) -> list[tuple[int, RawDatagram | None]]:
+        """Stored datagrams with ids in [first, last], oldest first, at most ``limit``; the
+        datagram is None where its host has been deleted since."""
+        with db.session_scope(self._factory) as session:
+            mark = _mark(session)
+            result = session.connection().exec_driver_sql(
+                f"SELECT id, {RAW_NAMES} FROM netconsole_datagrams "
+                f"WHERE id >= {mark} AND id <= {mark} ORDER BY id LIMIT {mark}",
+                (first, last, limit),
+            )
+            return [
+                (pk, None if host is None else RawDatagram(bytes(raw), (ip, port), at, str(host)))
+                for pk, host, ip, port, at, raw in result
+            ]
 
     def on_records(self, records: list[ReceivedRecord]) -> None:
-        with db.session_scope(self._factory) as session:
-            self.store_records(session, records)
+        """Store in transactions of ``STORE_CHUNK``: short write locks leave room for the raw
+        inserts of the receive thread (SQLite has one writer)."""
+        failed: Exception | None = None
+        for i in range(0, len(records), STORE_CHUNK):
+            try:
+                with db.session_scope(self._factory) as session:
+                    self.store_records(session, records[i : i + STORE_CHUNK])
+            except Exception as exc:  # the other chunks still go in
+                self.forget_boots()  # a rolled-back transaction may have created cached boots
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def store_records(self, session: Session, records: list[ReceivedRecord]) -> None:
         keyed, plain = [], []
@@ -290,50 +334,31 @@ class NetconsoleChannel:
         keep_days: float = 7.0,
         fragment_timeout_s: float = 2.0,
         allowlist_refresh_s: float = 5.0,
+        max_backlog: int = DEFAULT_MAX_BACKLOG,
     ) -> None:
         self.allowlist = HostAllowlist(factory, refresh_s=allowlist_refresh_s)
         self.store = NetconsoleStore(factory, keep_days=keep_days)
         self._reassembler = Reassembler(timeout_s=fragment_timeout_s)
+        # The receive thread only drains the socket and stores raw datagrams; the receiver's
+        # parse thread stores the lines, which may lag during a storm while the raw copy not.
         self.receiver = NetconsoleReceiver(
             parse_bind(bind),
             persist_raw=self.store.persist_raw,
-            on_records=self._enqueue,
+            on_records=self.store.on_records,
+            load_raw=self.store.load_raw,
             resolve_host=self.allowlist.resolve,
             reassembler=self._reassembler,
             tick_s=min(0.25, fragment_timeout_s / 2),
+            max_backlog=max_backlog,
         )
-
-        # Records are stored by a thread of their own, so the receive thread only drains the
-        # socket and stores raw datagrams: during a storm the lines may lag, the raw copy not.
-        self._queue: queue.Queue[list[ReceivedRecord] | None] = queue.Queue()
-        self._worker = threading.Thread(target=self._store_loop, name="netconsole-store")
-        self.store_errors = 0
-
-    def _enqueue(self, records: list[ReceivedRecord]) -> None:
-        self._queue.put(records)
-
-    def _store_loop(self) -> None:
-        while (records := self._queue.get()) is not None:
-            try:
-                self.store.on_records(records)
-            except Exception:
-                self.store_errors += 1
-                self.store.forget_boots()
-                log.exception("netconsole: storing %d records failed", len(records))
-            finally:
-                self._queue.task_done()
-        self._queue.task_done()
 
     def start(self) -> None:
         self.allowlist.load()
-        self._worker.start()
         self.receiver.start()
 
     def stop(self) -> None:
-        """Stop receiving, then store what is queued (incl. pending fragments) and end."""
+        """Stop receiving, then parse and store the backlog (incl. pending fragments)."""
         self.receiver.stop()
-        self._queue.put(None)
-        self._worker.join(30)
 
     def stats(self) -> dict[str, Any]:
         s = self.receiver.stats
@@ -347,7 +372,9 @@ class NetconsoleChannel:
             "unknown_senders": dict(s.unknown),
             "unknown_datagrams": sum(s.unknown.values()),
             "persist_errors": s.persist_errors,
-            "store_errors": self.store_errors + s.callback_errors,
-            "store_queue": self._queue.qsize(),
+            "store_errors": s.callback_errors,
+            "store_queue": s.backlog,  # datagrams received but not yet parsed and stored
+            "reloaded": s.reloaded,
+            "unparsed": s.unparsed,
             "pending_fragments": self._reassembler.pending,
         }

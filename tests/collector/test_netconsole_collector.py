@@ -273,3 +273,32 @@ def test_add_host_cli_sets_netconsole_from(
     assert cli.main(["add-host", "spark-10", "--db", url, "--netconsole-from", "10.0.0.9"]) == 1
     assert "already belongs to 'spark-09'" in capsys.readouterr().err
     engine.dispose()
+
+
+def test_a_burst_sent_as_fast_as_possible_is_all_persisted_and_parsed(nc: Collector) -> None:
+    add_nc_host(nc)
+    n = 20_000
+    send(nc, [ext(k, body(b"NVRM: Xid storm line %d" % k, msgid=k + 1)) for k in range(n)])
+
+    def raw_count() -> int:
+        with session(nc) as s:
+            return s.scalar(select(func.count()).select_from(NetconsoleDatagram)) or 0
+
+    def line_count() -> int:
+        with session(nc) as s:
+            return s.scalar(select(func.count()).select_from(Line)) or 0
+
+    wait_until(lambda: raw_count() == n and line_count() == n, "every datagram, raw and parsed")
+    with session(nc) as s:
+        kseqs = set(s.scalars(select(Line.kseq)))
+        last = s.scalar(select(Line).where(Line.kseq == n - 1))
+    assert kseqs == set(range(n))
+    assert last is not None and last.text == f"NVRM: Xid storm line {n - 1}"
+    host = nc.client.get("/api/v1/hosts/spark-01", headers=nc.admin).json()
+    assert host["netconsole"]["received"] == n and host["netconsole"]["lost_msgid"] == 0
+
+    def stats() -> dict[str, Any]:
+        return dict(nc.client.get("/api/v1/netconsole", headers=nc.admin).json())
+
+    wait_until(lambda: stats()["store_queue"] == 0, "the parse backlog to drain")
+    assert stats()["datagrams"] == n and stats()["unparsed"] == 0

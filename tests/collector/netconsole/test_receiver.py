@@ -1,5 +1,6 @@
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -31,6 +32,13 @@ class Sink:
     def wait(self, done: Callable[[], bool]) -> None:
         with self.cond:
             assert self.cond.wait_for(done, timeout=20), "receiver did not deliver in time"
+
+
+def poll_until(done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 20
+    while not done():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -93,12 +101,13 @@ def test_fragments_unknown_sender_and_plain(rx: tuple[NetconsoleReceiver, Sink])
 def test_missing_fragment_delivered_incomplete_on_timeout() -> None:
     sink = Sink()
     clock = {"now": 0.0}
+    reassembler = Reassembler(timeout_s=2.0, clock=lambda: clock["now"])
     receiver = NetconsoleReceiver(
         ("127.0.0.1", 0),
         persist_raw=sink.persist_raw,
         on_records=sink.on_records,
         resolve_host=ALLOWED.get,
-        reassembler=Reassembler(timeout_s=2.0, clock=lambda: clock["now"]),
+        reassembler=reassembler,
         tick_s=0.05,
     )
     receiver.start()
@@ -106,6 +115,7 @@ def test_missing_fragment_delivered_incomplete_on_timeout() -> None:
         with _sender() as s:
             s.sendto(b"6,7,1,-,ncfrag=0/40;the first chunk,", receiver.address)
         sink.wait(lambda: len(sink.batches) == 1)
+        poll_until(lambda: reassembler.pending == 1)  # parsed on the parse thread
         assert sink.records == []
         clock["now"] = 5.0
         sink.wait(lambda: len(sink.records) == 1)
@@ -151,3 +161,84 @@ def test_stop_is_prompt_and_closes_socket() -> None:
     assert not receiver.running  # the 30 s select was woken, not waited out
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(addr)  # the port is free again
+
+
+class StoringSink(Sink):
+    """A sink that keeps raw datagrams by id, like the raw table, and can hold the parser."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[int, RawDatagram] = {}
+        self.release = threading.Event()
+
+    def persist_raw(self, batch: list[RawDatagram]) -> tuple[int, int]:
+        first = len(self.rows) + 1
+        for i, d in enumerate(batch):
+            self.rows[first + i] = d
+        super().persist_raw(batch)
+        return first, first + len(batch) - 1
+
+    def load_raw(self, first: int, last: int, limit: int) -> list[tuple[int, RawDatagram]]:
+        return [(i, self.rows[i]) for i in range(first, last + 1) if i in self.rows][:limit]
+
+    def on_records(self, records: list[ReceivedRecord]) -> None:
+        self.release.wait(20)  # the parse thread lags until the test lets it go
+        super().on_records(records)
+
+
+def test_backlog_overflow_is_read_back_from_storage() -> None:
+    sink = StoringSink()
+    receiver = NetconsoleReceiver(
+        ("127.0.0.1", 0),
+        persist_raw=sink.persist_raw,
+        on_records=sink.on_records,
+        load_raw=sink.load_raw,
+        resolve_host=ALLOWED.get,
+        max_backlog=1,
+        tick_s=0.05,
+    )
+    receiver.start()
+    try:
+        with _sender() as s:
+            s.sendto(b"6,0,1,-;held in memory", receiver.address)
+            sink.wait(lambda: len(sink.batches) == 1)
+            poll_until(lambda: receiver.stats.backlog == 1)  # the parser is stuck in it
+            for i in range(1, 300):
+                s.sendto(b"6,%d,1,-;over the backlog %d" % (i, i), receiver.address)
+            poll_until(lambda: receiver.stats.backlog == 300)
+        assert len(sink.rows) == 300 and sink.records == []
+        sink.release.set()
+        sink.wait(lambda: len(sink.records) == 300)
+        poll_until(lambda: receiver.stats.backlog == 0)
+    finally:
+        sink.release.set()
+        receiver.stop()
+    assert sorted(r.record.kseq for r in sink.records) == list(range(300))
+    assert receiver.stats.reloaded == 299 and receiver.stats.unparsed == 0
+    assert receiver.stats.backlog == 0
+
+
+def test_backlog_overflow_without_storage_is_counted_unparsed() -> None:
+    sink = StoringSink()
+    receiver = NetconsoleReceiver(
+        ("127.0.0.1", 0),
+        persist_raw=sink.persist_raw,
+        on_records=sink.on_records,
+        resolve_host=ALLOWED.get,
+        max_backlog=1,
+        tick_s=0.05,
+    )
+    receiver.start()
+    try:
+        with _sender() as s:
+            s.sendto(b"6,0,1,-;held in memory", receiver.address)
+            poll_until(lambda: receiver.stats.backlog == 1)
+            s.sendto(b"6,1,1,-;dropped from parsing", receiver.address)
+            sink.wait(lambda: len(sink.rows) == 2)  # its raw copy is stored all the same
+        sink.release.set()
+        sink.wait(lambda: len(sink.records) == 1)
+        poll_until(lambda: receiver.stats.backlog == 0)
+    finally:
+        sink.release.set()
+        receiver.stop()
+    assert receiver.stats.unparsed == 1 and [r.record.kseq for r in sink.records] == [0]
