@@ -626,7 +626,10 @@ class _PortForward:
         finally:
             with self._lock:
                 self._open.difference_update((conn, chan))
-            chan.close()
+            # The transport may already be gone (closer called, host dropped): closing a
+            # channel then raises EOFError, which must not escape this daemon thread.
+            with contextlib.suppress(EOFError, OSError, paramiko.SSHException):
+                chan.close()
             conn.close()
 
     def _pump(self, conn: socket.socket, chan: paramiko.Channel) -> None:
