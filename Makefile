@@ -4,19 +4,27 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 SIM    ?= 1
 PORT   ?= 8080
+SIM_HOST ?= spark-sim
+FREEZE_EVERY ?= 180
+# The simulated host (test tooling; the collector only runs the argv it is given).
+SIM_ARGS = --simulated-host $(SIM_HOST) --sim-command '["{python}","-m","tests.support.simhost","--collector","{url}","--token","{token:$(SIM_HOST)}","--host-name","$(SIM_HOST)","--data-dir","{data}/sim-$(SIM_HOST)","--freeze-every","$(FREEZE_EVERY)"]'
 
 .PHONY: venv demo test lint format bench agent-bundle clean
 
 $(VENV)/.installed: pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
+		{ echo "freezewatch needs Python >= 3.10 (make PYTHON=python3.11 ...)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV) || \
+		{ rm -rf $(VENV); echo "cannot create a venv: install python3-venv (Debian/Ubuntu)"; exit 1; }
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,gpu]'
 	touch $@
 
 venv: $(VENV)/.installed
 
+# Ctrl-C stops the collector, the agent and the simulated host; SIM=0 leaves the latter out.
 demo: venv
-	$(PY) -m collector demo --port $(PORT)
+	$(PY) -m collector demo --port $(PORT) $(if $(filter 1,$(SIM)),$(SIM_ARGS))
 
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -60,7 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--sim-command",
         action="append",
         default=[],
-        help="extra process to run beside the demo (repeatable; shell-free argv in JSON)",
+        help="extra process to run beside the demo (repeatable; argv as a JSON list; "
+        "{url} {port} {data} {python} {token:NAME} are filled in)",
+    )
+    demo.add_argument(
+        "--simulated-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="register NAME as a simulated host (token for --sim-command as {token:NAME})",
     )
     add_matrix_parser(sub)
     add_inspect_parser(sub)
@@ -148,7 +156,12 @@ def cmd_agent_bundle(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from collector.demo import run_demo
 
-    return run_demo(data_dir=args.data_dir, port=args.port, sim_commands=args.sim_command)
+    return run_demo(
+        data_dir=args.data_dir,
+        port=args.port,
+        sim_commands=args.sim_command,
+        simulated_hosts=args.simulated_host,
+    )
 
 
 COMMANDS = {

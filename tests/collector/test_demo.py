@@ -1,0 +1,52 @@
+"""`collector demo` helpers: kept tokens, simulated registration, argv placeholders, port check."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from collector import db
+from collector.demo import expand, port_free, register_hosts
+from collector.services import hosts
+
+
+def test_tokens_are_kept_across_runs_and_replaced_when_stale(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fw.db'}"
+    db.migrate(url)
+    first = register_hosts(url, tmp_path, {"box": False, "spark-sim": True})
+    assert (tmp_path / "agent-token").read_text().strip() == first["box"]
+    assert (tmp_path / "sim-token-spark-sim").read_text().strip() == first["spark-sim"]
+    assert register_hosts(url, tmp_path, {"box": False, "spark-sim": True}) == first
+
+    (tmp_path / "sim-token-spark-sim").write_text("fwh_not-a-token-of-this-db\n")
+    third = register_hosts(url, tmp_path, {"box": False, "spark-sim": True})
+    assert third["box"] == first["box"] and third["spark-sim"] != first["spark-sim"]
+    engine = db.make_engine(url)
+    with db.session_scope(db.make_sessionmaker(engine)) as session:
+        sim = hosts.host_for_token(session, token=third["spark-sim"])
+        assert sim is not None and sim.name == "spark-sim" and sim.simulated is True
+        assert hosts.get_host(session, name="box").simulated is False
+    engine.dispose()
+
+
+def test_expand_fills_known_placeholders_only() -> None:
+    argv = ["{python}", "--collector", "{url}", "--token", "{token:sim}", "{data}/x", "{other}"]
+    values = {"url": "http://127.0.0.1:9", "data": "/d", "python": "/py", "port": "9"}
+    assert expand(argv, values, {"sim": "fwh_1"}) == [
+        "/py",
+        "--collector",
+        "http://127.0.0.1:9",
+        "--token",
+        "fwh_1",
+        "/d/x",
+        "{other}",
+    ]
+
+
+def test_port_free_sees_a_listener() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        port = sock.getsockname()[1]
+        assert port_free(port) is False
+    assert port_free(port) is True

@@ -1,0 +1,143 @@
+"""`freezewatch-collector demo` end to end: collector, this machine's agent and a simulated host.
+
+The simulated host (tests.support.simhost) cold-starts the vLLM stand-in with a drafter, freezes
+after a few seconds and reboots; the demo must show both hosts, the startup plan, the
+NV_ERR_NO_MEMORY event, the new boot after the freeze, and stop every process on SIGINT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.ports import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+SIM = "spark-sim-test"
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 45.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = check()
+        except httpx.HTTPError:
+            result = None
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def session_members(sid: int) -> list[int]:
+    """Live processes of session ``sid`` (simhost's children: own groups, same session)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[3]) == sid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+    port = free_port()
+    data = tmp_path / "demo-data"
+    sim = [
+        sys.executable, "-m", "tests.support.simhost", "--collector", "{url}",
+        "--token", "{token:" + SIM + "}", "--host-name", SIM, "--data-dir", "{data}/sim",
+        "--freeze-every", "8", "--freeze-seconds", "5", "--load-seconds", "2",
+    ]  # fmt: skip
+    cmd = [
+        sys.executable, "-m", "collector", "demo", "--data-dir", str(data), "--port", str(port),
+        "--simulated-host", SIM, "--sim-command", json.dumps(sim),
+    ]  # fmt: skip
+    with open(tmp_path / "demo.log", "wb") as log:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # the test can find (and at worst kill) all it started
+        )
+    try:
+        yield proc, f"http://127.0.0.1:{port}", data
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        for pid in session_members(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_demo_shows_both_hosts_the_sim_freeze_and_stops_cleanly(
+    demo: tuple[subprocess.Popen[bytes], str, Path],
+) -> None:
+    proc, url, data = demo
+    wait_for(lambda: httpx.get(url + "/healthz", timeout=1).status_code == 200, "/healthz")
+    admin = (data / "admin-token").read_text().strip()
+    api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"}, timeout=5)
+
+    def both_sampled() -> dict[str, dict[str, Any]] | None:
+        hosts = {h["name"]: h for h in api.get("/api/v1/hosts").json()}
+        if len(hosts) == 2 and all(h["latest"] for h in hosts.values()):
+            return hosts
+        return None
+
+    hosts = wait_for(both_sampled, "samples from both hosts")
+    assert hosts[SIM]["simulated"] is True
+    (real,) = [h for name, h in hosts.items() if name != SIM]
+    assert real["simulated"] is False
+    first_boot = hosts[SIM]["boot_id"]
+    assert hosts[SIM]["latest"]["mem_total"] == 127_606_688 * 1024  # the fake Spark's meminfo
+
+    def started_plan() -> dict[str, Any] | None:
+        plan = api.get(f"/api/v1/hosts/{SIM}/vllm").json().get("plan")
+        return plan if plan and plan["outcome"] == "started" else None
+
+    plan = wait_for(started_plan, "the startup plan of a started vLLM")
+    assert plan["drafter_loaded"] is True and plan["cuda_graph_estimate_gib"] == -0.9
+    assert plan["max_concurrency_tokens"] == 262144
+    events = wait_for(
+        lambda: api.get(f"/api/v1/hosts/{SIM}/events", params={"kind": "nv_err"}).json()["events"],
+        "the NV_ERR_NO_MEMORY event",
+    )
+    assert events[0]["nv_err"] == "NV_ERR_NO_MEMORY" and events[0]["line"]["source"] == "kmsg"
+
+    rebooted = wait_for(
+        lambda: (
+            (h := api.get(f"/api/v1/hosts/{SIM}").json())["boot_id"] not in (first_boot, None) and h
+        ),
+        "the simulated host back with a new boot id",
+    )
+    assert rebooted["latest_sample"]["mem_total"] == 127_606_688 * 1024
+    # the stall record written while the agent was stopped came back through the journal catch-up
+    stall = api.get(f"/api/v1/hosts/{SIM}/lines", params={"q": "rcu_preempt"}).json()["lines"]
+    assert stall and {line["fields"].get("via") for line in stall} == {"journal"}
+    api.close()
+
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 0
+    wait_for(lambda: not session_members(proc.pid), "every child to exit", 10)
