@@ -145,6 +145,7 @@ class Engine:
         lg.log("EngineCore", "default_loader.py:390", f"Loading weights took {0.4 * t:.2f} seconds")
         model_gib = 21.9
         if spec:
+            self._sleep(0.05 * t)  # real vLLM spends a moment between the two loads
             lg.log("EngineCore", "gpu_model_runner.py:4801", "Loading drafter model...")
             if a.kmsg_file:
                 append_kmsg_record(a.kmsg_file)
