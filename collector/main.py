@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+
+import httpx
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,10 +14,12 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from collector import db
-from collector.api import health, hosts, ingest
+from collector.api import health, hosts, incidents, ingest, webhooks
 from collector.errors import AppError, AuthFailed
-from collector.services import admin
+from collector.scheduler import build_scheduler
+from collector.services import admin, alerts, heartbeat
 from collector.settings import Settings
+from collector.timeutil import utcnow
 from collector.web import pages
 
 log = logging.getLogger(__name__)
@@ -37,9 +41,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if generated:
             # Printed once: only its hash is kept.
             print(f"freezewatch: generated admin token (shown once): {generated}", flush=True)
+        with db.session_scope(app.state.sessionmaker) as session:
+            alerts.sync_env_targets(session, settings=settings)
+        run_id = heartbeat.start_collector_run(
+            app.state.sessionmaker, now=utcnow(), settings=settings
+        )
+        app.state.collector_run_id = run_id
+        http_client = httpx.Client(follow_redirects=False)
+        scheduler = None
+        if settings.run_scheduler:
+            scheduler = build_scheduler(
+                app.state.sessionmaker, settings=settings, run_id=run_id, http_client=http_client
+            )
+            scheduler.start()
         try:
             yield
         finally:
+            if scheduler is not None:
+                scheduler.shutdown(wait=True)
+            heartbeat.stop_collector_run(app.state.sessionmaker, run_id=run_id, now=utcnow())
+            http_client.close()
             engine.dispose()
 
     app = FastAPI(
@@ -51,6 +72,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.include_router(ingest.router)
     app.include_router(hosts.router)
+    app.include_router(incidents.router)
+    app.include_router(webhooks.router)
     app.include_router(health.router)
     app.include_router(pages.router)
     if STATIC_DIR.is_dir():

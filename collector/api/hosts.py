@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter
+from pydantic import BaseModel, Field
 
-from collector.deps import AdminDep, SessionDep
+from collector.deps import AdminDep, SessionDep, SettingsDep
 from collector.models import Host
 from collector.services import hosts as host_service
-from collector.services import telemetry
-from collector.timeutil import to_epoch
+from collector.services import host_config, telemetry
+from collector.timeutil import to_epoch, utcnow
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
 
@@ -29,7 +30,21 @@ def host_summary(host: Host) -> dict[str, Any]:
         },
         "simulated": host.simulated,
         "paused": host.paused,
+        "config": host_config.host_config_dict(host),
     }
+
+
+class HostPatch(BaseModel):
+    """Probe and maintenance settings; an empty string clears a text field."""
+
+    ssh: str | None = Field(None, description="user@addr[:port]")
+    ssh_key_path: str | None = None
+    ssh_host_key: str | None = Field(None, description="stored host key line, e.g. ssh-ed25519 AAAA")
+    trust_host_key: bool = Field(False, description="fetch and store the current host key (TOFU)")
+    vllm_url: str | None = None
+    grace_s: float | None = Field(None, ge=0, description="0 = the collector default")
+    restart_agent: bool | None = None
+    paused: bool | None = None
 
 
 @router.get("")
@@ -45,6 +60,28 @@ def get_host(name: str, session: SessionDep, _: AdminDep) -> dict[str, Any]:
         **host_summary(host),
         "latest_sample": telemetry.sample_dict(latest) if latest else None,
     }
+
+
+@router.patch("/{name}")
+def patch_host(
+    name: str, body: HostPatch, session: SessionDep, settings: SettingsDep, _: AdminDep
+) -> dict[str, Any]:
+    host = host_service.get_host(session, name=name)
+    facts = host_config.configure_host(
+        session,
+        host=host,
+        settings=settings,
+        now=utcnow(),
+        ssh=body.ssh,
+        key_path=body.ssh_key_path,
+        host_key=body.ssh_host_key,
+        trust_host_key=body.trust_host_key,
+        vllm_url=body.vllm_url,
+        grace_s=body.grace_s,
+        restart_agent=body.restart_agent,
+        paused=body.paused,
+    )
+    return {**host_summary(host), **facts}
 
 
 @router.get("/{name}/samples")

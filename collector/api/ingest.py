@@ -15,6 +15,7 @@ from collector.schemas import Batch, IngestResult
 from collector.security import bearer_token
 from collector.services.hosts import host_for_token
 from collector.services.ingest import ingest_batch
+from collector.settings import Settings
 
 router = APIRouter(tags=["ingest"])
 
@@ -57,17 +58,17 @@ async def ingest(request: Request, session: SessionDep, settings: SettingsDep) -
     # The database work is synchronous; run it off the event loop.
     from starlette.concurrency import run_in_threadpool
 
-    return await run_in_threadpool(_store, session, settings.grace_s, token, batch)
+    return await run_in_threadpool(_store, session, settings, token, batch)
 
 
-def _store(session: SessionDep, grace_s: float, token: str, batch: Batch) -> IngestResult:
+def _store(session: SessionDep, settings: Settings, token: str, batch: Batch) -> IngestResult:
     host = host_for_token(session, token=token)
     if host is None:
         raise AuthFailed("unknown host token")
     if host.name != batch.host:
         raise Forbidden(f"token belongs to host {host.name!r}, batch says {batch.host!r}")
     result, _line_ids = ingest_batch(
-        session, host=host, batch=batch, received_at=time.time(), grace_s=grace_s
+        session, host=host, batch=batch, received_at=time.time(), settings=settings
     )
     return result
 

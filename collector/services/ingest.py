@@ -11,8 +11,10 @@ from sqlalchemy.orm import Session
 
 from collector.models import AgentEvent, Host, Line, Sample
 from collector.schemas import Batch, IngestResult, StreamCounts, WireSample
-from collector.services.heartbeat import record_heartbeat
+from collector.services.alerts import enqueue_kernel_events
+from collector.services.heartbeat import record_heartbeat, stopping_event
 from collector.services.hosts import boot_pk as get_boot_pk
+from collector.settings import Settings
 from collector.timeutil import utcnow
 
 
@@ -71,7 +73,7 @@ def _num(value: Any) -> Any:
 
 
 def ingest_batch(
-    session: Session, *, host: Host, batch: Batch, received_at: float, grace_s: float
+    session: Session, *, host: Host, batch: Batch, received_at: float, settings: Settings
 ) -> tuple[IngestResult, list[int]]:
     """Store a batch from ``host``; returns the result and the ids of newly stored lines."""
     boot = get_boot_pk(session, host=host, boot_id=batch.boot_id)
@@ -107,7 +109,18 @@ def ingest_batch(
         ],
     )
 
-    record_heartbeat(session, host=host, boot_id=batch.boot_id, now=utcnow(), grace_s=grace_s)
+    now = utcnow()
+    record_heartbeat(
+        session,
+        host=host,
+        boot_id=batch.boot_id,
+        now=now,
+        settings=settings,
+        stopping=stopping_event(batch),
+    )
+    enqueue_kernel_events(
+        session, host=host, line_ids=line_ids, boot_id=batch.boot_id, now=now, settings=settings
+    )
     host.agent_version = batch.agent.version
     host.agent_pid = batch.agent.pid
     host.agent_started_at = batch.agent.started_at
