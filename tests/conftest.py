@@ -1,0 +1,72 @@
+"""Shared real-component fixtures: PostgreSQL, OpenSSH sshd, network namespaces.
+
+A missing component skips locally and fails under `CI=true` (tests.support.skips.require).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from tests.support import netns as netns_support
+from tests.support import postgres as pg_support
+from tests.support import sshd as sshd_support
+from tests.support.skips import require
+
+PG_URL_ENV = "FREEZEWATCH_TEST_PG_URL"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """SQLAlchemy URL of a PostgreSQL database for this session ($FREEZEWATCH_TEST_PG_URL or a
+    throwaway cluster stopped and removed at session end)."""
+    external = os.environ.get(PG_URL_ENV)
+    if external:
+        try:
+            with psycopg.connect(**pg_support.conninfo(external), connect_timeout=10):
+                pass
+        except psycopg.Error as exc:
+            pytest.fail(f"{PG_URL_ENV} is set but not reachable: {exc}", pytrace=False)
+        yield external
+        return
+    ok, reason = pg_support.available()
+    require(ok, reason)
+    with pg_support.ThrowawayPostgres() as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
+    """An empty database of its own for one test module, dropped afterwards."""
+    url = pg_support.fresh_database(postgres_url)
+    yield url
+    pg_support.drop_database(url)
+
+
+@pytest.fixture(scope="session")
+def sshd() -> Iterator[sshd_support.TestSshd]:
+    """A real sshd shared by the session; tests must not stop or SIGSTOP it (use private_sshd)."""
+    ok, reason = sshd_support.available()
+    require(ok, reason)
+    with sshd_support.TestSshd() as server:
+        yield server
+
+
+@pytest.fixture
+def private_sshd() -> Iterator[sshd_support.TestSshd]:
+    """A real sshd of this test alone, free to be stopped, frozen or killed."""
+    ok, reason = sshd_support.available()
+    require(ok, reason)
+    with sshd_support.TestSshd() as server:
+        yield server
+
+
+@pytest.fixture
+def netns() -> Iterator[netns_support.NetNamespace]:
+    """A network namespace with a veth pair to the root namespace, always torn down."""
+    require(netns_support.available(), "needs root and a working `ip netns`")
+    with netns_support.NetNamespace() as namespace:
+        yield namespace
