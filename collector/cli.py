@@ -99,7 +99,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_add_host(args: argparse.Namespace) -> int:
     from collector.errors import AppError
     from collector.services import hosts
-
     from collector.services.host_config import configure_host
     from collector.timeutil import utcnow
 

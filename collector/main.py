@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-
-import httpx
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -20,7 +19,7 @@ from collector.scheduler import build_scheduler
 from collector.services import admin, alerts, heartbeat
 from collector.settings import Settings
 from collector.timeutil import utcnow
-from collector.web import pages
+from collector.web import incident_pages, pages
 
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -76,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(webhooks.router)
     app.include_router(health.router)
     app.include_router(pages.router)
+    app.include_router(incident_pages.router)
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 

@@ -304,9 +304,7 @@ class Delivery(Base):
     dedup_key: Mapped[str] = mapped_column(String(128))
     event: Mapped[str] = mapped_column(String(32))
     host_id: Mapped[int | None] = mapped_column(ForeignKey("hosts.id", ondelete="SET NULL"))
-    incident_id: Mapped[int | None] = mapped_column(
-        ForeignKey("incidents.id", ondelete="SET NULL")
-    )
+    incident_id: Mapped[int | None] = mapped_column(ForeignKey("incidents.id", ondelete="SET NULL"))
     body: Mapped[str] = mapped_column(Text)
     # pending → sending → delivered | failed (gave up after the retry window)
     state: Mapped[str] = mapped_column(String(16), default="pending")

@@ -9,8 +9,8 @@ from pydantic import BaseModel, Field
 
 from collector.deps import AdminDep, SessionDep, SettingsDep
 from collector.models import Host
-from collector.services import hosts as host_service
 from collector.services import host_config, telemetry
+from collector.services import hosts as host_service
 from collector.timeutil import to_epoch, utcnow
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
@@ -39,7 +39,9 @@ class HostPatch(BaseModel):
 
     ssh: str | None = Field(None, description="user@addr[:port]")
     ssh_key_path: str | None = None
-    ssh_host_key: str | None = Field(None, description="stored host key line, e.g. ssh-ed25519 AAAA")
+    ssh_host_key: str | None = Field(
+        None, description="stored host key line, e.g. ssh-ed25519 AAAA"
+    )
     trust_host_key: bool = Field(False, description="fetch and store the current host key (TOFU)")
     vllm_url: str | None = None
     grace_s: float | None = Field(None, ge=0, description="0 = the collector default")

@@ -40,5 +40,4 @@ def get_artifact(incident_id: int, name: str, session: SessionDep, _: AdminDep) 
         "X-Exit-Status": "" if artifact.exit_status is None else str(artifact.exit_status),
         "X-Truncated": "1" if artifact.truncated else "0",
     }
-    return Response(artifact.stdout or b"", media_type="text/plain; charset=utf-8",
-                    headers=headers)
+    return Response(artifact.stdout or b"", media_type="text/plain; charset=utf-8", headers=headers)

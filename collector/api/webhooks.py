@@ -31,8 +31,14 @@ class WebhookPatch(BaseModel):
 
 def target_dict(t: WebhookTarget) -> dict[str, Any]:
     # The secret is write-only: shown as set/unset.
-    return {"id": t.id, "url": t.url, "format": t.format, "has_secret": bool(t.secret),
-            "source": t.source, "enabled": t.enabled}
+    return {
+        "id": t.id,
+        "url": t.url,
+        "format": t.format,
+        "has_secret": bool(t.secret),
+        "source": t.source,
+        "enabled": t.enabled,
+    }
 
 
 def _get(session: SessionDep, target_id: int) -> WebhookTarget:
@@ -44,7 +50,9 @@ def _get(session: SessionDep, target_id: int) -> WebhookTarget:
 
 @router.get("")
 def list_webhooks(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
-    return [target_dict(t) for t in session.scalars(select(WebhookTarget).order_by(WebhookTarget.id))]
+    return [
+        target_dict(t) for t in session.scalars(select(WebhookTarget).order_by(WebhookTarget.id))
+    ]
 
 
 @router.post("", status_code=201)

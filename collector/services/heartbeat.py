@@ -162,7 +162,9 @@ def check_host(
 
     probing_started = time.monotonic()
     if planned or host.paused:
-        kind, status, found = ("paused", "paused", []) if host.paused else ("planned", "stopped", [])
+        kind, status, found = (
+            ("paused", "paused", []) if host.paused else ("planned", "stopped", [])
+        )
     else:
         if probe_runner is not None:
             found = probe_runner(target)
@@ -233,7 +235,9 @@ def start_collector_run(
         if down_since is not None:
             log.warning(
                 "collector was down from %s to %s (%.1f s)",
-                down_since.isoformat(), now.isoformat(), (now - down_since).total_seconds(),
+                down_since.isoformat(),
+                now.isoformat(),
+                (now - down_since).total_seconds(),
             )
         return run.id
 
@@ -273,4 +277,3 @@ def collector_downtimes(session: Session, *, limit: int = 100) -> list[dict[str,
         }
         for r in runs
     ]
-

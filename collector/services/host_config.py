@@ -78,7 +78,7 @@ def configure_host(
             raise BadRequest("--trust-host-key needs --ssh")
         try:
             line, fingerprint = (fetch_key or _default_fetcher)(host.ssh_host, host.ssh_port, 5.0)
-        except Exception as exc:  # noqa: BLE001 - SSHError, socket errors: the operator's problem
+        except Exception as exc:
             raise BadRequest(f"cannot fetch the host key of {host.ssh_host}: {exc}") from exc
         host.ssh_host_key = line
         facts["host_key_fingerprint"] = fingerprint
@@ -98,8 +98,14 @@ def configure_host(
             incident = incidents.open_incident_for(session, host_id=host.id)
             if incident is not None:
                 incident.returned_at = None
-                incidents.resolve(session, incident=incident, host=host, now=now,
-                                  settings=settings, resolution="unpaused")
+                incidents.resolve(
+                    session,
+                    incident=incident,
+                    host=host,
+                    now=now,
+                    settings=settings,
+                    resolution="unpaused",
+                )
             host.status, host.status_since = "unknown", now
             host.overdue_at = now + timedelta(seconds=host.grace_s or settings.grace_s)
     session.flush()

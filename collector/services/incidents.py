@@ -70,12 +70,19 @@ def open_incident(
     )
     session.add(incident)
     session.flush()
-    take_snapshot(session, incident=incident, host=host, window_s=settings.snapshot_window_s,
-                  now=now)
+    take_snapshot(
+        session, incident=incident, host=host, window_s=settings.snapshot_window_s, now=now
+    )
     log.warning("host %s: incident %s opened (%s)", host.name, incident.id, kind)
     if kind not in ("planned", "paused"):
-        alerts.enqueue_incident(session, event="incident.opened", incident=incident, host=host,
-                                now=now, settings=settings)
+        alerts.enqueue_incident(
+            session,
+            event="incident.opened",
+            incident=incident,
+            host=host,
+            now=now,
+            settings=settings,
+        )
     return incident
 
 
@@ -88,8 +95,11 @@ def take_snapshot(
     samples = list(
         session.scalars(
             select(Sample)
-            .where(Sample.host_id == host.id, Sample.received_at >= start,
-                   Sample.received_at <= end + 1)
+            .where(
+                Sample.host_id == host.id,
+                Sample.received_at >= start,
+                Sample.received_at <= end + 1,
+            )
             .order_by(Sample.ts.desc())
             .limit(SNAPSHOT_MAX_SAMPLES)
         )
@@ -141,14 +151,27 @@ def mark_returned(
     incident.return_boot_id = boot_id
     new_boot = incident.boot_id is not None and boot_id != incident.boot_id
     if incident.kind in ("planned", "paused"):
-        resolve(session, incident=incident, host=host, now=now, settings=settings,
-                resolution="planned_reboot" if new_boot else "returned")
+        resolve(
+            session,
+            incident=incident,
+            host=host,
+            now=now,
+            settings=settings,
+            resolution="planned_reboot" if new_boot else "returned",
+        )
     elif new_boot:
-        resolve(session, incident=incident, host=host, now=now, settings=settings,
-                resolution="rebooted")
+        resolve(
+            session, incident=incident, host=host, now=now, settings=settings, resolution="rebooted"
+        )
     elif incident.kind == "agent_down":
-        resolve(session, incident=incident, host=host, now=now, settings=settings,
-                resolution="agent_recovered")
+        resolve(
+            session,
+            incident=incident,
+            host=host,
+            now=now,
+            settings=settings,
+            resolution="agent_recovered",
+        )
     else:
         incident.state = "resolving"
         session.flush()
@@ -175,13 +198,17 @@ def resolve(
     session.flush()
     log.warning("host %s: incident %s resolved as %s", host.name, incident.id, resolution)
     if incident.kind not in ("planned", "paused"):
-        alerts.enqueue_incident(session, event="incident.resolved", incident=incident, host=host,
-                                now=now, settings=settings)
+        alerts.enqueue_incident(
+            session,
+            event="incident.resolved",
+            incident=incident,
+            host=host,
+            now=now,
+            settings=settings,
+        )
 
 
-def sample_hole(
-    session: Session, *, incident: Incident, host: Host
-) -> tuple[float | None, bool]:
+def sample_hole(session: Session, *, incident: Incident, host: Host) -> tuple[float | None, bool]:
     """(longest hole between the agent's samples since the silence began, reached the return).
 
     "Reached the return" means a sample received after the host came back is in the run, so
@@ -225,12 +252,25 @@ def settle_incidents(
             hole, reached = sample_hole(session, incident=incident, host=host)
             settled = now >= incident.returned_at + timedelta(seconds=settings.resolve_settle_s)
             if reached and hole is not None and hole <= settings.stall_min_s:
-                resolve(session, incident=incident, host=host, now=now, settings=settings,
-                        resolution="network_partition")
+                resolve(
+                    session,
+                    incident=incident,
+                    host=host,
+                    now=now,
+                    settings=settings,
+                    resolution="network_partition",
+                )
             elif settled:
                 stall = hole if hole is not None and hole > settings.stall_min_s else None
-                resolve(session, incident=incident, host=host, now=now, settings=settings,
-                        resolution="stall", stall_s=stall)
+                resolve(
+                    session,
+                    incident=incident,
+                    host=host,
+                    now=now,
+                    settings=settings,
+                    resolution="stall",
+                    stall_s=stall,
+                )
             else:
                 continue
             decided.append(incident_id)

@@ -24,15 +24,23 @@ from collector.settings import Settings
 log = logging.getLogger(__name__)
 
 DEFAULT_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("journal-kernel-prev-boot", ("journalctl", "-b", "-1", "-k", "-o", "short-monotonic",
-                                  "--no-pager")),
-    ("journal-warnings-prev-boot", ("journalctl", "-b", "-1", "-p", "warning..alert",
-                                    "--no-pager")),
+    (
+        "journal-kernel-prev-boot",
+        ("journalctl", "-b", "-1", "-k", "-o", "short-monotonic", "--no-pager"),
+    ),
+    (
+        "journal-warnings-prev-boot",
+        ("journalctl", "-b", "-1", "-p", "warning..alert", "--no-pager"),
+    ),
 )
 NVIDIA_BUG_REPORT = (
     "nvidia-bug-report",
-    ("sh", "-c", "nvidia-bug-report.sh --output-file /tmp/freezewatch-nbr.log >/dev/null 2>&1;"
-     " s=$?; gzip -dc /tmp/freezewatch-nbr.log.gz; rm -f /tmp/freezewatch-nbr.log.gz; exit $s"),
+    (
+        "sh",
+        "-c",
+        "nvidia-bug-report.sh --output-file /tmp/freezewatch-nbr.log >/dev/null 2>&1;"
+        " s=$?; gzip -dc /tmp/freezewatch-nbr.log.gz; rm -f /tmp/freezewatch-nbr.log.gz; exit $s",
+    ),
 )
 
 
@@ -56,7 +64,7 @@ def _run(
 ) -> dict[str, Any]:
     try:
         result = runner(target, argv, settings.postmortem_timeout_s)
-    except Exception as exc:  # noqa: BLE001 - SSHError and socket errors alike
+    except Exception as exc:
         raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
     cap = settings.postmortem_max_bytes
     return {
@@ -75,7 +83,9 @@ def collect(
 ) -> list[tuple[str, dict[str, Any]]]:
     """Run every command plus the pstore listing and files; raises Unreachable on SSH failure."""
     ssh_target = target.ssh_target()
-    out = [(name, _run(ssh_runner, ssh_target, argv, settings)) for name, argv in commands(settings)]
+    out = [
+        (name, _run(ssh_runner, ssh_target, argv, settings)) for name, argv in commands(settings)
+    ]
     listing = _run(
         ssh_runner,
         ssh_target,
@@ -85,8 +95,12 @@ def collect(
     out.append(("pstore-list", listing))
     if listing["exit_status"] == 0:
         for path in sorted(listing["stdout"].decode(errors="replace").split()):
-            out.append((f"pstore/{posixpath.basename(path)}",
-                        _run(ssh_runner, ssh_target, ["cat", path], settings)))
+            out.append(
+                (
+                    f"pstore/{posixpath.basename(path)}",
+                    _run(ssh_runner, ssh_target, ["cat", path], settings),
+                )
+            )
     return out
 
 
@@ -110,13 +124,18 @@ def collect_postmortems(
     finished = []
     for incident_id in due:
         with session_scope(session_factory) as session:
-            claimed = session.execute(
-                update(Incident)
-                .where(Incident.id == incident_id, Incident.postmortem_state == "pending")
-                .values(postmortem_state="running",
-                        postmortem_attempts=Incident.postmortem_attempts + 1)
-                .execution_options(synchronize_session=False)
-            ).rowcount == 1
+            claimed = (
+                session.execute(
+                    update(Incident)
+                    .where(Incident.id == incident_id, Incident.postmortem_state == "pending")
+                    .values(
+                        postmortem_state="running",
+                        postmortem_attempts=Incident.postmortem_attempts + 1,
+                    )
+                    .execution_options(synchronize_session=False)
+                ).rowcount
+                == 1
+            )
             if not claimed:
                 continue
             incident = session.get(Incident, incident_id, populate_existing=True)
@@ -158,11 +177,14 @@ def _finish(
             return
         incident.postmortem_state = state
         incident.postmortem_due_at = due
-        existing = {a.name: a for a in session.scalars(
-            select(Artifact).where(Artifact.incident_id == incident_id))}
+        existing = {
+            a.name: a
+            for a in session.scalars(select(Artifact).where(Artifact.incident_id == incident_id))
+        }
         if error is not None:
             row = existing.get("postmortem-error") or Artifact(
-                incident_id=incident_id, name="postmortem-error", attempts=0)
+                incident_id=incident_id, name="postmortem-error", attempts=0
+            )
             row.error, row.attempts, row.collected_at = error, row.attempts + 1, now
             session.add(row)
         for name, result in results:

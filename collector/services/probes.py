@@ -116,7 +116,7 @@ def run_probes(
         started = time.monotonic()
         try:
             out = {"name": name, "ok": True, **fn()}
-        except Exception as exc:  # noqa: BLE001 - any failure is the probe's answer
+        except Exception as exc:
             out = {"name": name, "ok": False, "detail": f"{type(exc).__name__}: {exc}"}
         out["duration_s"] = round(time.monotonic() - started, 4)
         return out
@@ -141,8 +141,14 @@ def run_probes(
                 }
             )
     for r in results:
-        log.info("probe %s %s: ok=%s %s (%.3f s)", target.name, r["name"], r["ok"], r["detail"],
-                 r["duration_s"])
+        log.info(
+            "probe %s %s: ok=%s %s (%.3f s)",
+            target.name,
+            r["name"],
+            r["ok"],
+            r["detail"],
+            r["duration_s"],
+        )
     return results
 
 
@@ -155,14 +161,15 @@ def classify(probes: list[dict[str, Any]]) -> str:
     return "agent_down" if alive else "unreachable"
 
 
-def restart_agent(target: ProbeTarget, *, timeout: float, ssh_runner: SSHRunner | None = None
-                  ) -> dict[str, Any]:
+def restart_agent(
+    target: ProbeTarget, *, timeout: float, ssh_runner: SSHRunner | None = None
+) -> dict[str, Any]:
     """``systemctl restart freezewatch-agent`` over SSH; the outcome as a recordable dict."""
     runner = ssh_runner or default_ssh_runner
     started = time.monotonic()
     try:
         result = runner(target.ssh_target(), RESTART_AGENT_ARGV, timeout)
-    except Exception as exc:  # noqa: BLE001 - recorded, never fatal
+    except Exception as exc:
         return {
             "argv": list(RESTART_AGENT_ARGV),
             "ok": False,

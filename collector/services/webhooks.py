@@ -57,13 +57,17 @@ def headers_for(target: WebhookTarget, delivery: Delivery, now: datetime) -> dic
         "webhook-timestamp": str(timestamp),
     }
     if target.secret:
-        headers["webhook-signature"] = sign(target.secret, delivery.msg_id, timestamp, delivery.body)
+        headers["webhook-signature"] = sign(
+            target.secret, delivery.msg_id, timestamp, delivery.body
+        )
     return headers
 
 
 def backoff_s(attempts: int, settings: Settings, rng: random.Random) -> float:
     """Full jitter over an exponentially growing ceiling (base · 2^(n-1), capped)."""
-    ceiling = min(settings.webhook_backoff_max_s, settings.webhook_backoff_base_s * 2 ** (attempts - 1))
+    ceiling = min(
+        settings.webhook_backoff_max_s, settings.webhook_backoff_base_s * 2 ** (attempts - 1)
+    )
     return max(0.5, rng.uniform(ceiling / 2, ceiling))
 
 
@@ -179,7 +183,11 @@ def _record(
         delivery.next_attempt_at = retry_at
         log.warning(
             "delivery %s %s failed (attempt %d, %s); retry at %s",
-            delivery.event, delivery.msg_id, attempt, outcome["error"], retry_at.isoformat(),
+            delivery.event,
+            delivery.msg_id,
+            attempt,
+            outcome["error"],
+            retry_at.isoformat(),
         )
     return False
 

@@ -11,7 +11,6 @@ from alembic import op
 
 import collector.timeutil
 
-
 revision = '0002_incidents'
 down_revision = '0001_base'
 branch_labels = None
