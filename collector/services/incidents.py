@@ -229,7 +229,7 @@ def sample_hole(session: Session, *, incident: Incident, host: Host) -> tuple[fl
     for ts, received_at in rows:
         longest = max(longest, ts - previous)
         previous = ts
-        if received_at >= returned:
+        if received_at >= returned - 0.01:  # same batch as the return (datetime rounding)
             reached = True
             break
     return longest, reached

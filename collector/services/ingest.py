@@ -15,7 +15,7 @@ from collector.services.alerts import enqueue_kernel_events
 from collector.services.heartbeat import record_heartbeat, stopping_event
 from collector.services.hosts import boot_pk as get_boot_pk
 from collector.settings import Settings
-from collector.timeutil import utcnow
+from collector.timeutil import from_epoch, utcnow
 
 
 def insert_ignoring_duplicates(
@@ -109,7 +109,7 @@ def ingest_batch(
         ],
     )
 
-    now = utcnow()
+    now = from_epoch(received_at) or utcnow()  # one clock reading per batch
     record_heartbeat(
         session,
         host=host,
