@@ -46,7 +46,10 @@ def _tune_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
-        conn.exec_driver_sql("BEGIN")
+        # IMMEDIATE: a transaction that reads and then writes (ingest, the checker's steps)
+        # would otherwise fail at once with "database is locked" (WAL snapshot upgrade) when
+        # another connection committed in between; IMMEDIATE waits on busy_timeout instead.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -43,19 +43,20 @@ def build_scheduler(
     def add(name: str, seconds: float, step: Callable[[], object]) -> None:
         scheduler.add_job(_guarded(name, step), "interval", seconds=seconds, id=name, name=name)
 
+    def deliver() -> None:
+        webhooks.deliver_due_alerts(
+            session_factory, now=utcnow(), http_client=http_client, settings=settings
+        )
+
     def check() -> None:
         now = utcnow()
-        heartbeat.check_heartbeats(session_factory, now=now, settings=settings)
-        incidents.settle_incidents(session_factory, now=now, settings=settings)
+        opened = heartbeat.check_heartbeats(session_factory, now=now, settings=settings)
+        settled = incidents.settle_incidents(session_factory, now=now, settings=settings)
+        if opened or settled:
+            deliver()  # don't wait for the delivery tick: seconds matter here
 
     add("check_heartbeats", settings.check_interval_s, check)
-    add(
-        "deliver_alerts",
-        settings.delivery_interval_s,
-        lambda: webhooks.deliver_due_alerts(
-            session_factory, now=utcnow(), http_client=http_client, settings=settings
-        ),
-    )
+    add("deliver_alerts", settings.delivery_interval_s, deliver)
     add(
         "collector_alive",
         settings.alive_tick_s,

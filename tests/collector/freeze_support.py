@@ -80,7 +80,7 @@ class Receiver:
         if self.secret:
             try:
                 Webhook(self.secret).verify(body, headers)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 self.bad_signatures += 1
                 return 400
         if status == 200:
@@ -102,7 +102,7 @@ def receiver(secret: str | None = SECRET, statuses: list[int] | None = None) -> 
     rec = Receiver(secret=secret, statuses=list(statuses or []))
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", 0)))
             status = rec.handle(body, {k.lower(): v for k, v in self.headers.items()})
             self.send_response(status)

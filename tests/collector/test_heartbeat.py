@@ -28,19 +28,31 @@ def test_overdue_host_goes_lost_with_unreachable_incident_and_snapshot(
 ) -> None:
     token = collector.add_host("spark-01")
     t0 = time.time()
-    post(collector, token, "spark-01", samples=[sample(1, t0 - 1), sample(2, t0)],
-         lines=[kline(1, t0, "NVRM: GPU at PCI:000f:01:00: GPU has fallen off the bus.")])
+    post(
+        collector,
+        token,
+        "spark-01",
+        samples=[sample(1, t0 - 1), sample(2, t0)],
+        lines=[kline(1, t0, "NVRM: GPU at PCI:000f:01:00: GPU has fallen off the bus.")],
+    )
     sf = factory(collector)
     now = utcnow()
-    assert heartbeat.check_heartbeats(sf, now=now, settings=collector.settings,
-                                      probe_runner=no_probes) == []
+    assert (
+        heartbeat.check_heartbeats(sf, now=now, settings=collector.settings, probe_runner=no_probes)
+        == []
+    )
     later = now + timedelta(seconds=collector.settings.grace_s + 0.1)
-    opened = heartbeat.check_heartbeats(sf, now=later, settings=collector.settings,
-                                        probe_runner=no_probes)
+    opened = heartbeat.check_heartbeats(
+        sf, now=later, settings=collector.settings, probe_runner=no_probes
+    )
     assert len(opened) == 1
     # Idempotent: a second sweep finds nothing to do.
-    assert heartbeat.check_heartbeats(sf, now=later, settings=collector.settings,
-                                      probe_runner=no_probes) == []
+    assert (
+        heartbeat.check_heartbeats(
+            sf, now=later, settings=collector.settings, probe_runner=no_probes
+        )
+        == []
+    )
     with db.session_scope(sf) as s:
         host = s.scalar(select(Host).where(Host.name == "spark-01"))
         incident = s.get(Incident, opened[0])
@@ -60,8 +72,12 @@ def test_heartbeat_within_grace_keeps_host_up(collector: Collector) -> None:
         for _ in range(5):
             post(collector, token, "spark-01")
             clock.shift(collector.settings.grace_s * 0.8)
-            assert heartbeat.check_heartbeats(sf, now=utcnow(), settings=collector.settings,
-                                              probe_runner=no_probes) == []
+            assert (
+                heartbeat.check_heartbeats(
+                    sf, now=utcnow(), settings=collector.settings, probe_runner=no_probes
+                )
+                == []
+            )
     with db.session_scope(sf) as s:
         assert s.scalar(select(Host.status)) == "up"
 
@@ -82,15 +98,20 @@ def test_collector_restart_raises_no_false_alarm_but_reports_dead_host(sqlite_ur
         with db.session_scope(sf) as s:
             runs = list(s.scalars(select(CollectorRun).order_by(CollectorRun.id)))
             assert runs[-1].down_since == runs[0].stopped_at
-            assert s.scalar(select(func.count()).select_from(Host).where(
-                Host.status == "unknown")) == 2
-        assert heartbeat.check_heartbeats(sf, now=utcnow(), settings=settings,
-                                          probe_runner=no_probes) == []
+            assert (
+                s.scalar(select(func.count()).select_from(Host).where(Host.status == "unknown"))
+                == 2
+            )
+        assert (
+            heartbeat.check_heartbeats(sf, now=utcnow(), settings=settings, probe_runner=no_probes)
+            == []
+        )
         clock.shift(settings.grace_s / 2)
         post(second, tokens["alive"], "alive")
         clock.shift(settings.grace_s / 2 + 0.1)
-        opened = heartbeat.check_heartbeats(sf, now=utcnow(), settings=settings,
-                                            probe_runner=no_probes)
+        opened = heartbeat.check_heartbeats(
+            sf, now=utcnow(), settings=settings, probe_runner=no_probes
+        )
         assert len(opened) == 1
         with db.session_scope(sf) as s:
             incident = s.get(Incident, opened[0])
@@ -106,12 +127,19 @@ def test_agent_stopping_is_planned_silence_without_alert(collector: Collector) -
         collector.client.post("/api/v1/webhooks", json={"url": rec.url}, headers=collector.admin)
         token = collector.add_host("spark-01")
         sf = factory(collector)
-        post(collector, token, "spark-01", started_at=time.time() - 5,
-             events=[{"seq": 1, "ts": time.time(), "kind": "agent_stopping",
-                      "data": {"shutdown": True}}])
+        post(
+            collector,
+            token,
+            "spark-01",
+            started_at=time.time() - 5,
+            events=[
+                {"seq": 1, "ts": time.time(), "kind": "agent_stopping", "data": {"shutdown": True}}
+            ],
+        )
         later = utcnow() + timedelta(seconds=10)
-        opened = heartbeat.check_heartbeats(sf, now=later, settings=collector.settings,
-                                            probe_runner=no_probes)
+        opened = heartbeat.check_heartbeats(
+            sf, now=later, settings=collector.settings, probe_runner=no_probes
+        )
         post(collector, token, "spark-01", boot="new-boot-after-planned-reboot")
         with db.session_scope(sf) as s:
             incident = s.get(Incident, opened[0])
@@ -124,10 +152,19 @@ def test_agent_stopping_is_planned_silence_without_alert(collector: Collector) -
 def test_replayed_stop_of_a_previous_agent_is_not_intent(collector: Collector) -> None:
     token = collector.add_host("spark-01")
     sf = factory(collector)
-    post(collector, token, "spark-01", started_at=time.time(),
-         events=[{"seq": 1, "ts": time.time() - 100, "kind": "agent_stopping", "data": {}}])
-    opened = heartbeat.check_heartbeats(sf, now=utcnow() + timedelta(seconds=10),
-                                        settings=collector.settings, probe_runner=no_probes)
+    post(
+        collector,
+        token,
+        "spark-01",
+        started_at=time.time(),
+        events=[{"seq": 1, "ts": time.time() - 100, "kind": "agent_stopping", "data": {}}],
+    )
+    opened = heartbeat.check_heartbeats(
+        sf,
+        now=utcnow() + timedelta(seconds=10),
+        settings=collector.settings,
+        probe_runner=no_probes,
+    )
     with db.session_scope(sf) as s:
         incident = s.get(Incident, opened[0])
         assert incident is not None and incident.kind == "unreachable"
@@ -137,14 +174,17 @@ def test_paused_host_silence_is_paused_then_watched_again(collector: Collector) 
     token = collector.add_host("spark-01")
     sf = factory(collector)
     post(collector, token, "spark-01")
-    r = collector.client.patch("/api/v1/hosts/spark-01", json={"paused": True},
-                               headers=collector.admin)
+    r = collector.client.patch(
+        "/api/v1/hosts/spark-01", json={"paused": True}, headers=collector.admin
+    )
     assert r.status_code == 200 and r.json()["paused"] is True
     later = utcnow() + timedelta(seconds=10)
-    opened = heartbeat.check_heartbeats(sf, now=later, settings=collector.settings,
-                                        probe_runner=no_probes)
-    r = collector.client.patch("/api/v1/hosts/spark-01", json={"paused": False},
-                               headers=collector.admin)
+    opened = heartbeat.check_heartbeats(
+        sf, now=later, settings=collector.settings, probe_runner=no_probes
+    )
+    r = collector.client.patch(
+        "/api/v1/hosts/spark-01", json={"paused": False}, headers=collector.admin
+    )
     with db.session_scope(sf) as s:
         incident = s.get(Incident, opened[0])
         assert incident is not None
@@ -163,8 +203,12 @@ def test_probing_host_that_returns_meanwhile_opens_nothing(collector: Collector)
         return []
 
     later = utcnow() + timedelta(seconds=10)
-    assert heartbeat.check_heartbeats(sf, now=later, settings=collector.settings,
-                                      probe_runner=probe_while_host_returns) == []
+    assert (
+        heartbeat.check_heartbeats(
+            sf, now=later, settings=collector.settings, probe_runner=probe_while_host_returns
+        )
+        == []
+    )
     with db.session_scope(sf) as s:
         assert s.scalar(select(Host.status)) == "up"
 
@@ -173,8 +217,9 @@ def test_two_checkers_on_postgres_alert_exactly_once(fresh_postgres_url: str) ->
     with receiver() as rec:
         gen = make_collector(fresh_postgres_url)
         c = next(gen)
-        c.client.post("/api/v1/webhooks", json={"url": rec.url, "secret": rec.secret},
-                      headers=c.admin)
+        c.client.post(
+            "/api/v1/webhooks", json={"url": rec.url, "secret": rec.secret}, headers=c.admin
+        )
         tokens = [c.add_host(f"spark-{i}") for i in range(4)]
         for i, token in enumerate(tokens):
             post(c, token, f"spark-{i}")
@@ -190,8 +235,11 @@ def test_two_checkers_on_postgres_alert_exactly_once(fresh_postgres_url: str) ->
 
         def checker(sf: Any) -> None:
             barrier.wait()
-            opened.extend(heartbeat.check_heartbeats(sf, now=later, settings=c.settings,
-                                                     probe_runner=slow_probes))
+            opened.extend(
+                heartbeat.check_heartbeats(
+                    sf, now=later, settings=c.settings, probe_runner=slow_probes
+                )
+            )
             barrier.wait()
             with webhooks_client() as http:
                 webhooks.deliver_due_alerts(

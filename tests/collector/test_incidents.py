@@ -19,8 +19,10 @@ from tests.collector.freeze_support import BOOT_A, BOOT_B, factory, post, sample
 
 def lose(c: Collector, probes: list[dict[str, Any]] | None = None) -> int:
     opened = heartbeat.check_heartbeats(
-        factory(c), now=utcnow() + timedelta(seconds=c.settings.grace_s + 0.1),
-        settings=c.settings, probe_runner=lambda _t: list(probes or []),
+        factory(c),
+        now=utcnow() + timedelta(seconds=c.settings.grace_s + 0.1),
+        settings=c.settings,
+        probe_runner=lambda _t: list(probes or []),
     )
     assert len(opened) == 1
     return opened[0]
@@ -61,8 +63,9 @@ def test_replay_covering_the_gap_is_network_partition(collector: Collector) -> N
     # Back: the spool replays the samples taken while the link was down, then live ones.
     post(collector, token, "spark-01", samples=[sample(i, t0 + i) for i in range(4, 31)])
     assert incident(collector, iid).state == "resolving"
-    decided = incidents.settle_incidents(factory(collector), now=utcnow(),
-                                         settings=collector.settings)
+    decided = incidents.settle_incidents(
+        factory(collector), now=utcnow(), settings=collector.settings
+    )
     assert decided == [iid]
     row = incident(collector, iid)
     assert (row.resolution, row.stall_s) == ("network_partition", None)
@@ -91,13 +94,22 @@ def test_incidents_api_and_pages(collector: Collector) -> None:
     iid = lose(collector)
     post(collector, token, "spark-01", boot=BOOT_B)
     api = collector.client
-    listed = api.get("/api/v1/incidents", params={"host": "spark-01", "kind": "unreachable"},
-                     headers=collector.admin).json()
+    listed = api.get(
+        "/api/v1/incidents",
+        params={"host": "spark-01", "kind": "unreachable"},
+        headers=collector.admin,
+    ).json()
     assert [i["id"] for i in listed] == [iid]
-    assert api.get("/api/v1/incidents", params={"host": "spark-02"},
-                   headers=collector.admin).json() == []
-    assert api.get("/api/v1/incidents", params={"since": time.time() + 3600},
-                   headers=collector.admin).json() == []
+    assert (
+        api.get("/api/v1/incidents", params={"host": "spark-02"}, headers=collector.admin).json()
+        == []
+    )
+    assert (
+        api.get(
+            "/api/v1/incidents", params={"since": time.time() + 3600}, headers=collector.admin
+        ).json()
+        == []
+    )
     detail = api.get(f"/api/v1/incidents/{iid}", headers=collector.admin).json()
     assert detail["resolution"] == "rebooted"
     assert [s["seq"] for s in detail["snapshot"]["samples"]] == [1]
@@ -112,17 +124,29 @@ def test_patch_host_sets_probe_settings(collector: Collector) -> None:
     collector.add_host("spark-01")
     r = collector.client.patch(
         "/api/v1/hosts/spark-01",
-        json={"ssh": "fw@10.0.0.5:2222", "ssh_key_path": "/k", "vllm_url": "http://x:8000",
-              "grace_s": 5, "restart_agent": True, "ssh_host_key": "ssh-ed25519 AAAA"},
+        json={
+            "ssh": "fw@10.0.0.5:2222",
+            "ssh_key_path": "/k",
+            "vllm_url": "http://x:8000",
+            "grace_s": 5,
+            "restart_agent": True,
+            "ssh_host_key": "ssh-ed25519 AAAA",
+        },
         headers=collector.admin,
     )
     assert r.status_code == 200, r.text
     assert r.json()["config"] == {
-        "ssh": "fw@10.0.0.5:2222", "ssh_key_path": "/k", "ssh_host_key": "ssh-ed25519 AAAA",
-        "vllm_url": "http://x:8000", "grace_s": 5.0, "restart_agent": True, "paused": False,
+        "ssh": "fw@10.0.0.5:2222",
+        "ssh_key_path": "/k",
+        "ssh_host_key": "ssh-ed25519 AAAA",
+        "vllm_url": "http://x:8000",
+        "grace_s": 5.0,
+        "restart_agent": True,
+        "paused": False,
     }
-    bad = collector.client.patch("/api/v1/hosts/spark-01", json={"ssh": "nouser"},
-                                 headers=collector.admin)
+    bad = collector.client.patch(
+        "/api/v1/hosts/spark-01", json={"ssh": "nouser"}, headers=collector.admin
+    )
     assert bad.status_code == 400
     with db.session_scope(factory(collector)) as s:
         assert s.scalar(select(Incident.id)) is None

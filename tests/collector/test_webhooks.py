@@ -22,7 +22,9 @@ from tests.support.ports import free_port
 
 def lose(c: Collector) -> int:
     opened = heartbeat.check_heartbeats(
-        factory(c), now=utcnow() + timedelta(seconds=10), settings=c.settings,
+        factory(c),
+        now=utcnow() + timedelta(seconds=10),
+        settings=c.settings,
         probe_runner=lambda _t: [],
     )
     return opened[0]
@@ -31,28 +33,40 @@ def lose(c: Collector) -> int:
 def deliver(c: Collector, now_offset_s: float = 11.0) -> list[int]:
     with httpx.Client() as http:
         return webhooks.deliver_due_alerts(
-            factory(c), now=utcnow() + timedelta(seconds=now_offset_s), http_client=http,
-            settings=c.settings, rng=random.Random(1),
+            factory(c),
+            now=utcnow() + timedelta(seconds=now_offset_s),
+            http_client=http,
+            settings=c.settings,
+            rng=random.Random(1),
         )
 
 
 def test_signature_is_standard_webhooks() -> None:
     body = '{"event":"incident.opened"}'
     ts = int(time.time())
-    headers = {"webhook-id": "msg_1", "webhook-timestamp": str(ts),
-               "webhook-signature": webhooks.sign(SECRET, "msg_1", ts, body)}
+    headers = {
+        "webhook-id": "msg_1",
+        "webhook-timestamp": str(ts),
+        "webhook-signature": webhooks.sign(SECRET, "msg_1", ts, body),
+    }
     assert Webhook(SECRET).verify(body, headers) == {"event": "incident.opened"}
     assert webhooks.new_secret().startswith("whsec_")
 
 
 def test_opened_alert_payload_and_retry_after_500(collector: Collector) -> None:
     with receiver(statuses=[500]) as rec:
-        r = collector.client.post("/api/v1/webhooks", json={"url": rec.url, "secret": SECRET},
-                                  headers=collector.admin)
+        r = collector.client.post(
+            "/api/v1/webhooks", json={"url": rec.url, "secret": SECRET}, headers=collector.admin
+        )
         assert r.status_code == 201 and r.json()["has_secret"] is True
         token = collector.add_host("spark-01")
-        post(collector, token, "spark-01", samples=[sample(1, time.time())],
-             lines=[kline(1, time.time(), "watchdog: BUG: soft lockup - CPU#3 stuck for 22s!")])
+        post(
+            collector,
+            token,
+            "spark-01",
+            samples=[sample(1, time.time())],
+            lines=[kline(1, time.time(), "watchdog: BUG: soft lockup - CPU#3 stuck for 22s!")],
+        )
         iid = lose(collector)
         assert deliver(collector) == []  # 500
         assert deliver(collector) == []  # not due yet: backing off
@@ -72,8 +86,11 @@ def test_opened_alert_payload_and_retry_after_500(collector: Collector) -> None:
 
 
 def test_gives_up_after_the_retry_window(collector: Collector) -> None:
-    collector.client.post("/api/v1/webhooks", json={"url": f"http://127.0.0.1:{free_port()}/"},
-                          headers=collector.admin)
+    collector.client.post(
+        "/api/v1/webhooks",
+        json={"url": f"http://127.0.0.1:{free_port()}/"},
+        headers=collector.admin,
+    )
     token = collector.add_host("spark-01")
     post(collector, token, "spark-01")
     lose(collector)
@@ -105,8 +122,9 @@ def test_outbox_row_survives_restart_and_delivers_once(sqlite_url: str) -> None:
 
 def test_slack_format_and_unsigned_target(collector: Collector) -> None:
     with receiver(secret=None) as rec:
-        collector.client.post("/api/v1/webhooks", json={"url": rec.url, "format": "slack"},
-                              headers=collector.admin)
+        collector.client.post(
+            "/api/v1/webhooks", json={"url": rec.url, "format": "slack"}, headers=collector.admin
+        )
         token = collector.add_host("spark-01")
         post(collector, token, "spark-01")
         lose(collector)
@@ -118,12 +136,17 @@ def test_slack_format_and_unsigned_target(collector: Collector) -> None:
 
 def test_gpu_fault_kernel_line_alerts_once_per_cooldown(collector: Collector) -> None:
     with receiver() as rec:
-        collector.client.post("/api/v1/webhooks", json={"url": rec.url, "secret": SECRET},
-                              headers=collector.admin)
+        collector.client.post(
+            "/api/v1/webhooks", json={"url": rec.url, "secret": SECRET}, headers=collector.admin
+        )
         token = collector.add_host("spark-01")
         xid = "NVRM: Xid (PCI:000f:01:00): 79, pid=1234, name=python3, GPU has fallen off the bus."
-        post(collector, token, "spark-01", lines=[kline(1, time.time(), xid),
-                                                   kline(2, time.time(), "usb 1-1: new device")])
+        post(
+            collector,
+            token,
+            "spark-01",
+            lines=[kline(1, time.time(), xid), kline(2, time.time(), "usb 1-1: new device")],
+        )
         post(collector, token, "spark-01", lines=[kline(3, time.time(), xid)])
         deliver(collector, now_offset_s=0.5)
         [got] = rec.received
@@ -137,14 +160,17 @@ def test_env_targets_sync_and_webhooks_crud(collector: Collector) -> None:
     with db.session_scope(factory(collector)) as s:
         targets = alerts.sync_env_targets(s, settings=settings)
         assert [(t.url, t.format, bool(t.secret)) for t in targets] == [
-            ("http://a/", "slack", False), ("http://b/", "json", True)]
+            ("http://a/", "slack", False),
+            ("http://b/", "json", True),
+        ]
     api, admin = collector.client, collector.admin
     listed = api.get("/api/v1/webhooks", headers=admin).json()
     assert {t["source"] for t in listed} == {"env"}
     assert api.delete(f"/api/v1/webhooks/{listed[0]['id']}", headers=admin).status_code == 409
     created = api.post("/api/v1/webhooks", json={"url": "http://c/"}, headers=admin).json()
-    patched = api.patch(f"/api/v1/webhooks/{created['id']}", json={"enabled": False},
-                        headers=admin).json()
+    patched = api.patch(
+        f"/api/v1/webhooks/{created['id']}", json={"enabled": False}, headers=admin
+    ).json()
     assert patched["enabled"] is False
     assert api.delete(f"/api/v1/webhooks/{created['id']}", headers=admin).status_code == 204
     assert api.post("/api/v1/webhooks", json={"url": "ftp://x"}, headers=admin).status_code == 422
