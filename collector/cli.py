@@ -37,6 +37,25 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument(
         "--rotate-token", action="store_true", help="issue a new token for an existing host"
     )
+    add.add_argument("--ssh", metavar="USER@ADDR[:PORT]", help="how the collector logs in")
+    add.add_argument("--key", metavar="PATH", help="private key file for --ssh")
+    add.add_argument("--vllm-url", metavar="URL", help="vLLM base URL probed at /health")
+    add.add_argument(
+        "--trust-host-key",
+        action="store_true",
+        help="fetch the host's SSH key now and trust it (prints the fingerprint)",
+    )
+    add.add_argument(
+        "--restart-agent",
+        action="store_true",
+        help="on agent_down, run `systemctl restart freezewatch-agent` over SSH",
+    )
+    add.add_argument("--grace", type=float, metavar="S", help="per-host grace in seconds")
+    add.add_argument(
+        "--update",
+        action="store_true",
+        help="change the settings of an existing host instead of registering it",
+    )
     add.add_argument(
         "--netconsole-from",
         action="append",
@@ -109,30 +128,56 @@ def cmd_add_host(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from collector.errors import AppError
+    from collector.schemas import HostPatch
     from collector.services import hosts
+    from collector.services.host_config import configure_host
+    from collector.timeutil import utcnow
 
     settings = settings_from(args)
     db.migrate(settings.db_url)
     engine = db.make_engine(settings.db_url)
+    token: str | None = None
     try:
+        addrs = HostPatch(netconsole_from=args.netconsole_from).netconsole_from or []
         with db.session_scope(db.make_sessionmaker(engine)) as session:
-            if args.rotate_token:
-                token = hosts.rotate_token(session, host=hosts.get_host(session, name=args.name))
+            if args.rotate_token or args.update:
+                host = hosts.get_host(session, name=args.name)
+                if args.rotate_token:
+                    token = hosts.rotate_token(session, host=host)
             else:
-                _host, token = hosts.create_host(
-                    session,
-                    name=args.name,
-                    simulated=args.simulated,
-                    netconsole_from=args.netconsole_from,
+                host, token = hosts.create_host(
+                    session, name=args.name, simulated=args.simulated, netconsole_from=addrs
                 )
+            if args.update and addrs:
+                hosts.set_netconsole_from(session, host=host, addrs=addrs)
+            facts = configure_host(
+                session,
+                host=host,
+                settings=settings,
+                now=utcnow(),
+                ssh=args.ssh,
+                key_path=args.key,
+                trust_host_key=args.trust_host_key,
+                vllm_url=args.vllm_url,
+                grace_s=args.grace,
+                restart_agent=True if args.restart_agent else None,
+            )
     except AppError as exc:
         print(f"error: {exc.detail}", file=sys.stderr)
         return 1
     except ValidationError as exc:
         print(f"error: {exc.errors()[0]['msg']}", file=sys.stderr)
         return 1
+    except OSError as exc:  # SSHError included: the host key could not be fetched
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     finally:
         engine.dispose()
+    if "host_key_fingerprint" in facts:
+        print(f"trusted SSH host key {facts['host_key_fingerprint']}")
+    if token is None:
+        print(f"host {args.name!r} updated")
+        return 0
     print(f"host {args.name!r} registered; agent token (shown once, stored hashed):")
     print(token)
     return 0

@@ -7,19 +7,22 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from collector import db
-from collector.api import health, hosts, ingest, matrix, netconsole, pending
+from collector.api import health, hosts, incidents, ingest, matrix, netconsole, pending, webhooks
 from collector.errors import AppError, AuthFailed
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.schedule import register_matrix_schedules
-from collector.services import admin, matrix_runs
+from collector.scheduler import build_scheduler
+from collector.services import admin, alerts, heartbeat, matrix_runs
 from collector.services.netconsole import NetconsoleChannel
 from collector.services.telemetry_ingest import TelemetryRegistry
 from collector.settings import Settings
+from collector.timeutil import utcnow
 from collector.web import pages
 
 log = logging.getLogger(__name__)
@@ -41,6 +44,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if generated:
             # Printed once: only its hash is kept.
             print(f"freezewatch: generated admin token (shown once): {generated}", flush=True)
+        with db.session_scope(app.state.sessionmaker) as session:
+            alerts.sync_env_targets(session, settings=settings)
+        run_id = heartbeat.start_collector_run(
+            app.state.sessionmaker, now=utcnow(), settings=settings
+        )
+        app.state.collector_run_id = run_id
+        http_client = httpx.Client(follow_redirects=False)
+        app.state.scheduler = None
+        if settings.run_scheduler:
+            app.state.scheduler = build_scheduler(
+                app.state.sessionmaker, settings=settings, run_id=run_id, http_client=http_client
+            )
         app.state.netconsole = None
         if settings.netconsole_bind:
             app.state.netconsole = NetconsoleChannel(
@@ -51,12 +66,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
             app.state.netconsole.start()
         runner = start_matrix_runner(app, settings)
+        if app.state.scheduler is not None:
+            app.state.scheduler.start()
         try:
             yield
         finally:
+            if app.state.scheduler is not None:
+                app.state.scheduler.shutdown(wait=True)
             runner.shutdown()
             if app.state.netconsole is not None:
                 app.state.netconsole.stop()
+            heartbeat.stop_collector_run(app.state.sessionmaker, run_id=run_id, now=utcnow())
+            http_client.close()
             engine.dispose()
 
     app = FastAPI(
@@ -70,11 +91,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.telemetry = TelemetryRegistry(hang_stall_s=settings.vllm_hang_s)
     app.include_router(ingest.router)
     app.include_router(hosts.router)
+    app.include_router(incidents.router)
+    app.include_router(webhooks.router)
     app.include_router(health.router)
     app.include_router(matrix.router)
     app.include_router(netconsole.router)
     app.include_router(pages.router)
-    # Last: placeholders that the incident and matrix routers (included above at merge) shadow.
+    # Last: placeholders that the real routers above shadow.
     app.include_router(pending.router)
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -317,6 +317,19 @@ class NetconsoleStats(Base):
     last_line_at: Mapped[float | None] = mapped_column(Float)
 
 
+class HostSilence(Base):
+    """Why a host may go quiet without it being a freeze: the agent's last ``agent_stopping``."""
+
+    __tablename__ = "host_silences"
+
+    host_id: Mapped[int] = mapped_column(
+        ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True
+    )
+    announced_at: Mapped[datetime]
+    shutdown: Mapped[bool] = mapped_column(Boolean, default=False)
+    boot_id: Mapped[str | None] = mapped_column(String(64))
+
+
 class KernelEventRow(Base):
     """A classified kernel line (issue 4), annotated with what vLLM was doing at that moment."""
 
@@ -407,3 +420,135 @@ class HostEvent(Base):
     ts: Mapped[float] = mapped_column(Float)
     kind: Mapped[str] = mapped_column(String(32))
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class CollectorRun(Base):
+    """One collector process lifetime; the gap before a run's start is the collector's downtime."""
+
+    __tablename__ = "collector_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    started_at: Mapped[datetime]
+    last_alive_at: Mapped[datetime]
+    stopped_at: Mapped[datetime | None]
+    # The downtime before this run: previous run's last sign of life → started_at.
+    down_since: Mapped[datetime | None]
+    pid: Mapped[int | None] = mapped_column(Integer)
+
+
+class Incident(Base):
+    """One silence of one host: opened by the checker, resolved when the host returns."""
+
+    __tablename__ = "incidents"
+    __table_args__ = (
+        Index("ix_incidents_host_opened", "host_id", "opened_at"),
+        Index("ix_incidents_state", "state"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    # unreachable | agent_down | planned | paused
+    kind: Mapped[str] = mapped_column(String(16))
+    # open → resolving (host is back, replay settling) → resolved
+    state: Mapped[str] = mapped_column(String(16), default="open")
+    # rebooted | planned_reboot | agent_recovered | network_partition | stall | returned
+    resolution: Mapped[str | None] = mapped_column(String(24))
+    last_heartbeat_at: Mapped[datetime | None]
+    late_at: Mapped[datetime]
+    opened_at: Mapped[datetime]
+    returned_at: Mapped[datetime | None]
+    resolved_at: Mapped[datetime | None]
+    boot_id: Mapped[str | None] = mapped_column(String(64))
+    return_boot_id: Mapped[str | None] = mapped_column(String(64))
+    # Agent-clock ts of the last sample before the silence: where the replay check starts.
+    last_sample_ts: Mapped[float | None] = mapped_column(Float)
+    stall_s: Mapped[float | None] = mapped_column(Float)
+    shutdown: Mapped[bool] = mapped_column(Boolean, default=False)
+    collector_down: Mapped[bool] = mapped_column(Boolean, default=False)
+    probes: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    agent_restart: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # none | pending | running | done | failed
+    postmortem_state: Mapped[str] = mapped_column(String(16), default="none")
+    postmortem_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    postmortem_due_at: Mapped[datetime | None]
+
+
+class IncidentSnapshot(Base):
+    """The last-gasp evidence, copied when the incident opens so it never needs the host back."""
+
+    __tablename__ = "incident_snapshots"
+
+    incident_id: Mapped[int] = mapped_column(
+        ForeignKey("incidents.id", ondelete="CASCADE"), primary_key=True
+    )
+    taken_at: Mapped[datetime]
+    window_start: Mapped[float | None] = mapped_column(Float)
+    window_end: Mapped[float | None] = mapped_column(Float)
+    samples: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    lines: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    context: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class Artifact(Base):
+    """One post-mortem command's output, size-capped."""
+
+    __tablename__ = "artifacts"
+    __table_args__ = (UniqueConstraint("incident_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    incident_id: Mapped[int] = mapped_column(ForeignKey("incidents.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(255))
+    argv: Mapped[list[str]] = mapped_column(JSON, default=list)
+    stdout: Mapped[bytes] = mapped_column(LargeBinary, default=b"")
+    stderr: Mapped[bytes] = mapped_column(LargeBinary, default=b"")
+    exit_status: Mapped[int | None] = mapped_column(Integer)
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=1)
+    collected_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class WebhookTarget(Base):
+    __tablename__ = "webhook_targets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    url: Mapped[str] = mapped_column(Text)
+    # json | slack
+    format: Mapped[str] = mapped_column(String(16), default="json")
+    secret: Mapped[str | None] = mapped_column(Text)
+    # env (from FREEZEWATCH_WEBHOOK_URLS, re-synced at start) | api
+    source: Mapped[str] = mapped_column(String(8), default="api")
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Delivery(Base):
+    """The alert outbox: one row per (event, target), claimed by conditional UPDATE."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        UniqueConstraint("target_id", "dedup_key"),
+        Index("ix_deliveries_due", "state", "next_attempt_at"),
+        Index("ix_deliveries_incident_id", "incident_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # The Standard Webhooks `webhook-id`: the receiver's idempotency key.
+    msg_id: Mapped[str] = mapped_column(String(64), unique=True)
+    target_id: Mapped[int] = mapped_column(ForeignKey("webhook_targets.id", ondelete="CASCADE"))
+    dedup_key: Mapped[str] = mapped_column(String(128))
+    event: Mapped[str] = mapped_column(String(32))
+    host_id: Mapped[int | None] = mapped_column(ForeignKey("hosts.id", ondelete="SET NULL"))
+    incident_id: Mapped[int | None] = mapped_column(ForeignKey("incidents.id", ondelete="SET NULL"))
+    body: Mapped[str] = mapped_column(Text)
+    # pending → sending → delivered | failed (gave up after the retry window)
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime]
+    claimed_until: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    delivered_at: Mapped[datetime | None]
+    last_status: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    log: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)

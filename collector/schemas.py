@@ -85,9 +85,18 @@ class IngestResult(BaseModel):
 
 
 class HostPatch(BaseModel):
-    """PATCH /api/v1/hosts/{name}: only the fields sent change (``exclude_unset``)."""
+    """PATCH /api/v1/hosts/{name}: only the fields sent change; an empty string clears a text
+    field."""
 
     model_config = ConfigDict(extra="forbid")
+    ssh: str | None = Field(None, description="user@addr[:port]; empty clears it")
+    ssh_key_path: str | None = None
+    ssh_host_key: str | None = Field(None, description="stored host key line, ssh-ed25519 AAAA…")
+    trust_host_key: bool = Field(False, description="fetch and store the current host key (TOFU)")
+    vllm_url: str | None = None
+    grace_s: float | None = Field(None, ge=0, description="0 = the collector default")
+    restart_agent: bool | None = None
+    paused: bool | None = None
     netconsole_from: list[str] | None = Field(None, max_length=32)
 
     @field_validator("netconsole_from")

@@ -34,6 +34,37 @@ class Settings(BaseSettings):
     # vLLM counts as hung when requests run and no token was generated for this long.
     vllm_hang_s: float = Field(15.0, gt=0)
 
+    # Freeze detection (issue 3).
+    check_interval_s: float = Field(0.5, gt=0)
+    probe_deadline_s: float = Field(2.0, gt=0)
+    # A "late" claim older than this is re-taken (its checker died mid-probe).
+    late_reclaim_s: float = Field(30.0, gt=0)
+    alive_tick_s: float = Field(2.0, gt=0)
+    # After a host returns on the same boot, how long the spool replay may take to close the gap.
+    resolve_settle_s: float = Field(5.0, ge=0)
+    # A hole in the agent's own samples longer than this is a stall.
+    stall_min_s: float = Field(3.0, gt=0)
+    snapshot_window_s: float = Field(120.0, gt=0)
+
+    # Alerts.
+    delivery_interval_s: float = Field(1.0, gt=0)
+    webhook_timeout_s: float = Field(10.0, gt=0)
+    webhook_retry_window_s: float = Field(24 * 3600.0, gt=0)
+    webhook_backoff_base_s: float = Field(2.0, gt=0)
+    webhook_backoff_max_s: float = Field(3600.0, gt=0)
+    kernel_alert_cooldown_s: float = Field(60.0, ge=0)
+
+    # Post-mortem over SSH after a reboot.
+    postmortem_interval_s: float = Field(2.0, gt=0)
+    # JSON list of {"name": ..., "argv": [...]}; empty means the built-in defaults.
+    postmortem_commands: list[dict[str, object]] = Field(default_factory=list)
+    postmortem_nvidia_bug_report: bool = False
+    postmortem_timeout_s: float = Field(120.0, gt=0)
+    postmortem_max_bytes: int = Field(4 * 1024 * 1024, gt=0)
+    postmortem_attempts: int = Field(6, ge=1)
+    postmortem_retry_s: float = Field(10.0, gt=0)
+    pstore_dir: str = "/sys/fs/pstore"
+
     @property
     def base_url(self) -> str:
         return self.public_url or f"http://{self.bind}:{self.port}"

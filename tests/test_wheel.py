@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import site
 import sqlite3
 import subprocess
@@ -15,6 +16,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.slow
 def test_wheel_installs_and_migrates(tmp_path: Path) -> None:
+    # Build from a copy: setuptools reuses an in-tree build/ directory, whose stale files
+    # (a renamed migration, say) would end up in the wheel.
+    src = tmp_path / "src"
+    shutil.copytree(
+        ROOT,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", "demo-data",
+            "test-artifacts", "freezewatch-data", "node_modules", ".pytest_cache", ".ruff_cache",
+        ),
+    )  # fmt: skip
     dist = tmp_path / "dist"
     subprocess.run(
         [
@@ -27,7 +39,7 @@ def test_wheel_installs_and_migrates(tmp_path: Path) -> None:
             "--no-build-isolation",
             "-w",
             str(dist),
-            str(ROOT),
+            str(src),
         ],
         check=True,
         cwd=tmp_path,

@@ -6,15 +6,15 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 
-from collector.deps import AdminDep, SessionDep
+from collector.deps import AdminDep, SessionDep, SettingsDep
 from collector.models import Host, Sample
 from collector.schemas import HostPatch
-from collector.services import channels, telemetry, timeline
+from collector.services import channels, host_config, telemetry, timeline
 from collector.services import events as event_service
 from collector.services import hosts as host_service
 from collector.services.downsample import bucketed_samples
 from collector.services.vllm_status import vllm_status
-from collector.timeutil import epoch, to_epoch
+from collector.timeutil import epoch, to_epoch, utcnow
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
 
@@ -34,6 +34,7 @@ def host_summary(host: Host) -> dict[str, Any]:
         "simulated": host.simulated,
         "paused": host.paused,
         "netconsole_from": list(host.netconsole_from or []),
+        "config": host_config.host_config_dict(host),
     }
 
 
@@ -91,15 +92,36 @@ def delete_host(name: str, session: SessionDep, _: AdminDep) -> None:
 
 @router.patch("/{name}")
 def patch_host(
-    name: str, patch: HostPatch, request: Request, session: SessionDep, _: AdminDep
+    name: str,
+    body: HostPatch,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    _: AdminDep,
 ) -> dict[str, Any]:
     host = host_service.get_host(session, name=name)
-    host_service.update_host(session, host=host, patch=patch)
-    session.commit()  # before the receiver reloads its allowlist from the database
+    facts = host_config.configure_host(
+        session,
+        host=host,
+        settings=settings,
+        now=utcnow(),
+        ssh=body.ssh,
+        key_path=body.ssh_key_path,
+        host_key=body.ssh_host_key,
+        trust_host_key=body.trust_host_key,
+        vllm_url=body.vllm_url,
+        grace_s=body.grace_s,
+        restart_agent=body.restart_agent,
+        paused=body.paused,
+    )
+    netconsole_changed = "netconsole_from" in body.model_fields_set
+    if netconsole_changed:
+        host_service.set_netconsole_from(session, host=host, addrs=body.netconsole_from or [])
+    session.commit()  # before the netconsole receiver reloads its allowlist from the database
     netconsole = request.app.state.netconsole
-    if netconsole is not None and "netconsole_from" in patch.model_fields_set:
+    if netconsole is not None and netconsole_changed:
         netconsole.allowlist.invalidate()
-    return host_summary(host)
+    return {**host_summary(host), **facts}
 
 
 @router.get("/{name}/samples")

@@ -16,6 +16,7 @@ from collector.security import bearer_token
 from collector.services.hosts import host_for_token
 from collector.services.ingest import ingest_batch
 from collector.services.telemetry_ingest import TelemetryRegistry
+from collector.settings import Settings
 
 router = APIRouter(tags=["ingest"])
 
@@ -59,11 +60,15 @@ async def ingest(request: Request, session: SessionDep, settings: SettingsDep) -
     from starlette.concurrency import run_in_threadpool
 
     registry = request.app.state.telemetry
-    return await run_in_threadpool(_store, session, settings.grace_s, token, batch, registry)
+    return await run_in_threadpool(_store, session, settings, token, batch, registry)
 
 
 def _store(
-    session: SessionDep, grace_s: float, token: str, batch: Batch, registry: TelemetryRegistry
+    session: SessionDep,
+    settings: Settings,
+    token: str,
+    batch: Batch,
+    registry: TelemetryRegistry,
 ) -> IngestResult:
     host = host_for_token(session, token=token)
     if host is None:
@@ -75,7 +80,7 @@ def _store(
         host=host,
         batch=batch,
         received_at=time.time(),
-        grace_s=grace_s,
+        settings=settings,
         telemetry=registry,
     )
 

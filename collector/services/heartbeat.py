@@ -1,21 +1,279 @@
-"""Host liveness as seen from the collector's clock."""
+"""Host liveness as seen from the collector's clock: heartbeats in, the checker's sweep out.
+
+States: ``unknown`` → ``up`` → (overdue) ``late`` → probes → ``lost`` (an incident is open), or
+``stopped``/``paused`` for planned silence. Every transition the checker makes is a
+compare-and-set UPDATE, so several checker processes on one database never open (and alert)
+the same incident twice.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy.orm import Session
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
 
-from collector.models import Host
+from collector.db import session_scope
+from collector.models import CollectorRun, Host, HostSilence, Incident
+from collector.services import incidents, probes
+from collector.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SILENT = ("lost", "stopped", "paused")
+ProbeRunner = Callable[[probes.ProbeTarget], list[dict[str, Any]]]
 
 
 def record_heartbeat(
-    session: Session, *, host: Host, boot_id: str, now: datetime, grace_s: float
+    session: Session,
+    *,
+    host: Host,
+    boot_id: str,
+    now: datetime,
+    settings: Settings,
+    stopping: dict[str, Any] | None = None,
 ) -> None:
-    """Every accepted batch is a heartbeat: push the host's overdue time forward."""
+    """Every accepted batch is a heartbeat: push the overdue time forward, close a silence.
+
+    ``stopping`` is the data of an ``agent_stopping`` event in this batch (planned silence).
+    """
+    # Lock the row so a checker's late → lost cannot slip between our read and write.
+    session.refresh(host, with_for_update=True)
     host.last_seen_at = now
-    host.overdue_at = now + timedelta(seconds=host.grace_s or grace_s)
+    host.overdue_at = now + timedelta(seconds=host.grace_s or settings.grace_s)
+    if host.status in SILENT:
+        incidents.mark_returned(session, host=host, boot_id=boot_id, now=now, settings=settings)
     host.current_boot_id = boot_id
     if host.status != "up":
         host.status = "up"
         host.status_since = now
+    silence = session.get(HostSilence, host.id)
+    if stopping is not None:
+        if silence is None:
+            silence = HostSilence(host_id=host.id, announced_at=now)
+            session.add(silence)
+        silence.announced_at = now
+        silence.shutdown = bool(stopping.get("shutdown"))
+        silence.boot_id = boot_id
+    elif silence is not None:
+        session.delete(silence)
+    session.flush()
+
+
+def stopping_event(batch: Any) -> dict[str, Any] | None:
+    """The ``agent_stopping`` data of this agent instance, if the batch carries it.
+
+    A restarted agent replaying its predecessor's spool also replays that predecessor's
+    ``agent_stopping``; events older than the sending agent's start are history, not intent.
+    """
+    started = batch.agent.started_at
+    for event in reversed(batch.events):
+        if event.kind == "agent_stopping" and (started is None or event.ts >= started - 1):
+            return dict(event.data)
+    return None
+
+
+def _cas(
+    session: Session, host_id: int, old: tuple[str, ...], new: str, now: datetime, *where: Any
+) -> bool:
+    """``UPDATE hosts SET status=new WHERE id=? AND status IN old AND ...``: True if we won."""
+    stmt = update(Host).where(Host.id == host_id, Host.status.in_(old), *where)
+    result = session.execute(
+        stmt.values(status=new, status_since=now).execution_options(synchronize_session=False)
+    )
+    return result.rowcount == 1
+
+
+def check_heartbeats(
+    session_factory: sessionmaker[Session],
+    *,
+    now: datetime,
+    settings: Settings,
+    probe_runner: ProbeRunner | None = None,
+    ssh_runner: probes.SSHRunner | None = None,
+) -> list[int]:
+    """One sweep: every overdue host goes late, is probed, and gets its incident.
+
+    Returns the ids of the incidents opened by this call.
+    """
+    reclaim = now - timedelta(seconds=settings.late_reclaim_s)
+    with session_scope(session_factory) as session:
+        due = list(
+            session.scalars(
+                select(Host.id).where(
+                    ((Host.overdue_at <= now) & Host.status.in_(("up", "unknown")))
+                    | ((Host.status == "late") & (Host.status_since <= reclaim))
+                )
+            )
+        )
+    opened = []
+    for host_id in due:
+        incident_id = check_host(
+            session_factory,
+            host_id=host_id,
+            now=now,
+            settings=settings,
+            probe_runner=probe_runner,
+            ssh_runner=ssh_runner,
+        )
+        if incident_id is not None:
+            opened.append(incident_id)
+    return opened
+
+
+def check_host(
+    session_factory: sessionmaker[Session],
+    *,
+    host_id: int,
+    now: datetime,
+    settings: Settings,
+    probe_runner: ProbeRunner | None = None,
+    ssh_runner: probes.SSHRunner | None = None,
+) -> int | None:
+    """Claim one overdue host (up/unknown → late), probe it, open its incident (late → lost)."""
+    reclaim = now - timedelta(seconds=settings.late_reclaim_s)
+    with session_scope(session_factory) as session:
+        claimed = _cas(session, host_id, ("up", "unknown"), "late", now, Host.overdue_at <= now)
+        if not claimed:
+            result = session.execute(
+                update(Host)
+                .where(Host.id == host_id, Host.status == "late", Host.status_since <= reclaim)
+                .values(status_since=now)
+                .execution_options(synchronize_session=False)
+            )
+            claimed = result.rowcount == 1
+        if not claimed:
+            return None
+        host = session.get(Host, host_id, populate_existing=True)
+        assert host is not None
+        silence = session.get(HostSilence, host_id)
+        planned = silence is not None and (
+            host.last_seen_at is None or silence.announced_at >= host.last_seen_at
+        )
+        target = probes.ProbeTarget.of(host)
+        run = current_run(session)
+        started_at = run.started_at if run else None
+        log.info("host %s: late (last heartbeat %s)", host.name, host.last_seen_at)
+
+    probing_started = time.monotonic()
+    if planned or host.paused:
+        kind, status, found = (
+            ("paused", "paused", []) if host.paused else ("planned", "stopped", [])
+        )
+    else:
+        if probe_runner is not None:
+            found = probe_runner(target)
+        else:
+            found = probes.run_probes(
+                target, deadline_s=settings.probe_deadline_s, ssh_runner=ssh_runner
+            )
+        kind, status = probes.classify(found), "lost"
+    opened_at = now + timedelta(seconds=time.monotonic() - probing_started)
+
+    with session_scope(session_factory) as session:
+        if not _cas(session, host_id, ("late",), status, now, Host.status_since == now):
+            return None  # the host came back while we probed, or another checker took over
+        host = session.get(Host, host_id, populate_existing=True)
+        assert host is not None
+        incident = incidents.open_incident(
+            session,
+            host=host,
+            kind=kind,
+            probes=found,
+            late_at=now,
+            now=opened_at,
+            settings=settings,
+            shutdown=bool(planned and silence is not None and silence.shutdown),
+            collector_started_at=started_at,
+        )
+        incident_id = incident.id
+
+    if kind == "agent_down" and host.restart_agent and target.can_ssh:
+        outcome = probes.restart_agent(
+            target, timeout=settings.probe_deadline_s * 5, ssh_runner=ssh_runner
+        )
+        log.warning("host %s: restarted agent over SSH: ok=%s", host.name, outcome["ok"])
+        with session_scope(session_factory) as session:
+            row = session.get(Incident, incident_id)
+            if row is not None:
+                row.agent_restart = outcome
+    return incident_id
+
+
+def current_run(session: Session) -> CollectorRun | None:
+    return session.scalar(select(CollectorRun).order_by(CollectorRun.id.desc()).limit(1))
+
+
+def start_collector_run(
+    session_factory: sessionmaker[Session], *, now: datetime, settings: Settings
+) -> int:
+    """Record this process's start and the collector downtime before it; reset host clocks.
+
+    Hosts that were up get ``unknown`` and one fresh grace period from now: they were not
+    watched while the collector was down, so their silence so far proves nothing. A host
+    still silent after that grace is reported (its last heartbeat is kept on the incident).
+    """
+    with session_scope(session_factory) as session:
+        previous = current_run(session)
+        down_since = None
+        if previous is not None:
+            down_since = previous.stopped_at or previous.last_alive_at
+        run = CollectorRun(
+            started_at=now, last_alive_at=now, down_since=down_since, pid=os.getpid()
+        )
+        session.add(run)
+        for host in session.scalars(select(Host).where(Host.status.in_(("up", "late")))):
+            host.status = "unknown"
+            host.status_since = now
+            host.overdue_at = now + timedelta(seconds=host.grace_s or settings.grace_s)
+        session.flush()
+        if down_since is not None:
+            log.warning(
+                "collector was down from %s to %s (%.1f s)",
+                down_since.isoformat(),
+                now.isoformat(),
+                (now - down_since).total_seconds(),
+            )
+        return run.id
+
+
+def tick_collector_alive(
+    session_factory: sessionmaker[Session], *, run_id: int, now: datetime
+) -> None:
+    with session_scope(session_factory) as session:
+        session.execute(
+            update(CollectorRun).where(CollectorRun.id == run_id).values(last_alive_at=now)
+        )
+
+
+def stop_collector_run(
+    session_factory: sessionmaker[Session], *, run_id: int, now: datetime
+) -> None:
+    with session_scope(session_factory) as session:
+        session.execute(
+            update(CollectorRun)
+            .where(CollectorRun.id == run_id)
+            .values(last_alive_at=now, stopped_at=now)
+        )
+
+
+def collector_downtimes(session: Session, *, limit: int = 100) -> list[dict[str, Any]]:
+    runs = session.scalars(
+        select(CollectorRun)
+        .where(CollectorRun.down_since.is_not(None))
+        .order_by(CollectorRun.id.desc())
+        .limit(limit)
+    )
+    return [
+        {
+            "down_since": r.down_since.timestamp() if r.down_since else None,
+            "up_at": r.started_at.timestamp(),
+            "duration_s": (r.started_at - r.down_since).total_seconds() if r.down_since else None,
+        }
+        for r in runs
+    ]

@@ -10,7 +10,6 @@ from sqlalchemy.orm import Session
 
 from collector.errors import Conflict, NotFound
 from collector.models import AgentEvent, Boot, Host, Line, Sample
-from collector.schemas import HostPatch
 from collector.security import hash_token, new_token
 from collector.timeutil import utcnow
 
@@ -26,21 +25,16 @@ def create_host(
     session.add(host)
     session.flush()
     if netconsole_from:
-        update_host(session, host=host, patch=HostPatch(netconsole_from=list(netconsole_from)))
+        set_netconsole_from(session, host=host, addrs=netconsole_from)
     return host, token
 
 
-def update_host(session: Session, *, host: Host, patch: HostPatch) -> Host:
-    """Apply the fields ``patch`` sets (and only those) after checking they fit together."""
-    changes = patch.model_dump(exclude_unset=True)
-    if changes.get("netconsole_from") is not None:
-        _check_netconsole_free(session, host=host, addrs=changes["netconsole_from"])
-    for key, value in changes.items():
-        if key == "netconsole_from" and value is None:
-            value = []
-        setattr(host, key, value)
+def set_netconsole_from(session: Session, *, host: Host, addrs: Sequence[str]) -> None:
+    """The source addresses the host's kernel sends netconsole from (normalized by HostPatch
+    at the edge: API body or CLI)."""
+    _check_netconsole_free(session, host=host, addrs=list(addrs))
+    host.netconsole_from = list(addrs)
     session.flush()
-    return host
 
 
 def _check_netconsole_free(session: Session, *, host: Host, addrs: list[str]) -> None:

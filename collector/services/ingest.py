@@ -11,11 +11,13 @@ from sqlalchemy.orm import Session
 
 from collector.models import CHANNEL_AGENT, AgentEvent, Host, Line, Sample
 from collector.schemas import Batch, IngestResult, StreamCounts, WireSample
+from collector.services.alerts import enqueue_kernel_events
 from collector.services.downsample import refresh_rollups
-from collector.services.heartbeat import record_heartbeat
+from collector.services.heartbeat import record_heartbeat, stopping_event
 from collector.services.hosts import boot_pk as get_boot_pk
 from collector.services.telemetry_ingest import TelemetryRegistry, record_telemetry
-from collector.timeutil import utcnow
+from collector.settings import Settings
+from collector.timeutil import from_epoch, utcnow
 
 
 def insert_ignoring_duplicates(
@@ -148,7 +150,7 @@ def ingest_batch(
     host: Host,
     batch: Batch,
     received_at: float,
-    grace_s: float,
+    settings: Settings,
     telemetry: TelemetryRegistry | None = None,
 ) -> IngestResult:
     """Store a batch from ``host`` in the caller's transaction.
@@ -190,9 +192,8 @@ def ingest_batch(
         EVENT_COLUMNS,
         [(*common, e.seq, e.ts, e.kind, _json(e.data)) for e in batch.events],
     )
-    # Kernel events, vLLM starts/phases, hang verdicts. The returned TelemetryOutcome is where
-    # alerting hooks in: .kernel_events (kind in GPU_FAULT_KINDS → kernel.event), .host_events.
-    record_telemetry(
+    # Kernel events, vLLM starts/phases, hang verdicts; GPU-fault kernel events also alert.
+    outcome = record_telemetry(
         session,
         host_id=host.id,
         boot_pk=boot,
@@ -200,7 +201,24 @@ def ingest_batch(
         received_at=received_at,
         registry=telemetry,
     )
-    record_heartbeat(session, host=host, boot_id=batch.boot_id, now=utcnow(), grace_s=grace_s)
+
+    now = from_epoch(received_at) or utcnow()  # one clock reading per batch
+    record_heartbeat(
+        session,
+        host=host,
+        boot_id=batch.boot_id,
+        now=now,
+        settings=settings,
+        stopping=stopping_event(batch),
+    )
+    enqueue_kernel_events(
+        session,
+        host=host,
+        events=outcome.kernel_events,
+        boot_id=batch.boot_id,
+        now=now,
+        settings=settings,
+    )
     host.agent_version = batch.agent.version
     host.agent_pid = batch.agent.pid
     host.agent_started_at = batch.agent.started_at

@@ -1,7 +1,7 @@
 """netconsole: raw datagrams, per-host counters, per-channel arrival on lines
 
 Revision ID: 0004_netconsole
-Revises: 0001_base
+Revises: 0003_matrix
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0004_netconsole"
-down_revision = "0005_matrix"
+down_revision = "0003_matrix"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """matrix runs and their steps
 
-Revision ID: 0005_matrix
-Revises: 0001_base
+Revision ID: 0003_matrix
+Revises: 0002_ui_rollups
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from alembic import op
 
 import collector.timeutil
 
-revision = "0005_matrix"
+revision = "0003_matrix"
 down_revision = "0002_ui_rollups"
 branch_labels = None
 depends_on = None

@@ -1,7 +1,7 @@
 """telemetry: kernel events, vLLM starts and phases, host events
 
-Revision ID: 0003_telemetry
-Revises: 0001_base
+Revision ID: 0005_telemetry
+Revises: 0004_netconsole
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003_telemetry"
+revision = "0005_telemetry"
 down_revision = "0004_netconsole"
 branch_labels = None
 depends_on = None

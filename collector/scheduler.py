@@ -1,0 +1,70 @@
+"""The background jobs: APScheduler only calls the idempotent steps of the services."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import httpx
+from apscheduler.schedulers.background import BackgroundScheduler
+from sqlalchemy.orm import Session, sessionmaker
+
+from collector.services import heartbeat, incidents, postmortem, webhooks
+from collector.settings import Settings
+from collector.timeutil import utcnow
+
+log = logging.getLogger(__name__)
+
+
+def _guarded(name: str, step: Callable[[], object]) -> Callable[[], None]:
+    """A failing step is logged and tried again on the next tick, never kills the scheduler."""
+
+    def job() -> None:
+        try:
+            step()
+        except Exception:
+            log.exception("job %s failed", name)
+
+    return job
+
+
+def build_scheduler(
+    session_factory: sessionmaker[Session],
+    *,
+    settings: Settings,
+    run_id: int,
+    http_client: httpx.Client,
+) -> BackgroundScheduler:
+    """A scheduler with every job added, not yet started."""
+    scheduler = BackgroundScheduler(
+        job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 30}
+    )
+
+    def add(name: str, seconds: float, step: Callable[[], object]) -> None:
+        scheduler.add_job(_guarded(name, step), "interval", seconds=seconds, id=name, name=name)
+
+    def deliver() -> None:
+        webhooks.deliver_due_alerts(
+            session_factory, now=utcnow(), http_client=http_client, settings=settings
+        )
+
+    def check() -> None:
+        now = utcnow()
+        opened = heartbeat.check_heartbeats(session_factory, now=now, settings=settings)
+        settled = incidents.settle_incidents(session_factory, now=now, settings=settings)
+        if opened or settled:
+            deliver()  # don't wait for the delivery tick: seconds matter here
+
+    add("check_heartbeats", settings.check_interval_s, check)
+    add("deliver_alerts", settings.delivery_interval_s, deliver)
+    add(
+        "collector_alive",
+        settings.alive_tick_s,
+        lambda: heartbeat.tick_collector_alive(session_factory, run_id=run_id, now=utcnow()),
+    )
+    add(
+        "postmortems",
+        settings.postmortem_interval_s,
+        lambda: postmortem.collect_postmortems(session_factory, now=utcnow(), settings=settings),
+    )
+    return scheduler

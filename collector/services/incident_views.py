@@ -1,0 +1,86 @@
+"""Reading incidents back: filtered lists and the full detail (probes, snapshot, artifacts,
+deliveries) shared by the JSON API and the pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from collector.errors import NotFound
+from collector.models import Artifact, Delivery, Host, Incident, IncidentSnapshot, WebhookTarget
+from collector.services.incidents import incident_dict
+from collector.services.postmortem import artifact_dict
+from collector.services.webhooks import delivery_dict
+from collector.timeutil import from_epoch
+
+
+def list_incidents(
+    session: Session,
+    *,
+    host: str | None = None,
+    kind: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    limit: int = 500,
+) -> list[dict[str, Any]]:
+    """Newest first; ``since``/``until`` (epoch s) bound the opening time."""
+    query = select(Incident, Host.name).join(Host, Host.id == Incident.host_id)
+    if host is not None:
+        query = query.where(Host.name == host)
+    if kind is not None:
+        query = query.where(Incident.kind == kind)
+    if since is not None:
+        query = query.where(Incident.opened_at >= from_epoch(since))
+    if until is not None:
+        query = query.where(Incident.opened_at <= from_epoch(until))
+    rows = session.execute(query.order_by(Incident.opened_at.desc()).limit(min(limit, 5000)))
+    return [incident_dict(incident, host_name=name) for incident, name in rows]
+
+
+def get_incident(session: Session, *, incident_id: int) -> tuple[Incident, Host]:
+    incident = session.get(Incident, incident_id)
+    if incident is None:
+        raise NotFound(f"no incident {incident_id}")
+    host = session.get(Host, incident.host_id)
+    assert host is not None
+    return incident, host
+
+
+def incident_detail(session: Session, *, incident_id: int) -> dict[str, Any]:
+    incident, host = get_incident(session, incident_id=incident_id)
+    snapshot = session.get(IncidentSnapshot, incident.id)
+    artifacts = session.scalars(
+        select(Artifact).where(Artifact.incident_id == incident.id).order_by(Artifact.name)
+    )
+    deliveries = session.execute(
+        select(Delivery, WebhookTarget.url)
+        .join(WebhookTarget, WebhookTarget.id == Delivery.target_id)
+        .where(Delivery.incident_id == incident.id)
+        .order_by(Delivery.id)
+    )
+    return {
+        **incident_dict(incident, host_name=host.name),
+        "snapshot": None
+        if snapshot is None
+        else {
+            "taken_at": snapshot.taken_at.timestamp(),
+            "window_start": snapshot.window_start,
+            "window_end": snapshot.window_end,
+            "samples": snapshot.samples,
+            "lines": snapshot.lines,
+            "context": snapshot.context,
+        },
+        "artifacts": [artifact_dict(a) for a in artifacts],
+        "deliveries": [delivery_dict(d, url) for d, url in deliveries],
+    }
+
+
+def get_artifact(session: Session, *, incident_id: int, name: str) -> Artifact:
+    artifact = session.scalar(
+        select(Artifact).where(Artifact.incident_id == incident_id, Artifact.name == name)
+    )
+    if artifact is None:
+        raise NotFound(f"incident {incident_id} has no artifact {name!r}")
+    return artifact
