@@ -72,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(hosts.router)
     app.include_router(health.router)
     app.include_router(matrix.router)
+    app.include_router(matrix.presets_router)
     app.include_router(netconsole.router)
     app.include_router(pages.router)
     # Last: placeholders that the incident and matrix routers (included above at merge) shadow.
