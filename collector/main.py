@@ -95,6 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(webhooks.router)
     app.include_router(health.router)
     app.include_router(matrix.router)
+    app.include_router(matrix.presets_router)
     app.include_router(netconsole.router)
     app.include_router(pages.router)
     # Last: placeholders that the real routers above shadow.

@@ -59,13 +59,13 @@ def latest_brief(sample: Sample | None) -> dict[str, Any] | None:
 
 @router.get("")
 def list_hosts(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
-    """Every host with its latest figures; ``vllm_phase`` and ``open_incident`` stay null until
-    the vLLM log parser and incidents fill them."""
+    """Every host with its latest figures and its latest vLLM start's phase; ``open_incident``
+    stays null until incidents fill it."""
     return [
         {
             **host_summary(h),
             "latest": latest_brief(host_service.latest_sample(session, host=h)),
-            "vllm_phase": None,
+            "vllm_phase": host_service.latest_vllm_phase(session, host=h),
             "open_incident": None,
         }
         for h in host_service.list_hosts(session)

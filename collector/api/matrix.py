@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from collector.deps import AdminDep, SessionDep
 from collector.errors import NotFound
-from collector.matrix.presets import get_preset
+from collector.matrix.latency import profile_latencies
+from collector.matrix.presets import get_preset, preset_summary
 from collector.matrix.report import render_markdown
 from collector.matrix.results import MatrixReport
 from collector.matrix.runner import run_report
@@ -20,6 +21,13 @@ from collector.models import Host
 from collector.services import matrix_runs
 
 router = APIRouter(prefix="/api/v1/matrix-runs", tags=["matrix"])
+presets_router = APIRouter(prefix="/api/v1/matrix-presets", tags=["matrix"])
+
+
+@presets_router.get("")
+def list_presets(_: AdminDep) -> dict[str, Any]:
+    """The built-in presets a run can start from (`POST /api/v1/matrix-runs {preset, host}`)."""
+    return {"presets": preset_summary()}
 
 
 class RunRequest(BaseModel):
@@ -105,13 +113,18 @@ def create_run(
             scheduler = getattr(request.app.state, "scheduler", None)
             if scheduler is not None:
                 schedule_job(scheduler, request.app.state.sessionmaker, runner, schedule)
-    return {**matrix_runs.run_summary(run), "host": spec.host}
+    progress = matrix_runs.progress(session, [run])[run.id]
+    return {**matrix_runs.run_summary(run), "host": spec.host, "progress": progress}
 
 
 @router.get("")
 def list_runs(session: SessionDep, _: AdminDep, limit: int = 100) -> list[dict[str, Any]]:
     runs = matrix_runs.list_runs(session, limit=min(max(limit, 1), 1000))
-    return [matrix_runs.run_summary(r, session.get(Host, r.host_id)) for r in runs]
+    progress = matrix_runs.progress(session, runs)
+    return [
+        {**matrix_runs.run_summary(r, session.get(Host, r.host_id)), "progress": progress[r.id]}
+        for r in runs
+    ]
 
 
 @router.get("/{run_id}")
@@ -119,6 +132,7 @@ def get_run(run_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
     run = matrix_runs.get_run(session, run_id=run_id)
     return {
         **matrix_runs.run_summary(run, session.get(Host, run.host_id)),
+        "progress": matrix_runs.progress(session, [run])[run.id],
         "spec": run.spec,
         "steps": [matrix_runs.step_dict(s) for s in matrix_runs.list_steps(session, run_id=run_id)],
         "report": run_report(session, run=run),
@@ -149,6 +163,14 @@ def report_md(run_id: int, session: SessionDep, _: AdminDep) -> PlainTextRespons
     return PlainTextResponse(
         render_markdown(MatrixReport.from_dict(data)), media_type="text/markdown; charset=utf-8"
     )
+
+
+@router.get("/{run_id}/latencies")
+def latencies(run_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
+    """Per profile x repetition: request latency quantiles and points (s), for plotting."""
+    run = matrix_runs.get_run(session, run_id=run_id)
+    path = Path(run.requests_path) if run.requests_path else None
+    return {"run_id": run_id, "profiles": profile_latencies(path, run_id=run_id)}
 
 
 @router.get("/{run_id}/requests.jsonl")

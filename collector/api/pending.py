@@ -1,9 +1,9 @@
-"""Empty answers for the incident and matrix APIs until their branches register the real ones.
+"""Empty answers for the incident API until its branch registers the real one.
 
 Included last in ``create_app``: FastAPI serves the first matching route, so once the real
-``/api/v1/incidents`` and ``/api/v1/matrix-runs`` routers are included (before this one) these
-are never reached and this module can be deleted. The shapes the UI expects are documented in
-``collector/static/js/freezes.js``, ``incident.js`` and ``matrix.js``.
+``/api/v1/incidents`` router is included (before this one) these are never reached and this
+module can be deleted. The shapes the UI expects are documented in
+``collector/static/js/freezes.js`` and ``incident.js``.
 """
 
 from __future__ import annotations
@@ -26,18 +26,3 @@ def list_incidents(_: AdminDep) -> dict[str, Any]:
 @router.get("/incidents/{incident_id}")
 def get_incident(incident_id: int, _: AdminDep) -> dict[str, Any]:
     raise NotFound(f"no incident {incident_id}")
-
-
-@router.get("/matrix-runs")
-def list_matrix_runs(_: AdminDep) -> dict[str, Any]:
-    return {"runs": []}
-
-
-@router.get("/matrix-runs/{run_id}")
-def get_matrix_run(run_id: int, _: AdminDep) -> dict[str, Any]:
-    raise NotFound(f"no matrix run {run_id}")
-
-
-@router.get("/matrix-presets")
-def list_matrix_presets(_: AdminDep) -> dict[str, Any]:
-    return {"presets": []}

@@ -104,11 +104,31 @@ def _nemoclaw_spark_qwen(host: str) -> dict[str, Any]:
 
 
 PRESETS = {"nemoclaw-spark-qwen": _nemoclaw_spark_qwen}
+PRESET_DESCRIPTIONS = {
+    "nemoclaw-spark-qwen": "NemoClaw's managed Qwen3.6 NVFP4 vLLM launch on DGX Spark, "
+    "five profiles A-E (async scheduling / MTP off, 32K context), a long tool-call conversation",
+}
 DEFAULT_HOST = "spark-01"
 
 
 def preset_names() -> list[str]:
     return sorted(PRESETS)
+
+
+def preset_summary(host: str = DEFAULT_HOST) -> list[dict[str, Any]]:
+    """Name, description, profiles (name → description) and workload names of every preset."""
+    out = []
+    for name in preset_names():
+        data = PRESETS[name](host)
+        out.append(
+            {
+                "name": name,
+                "description": PRESET_DESCRIPTIONS.get(name, ""),
+                "profiles": {p: v.get("description", "") for p, v in data["profiles"].items()},
+                "workloads": [w["name"] for w in data.get("workloads", [])],
+            }
+        )
+    return out
 
 
 def _preset_data(name: str, host: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from collector.errors import Conflict, NotFound
-from collector.models import AgentEvent, Boot, Host, Line, Sample
+from collector.models import AgentEvent, Boot, Host, Line, Sample, VllmStart
 from collector.security import hash_token, new_token
 from collector.timeutil import utcnow
 
@@ -91,6 +91,16 @@ def boot_pk(session: Session, *, host: Host, boot_id: str) -> int:
 def latest_sample(session: Session, *, host: Host) -> Sample | None:
     return session.scalar(
         select(Sample).where(Sample.host_id == host.id).order_by(Sample.ts.desc()).limit(1)
+    )
+
+
+def latest_vllm_phase(session: Session, *, host: Host) -> str | None:
+    """The phase of the host's latest vLLM server start (None before any)."""
+    return session.scalar(
+        select(VllmStart.phase)
+        .where(VllmStart.host_id == host.id)
+        .order_by(VllmStart.started_ts.desc(), VllmStart.id.desc())
+        .limit(1)
     )
 
 

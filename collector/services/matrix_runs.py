@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from collector.errors import Conflict, NotFound
+from collector.matrix.argv import stop_argv
 from collector.matrix.spec import MatrixSpec
 from collector.models import Host, MatrixRun, MatrixSchedule, MatrixStep
 from collector.services.hosts import get_host
@@ -199,3 +200,36 @@ def step_dict(step: MatrixStep) -> dict[str, Any]:
         "outcome": step.outcome,
         "detail": step.detail,
     }
+
+
+def planned_steps(spec: MatrixSpec) -> int:
+    """How many steps the runner records for the spec when nothing fails (see
+    `MatrixRunner._run_profile`): cold-start stops, start, health, workloads, stop."""
+    per_profile = 3 + len(spec.workloads)
+    if spec.cold_start.enabled and stop_argv(spec):
+        per_profile += 1
+    if spec.cold_start.enabled and spec.cold_start.drop_caches:
+        per_profile += 1
+    return per_profile * len(spec.profiles) * spec.repeat
+
+
+def progress(session: Session, runs: list[MatrixRun]) -> dict[int, dict[str, int]]:
+    """Per run id: ``done`` (steps ended) of ``total`` (planned; never below done)."""
+    if not runs:
+        return {}
+    done = dict(
+        session.execute(
+            select(MatrixStep.run_id, func.count(MatrixStep.ended_at))
+            .where(MatrixStep.run_id.in_([r.id for r in runs]))
+            .group_by(MatrixStep.run_id)
+        ).all()
+    )
+    out = {}
+    for run in runs:
+        try:
+            total = planned_steps(MatrixSpec.model_validate(run.spec))
+        except ValueError:  # a spec stored by an older version: count what is there
+            total = 0
+        ended = int(done.get(run.id, 0))
+        out[run.id] = {"done": ended, "total": max(total, ended)}
+    return out

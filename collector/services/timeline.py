@@ -3,15 +3,15 @@
 Shapes (all times epoch seconds; lists sorted by time; the UI ignores unknown keys):
 
 - ``series``: see :func:`collector.services.downsample.bucketed_samples`.
-- ``markers``: kernel events ``{"ts", "kind", "text", "priority", "source", "line_id"}``.
-  Until kernel lines are classified on ingest, ``kind`` is a provisional name from the text
-  (``xid``, ``nv_err``, ``nvrm``, ``kernel_err``); the classifier replaces
-  :func:`kernel_markers` and keeps the shape (adding e.g. ``"label"``/``"code"`` is fine).
-- ``phases``: vLLM phase bands ``{"start", "end" | null, "phase", "label"}`` (empty for now).
+- ``markers``: classified kernel events ``{"ts", "kind", "text", "priority", "source",
+  "line_id", "meaning", "vllm_phase"}``; ``kind`` as in ``kernel_events`` (xid, nv_err, gsp,
+  uvm, bus_off, soft_lockup, hung_task, rcu_stall, oom_kill, alloc_failure).
+- ``phases``: vLLM phase bands ``{"start", "end" | null, "phase", "label", "start_id"}``.
 - ``incidents``: ``{"id", "start", "end" | null, "kind", "resolution" | null, "url"}``
   (empty until incidents exist).
-- ``matrix``: matrix-run workload windows ``{"run_id", "profile", "workload", "start",
-  "end" | null, "status", "url"}`` (empty until matrix runs exist).
+- ``matrix``: matrix-run windows ``{"run_id", "run", "profile", "repetition", "kind":
+  startup|workload, "workload" | null, "start", "end" | null, "status", "url"}``; status is the
+  step outcome (ok/failed/timeout/cancelled), ``running``, or the run's end status.
 """
 
 from __future__ import annotations
@@ -21,60 +21,100 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from collector.models import Host, Line
+from collector.models import Host, KernelEventRow, Line, MatrixRun, MatrixStep, VllmPhase
 from collector.services.downsample import bucketed_samples, nice_step
-from collector.timeutil import epoch
+from collector.timeutil import epoch, to_epoch
 
 DEFAULT_SPAN_S = 3600.0
 DEFAULT_POINTS = 1500
 MAX_MARKERS = 2000
-KERNEL_SOURCES = ("kmsg", "netconsole")
-
-
-def provisional_kind(text: str, priority: int | None) -> str:
-    """A marker kind from the line alone; the kernel-event classifier supersedes it."""
-    if "Xid" in text:
-        return "xid"
-    if "NV_ERR_" in text:
-        return "nv_err"
-    if "NVRM" in text:
-        return "nvrm"
-    return "kernel_err"
+MAX_BANDS = 2000
+MAX_WINDOWS = 1000
+# Phases after which the server is not running: their band is a tick at their moment.
+TERMINAL_PHASES = ("stopped", "failed")
+PHASE_LABELS = {
+    "starting": "starting",
+    "loading_weights": "loading weights",
+    "loading_drafter": "loading drafter",
+    "profiling": "profiling memory",
+    "capturing_cuda_graphs": "capturing CUDA graphs",
+    "serving": "serving",
+    "stopped": "stopped",
+    "failed": "failed",
+}
+ACTIVE_RUN_STATUSES = ("queued", "running")
 
 
 def kernel_markers(
     session: Session, *, host_id: int, since: float, until: float
 ) -> list[dict[str, Any]]:
-    """Kernel lines worth a marker: severity err or worse, or any NVIDIA driver line."""
+    """The host's classified kernel events (``kernel_events``), with their line."""
     query = (
-        select(Line)
+        select(KernelEventRow, Line.text, Line.priority, Line.source)
+        .join(Line, Line.id == KernelEventRow.line_id)
         .where(
-            Line.host_id == host_id,
-            Line.ts >= since,
-            Line.ts <= until,
-            Line.source.in_(KERNEL_SOURCES),
-            or_(Line.priority <= 3, Line.text.contains("NVRM"), Line.text.contains("Xid")),
+            KernelEventRow.host_id == host_id,
+            KernelEventRow.ts >= since,
+            KernelEventRow.ts <= until,
         )
-        .order_by(Line.ts, Line.id)
+        .order_by(KernelEventRow.ts, KernelEventRow.id)
         .limit(MAX_MARKERS)
     )
     return [
         {
-            "ts": line.ts,
-            "kind": provisional_kind(line.text, line.priority),
-            "text": line.text,
-            "priority": line.priority,
-            "source": line.source,
-            "line_id": line.id,
+            "ts": event.ts,
+            "kind": event.kind,
+            "text": text,
+            "priority": priority,
+            "source": source,
+            "line_id": event.line_id,
+            "meaning": event.meaning,
+            "vllm_phase": event.vllm_phase,
         }
-        for line in session.scalars(query)
+        for event, text, priority, source in session.execute(query)
     ]
 
 
 def phase_bands(
     session: Session, *, host_id: int, since: float, until: float
 ) -> list[dict[str, Any]]:
-    return []
+    """vLLM phase bands overlapping [since, until]: each phase lasts until the host's next phase
+    (of the same start, or the next start's first); the current one has ``end`` null."""
+    where = VllmPhase.host_id == host_id
+    order = (VllmPhase.ts, VllmPhase.id)
+    before = session.scalars(
+        select(VllmPhase).where(where, VllmPhase.ts < since).order_by(*(c.desc() for c in order))
+    ).first()
+    inside = session.scalars(
+        select(VllmPhase)
+        .where(where, VllmPhase.ts >= since, VllmPhase.ts <= until)
+        .order_by(*order)
+        .limit(MAX_BANDS)
+    ).all()
+    after = session.scalars(
+        select(VllmPhase).where(where, VllmPhase.ts > until).order_by(*order)
+    ).first()
+    rows = [p for p in (before, *inside, after) if p is not None]
+    bands = []
+    for phase, following in zip(rows, [*rows[1:], None], strict=False):
+        if phase is after:
+            break
+        if phase.phase in TERMINAL_PHASES:
+            end: float | None = phase.ts
+        else:
+            end = following.ts if following is not None else None
+        if end is not None and end < since:
+            continue
+        bands.append(
+            {
+                "start": phase.ts,
+                "end": end,
+                "phase": phase.phase,
+                "label": PHASE_LABELS.get(phase.phase, phase.phase.replace("_", " ")),
+                "start_id": phase.start_id,
+            }
+        )
+    return bands
 
 
 def incident_spans(
@@ -83,10 +123,92 @@ def incident_spans(
     return []
 
 
+def _window_status(step: MatrixStep | None, run: MatrixRun) -> tuple[float | None, str]:
+    """(end, status) of a step; a step left open by a run that ended ends with the run."""
+    if step is not None and step.ended_at is not None:
+        return step.ended_at, step.outcome or "ok"
+    if run.status in ACTIVE_RUN_STATUSES:
+        return None, "running"
+    return to_epoch(run.ended_at), run.status
+
+
 def matrix_windows(
     session: Session, *, host_id: int, since: float, until: float
 ) -> list[dict[str, Any]]:
-    return []
+    """Matrix-run windows on the host overlapping [since, until]: each profile's startup (server
+    start until /health answered) and each workload step, sorted by start."""
+    query = (
+        select(MatrixStep, MatrixRun)
+        .join(MatrixRun, MatrixRun.id == MatrixStep.run_id)
+        .where(
+            MatrixRun.host_id == host_id,
+            MatrixStep.kind.in_(("start", "health", "workload")),
+            MatrixStep.started_at <= until,
+            or_(MatrixStep.ended_at.is_(None), MatrixStep.ended_at >= since),
+        )
+        .order_by(MatrixStep.started_at, MatrixStep.id)
+        .limit(MAX_WINDOWS)
+    )
+    rows = session.execute(query).all()
+    # A startup seen only through its health step still starts at its start step.
+    keys = {(s.run_id, s.profile, s.repetition) for s, _ in rows if s.kind in ("start", "health")}
+    startup: dict[tuple[int, str, int], dict[str, MatrixStep]] = {k: {} for k in keys}
+    if keys:
+        for step in session.scalars(
+            select(MatrixStep).where(
+                MatrixStep.run_id.in_({k[0] for k in keys}),
+                MatrixStep.kind.in_(("start", "health")),
+            )
+        ):
+            key = (step.run_id, step.profile, step.repetition)
+            if key in startup:
+                startup[key].setdefault(step.kind, step)
+    runs = {run.id: run for _, run in rows}
+    windows = []
+    for key, steps in startup.items():
+        run, start, health = runs[key[0]], steps.get("start"), steps.get("health")
+        first = start or health
+        assert first is not None
+        if health is not None:
+            end, status = _window_status(health, run)
+        elif start is not None and start.ended_at is not None and start.outcome != "ok":
+            end, status = start.ended_at, start.outcome or "failed"
+        else:
+            end, status = _window_status(None, run)
+        windows.append(_window(run, key[1], key[2], "startup", None, first.started_at, end, status))
+    for step, run in rows:
+        if step.kind == "workload":
+            end, status = _window_status(step, run)
+            windows.append(
+                _window(run, step.profile, step.repetition, "workload", step.name,
+                        step.started_at, end, status)
+            )  # fmt: skip
+    windows.sort(key=lambda w: (w["start"], w["kind"] != "startup"))
+    return windows
+
+
+def _window(
+    run: MatrixRun,
+    profile: str,
+    repetition: int,
+    kind: str,
+    workload: str | None,
+    start: float,
+    end: float | None,
+    status: str,
+) -> dict[str, Any]:
+    return {
+        "run_id": run.id,
+        "run": run.name,
+        "profile": profile,
+        "repetition": repetition,
+        "kind": kind,
+        "workload": workload,
+        "start": start,
+        "end": end,
+        "status": status,
+        "url": f"/matrix/{run.id}",
+    }
 
 
 def host_timeline(

@@ -1,7 +1,9 @@
 """A real collector process filled by real HTTP ingest batches, and Debian's chromium.
 
 The collector runs as ``python -m collector serve`` on a free loopback port over a fresh SQLite
-database; one host gets ten minutes of 1 s samples and a kernel NVRM line at a known time.
+database; one host gets ten minutes of 1 s samples and a kernel NVRM Xid line at a known time.
+``matrix_run`` runs a real two-profile matrix on that host through the collector's own runner:
+SSH to the test sshd, the vLLM stand-in as the server, an agent feed posting samples meanwhile.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +63,9 @@ class LiveCollector:
     nvrm_ts: float
     first_ts: float
     last_ts: float
+    db_url: str = ""
+    token: str = ""
+    data_dir: Path | None = None
 
 
 def _free_port() -> int:
@@ -158,13 +165,20 @@ def _fill(base: str, token: str, now: float) -> LiveCollector:
             }
             resp = client.post(INGEST_PATH, json=body)
             resp.raise_for_status()
-    return LiveCollector(base, nvrm_ts, first, first + 600)
+    return LiveCollector(base, nvrm_ts, first, first + 600, token=token)
 
 
 @pytest.fixture(scope="session")
 def live_collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCollector]:
-    db_url = f"sqlite:///{tmp_path_factory.mktemp('browser') / 'fw.db'}"
-    env = {**os.environ, "FREEZEWATCH_DB_URL": db_url, "FREEZEWATCH_ADMIN_TOKEN": ADMIN_TOKEN}
+    workdir = tmp_path_factory.mktemp("browser")
+    db_url = f"sqlite:///{workdir / 'fw.db'}"
+    env = {
+        **os.environ,
+        "FREEZEWATCH_DB_URL": db_url,
+        "FREEZEWATCH_ADMIN_TOKEN": ADMIN_TOKEN,
+        "FREEZEWATCH_DATA_DIR": str(workdir / "data"),
+        "FREEZEWATCH_MATRIX_SETTLE_S": "0.5",
+    }
     added = subprocess.run(
         [sys.executable, "-m", "collector", "add-host", HOST],
         cwd=ROOT,
@@ -183,7 +197,9 @@ def live_collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCol
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(base, proc)
-        yield _fill(base, token, time.time())
+        filled = _fill(base, token, time.time())
+        filled.db_url, filled.data_dir = db_url, workdir / "data"
+        yield filled
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -222,3 +238,108 @@ def page(browser: Any, live_collector: LiveCollector) -> Iterator[Any]:
 def screenshot(page: Any, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+class AgentFeed:
+    """The host's agent during a matrix run, over real HTTP ingest: a sample every 0.2 s and the
+    kernel record the stand-in appends to its kmsg file, stamped when it was written."""
+
+    def __init__(self, lc: LiveCollector, kmsg: Path, seq0: int = 10_000) -> None:
+        self.lc, self.kmsg, self.seq = lc, kmsg, seq0
+        self.kernel_ts: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._client = httpx.Client(
+            base_url=lc.base_url, headers={"Authorization": f"Bearer {lc.token}"}, timeout=30
+        )
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.2):
+            self.seq += 1
+            lines = []
+            if self.kernel_ts is None and self.kmsg.exists():
+                prefix, text = self.kmsg.read_text().strip().split(";", 1)
+                self.kernel_ts = self.kmsg.stat().st_mtime
+                lines.append(
+                    {
+                        "seq": self.seq,
+                        "ts": self.kernel_ts,
+                        "source": "kmsg",
+                        "priority": 3,
+                        "facility": 0,
+                        "kseq": int(prefix.split(",")[1]),
+                        "text": text,
+                    }
+                )
+            body = {
+                "host": HOST,
+                "boot_id": BOOT,
+                "agent": {"version": "0.1.0"},
+                "samples": [_sample(self.seq, time.time())],
+                "lines": lines,
+                "events": [],
+            }
+            self._client.post(INGEST_PATH, json=body).raise_for_status()
+
+    def __enter__(self) -> AgentFeed:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._client.close()
+
+
+@dataclass
+class MatrixRunDone:
+    run_id: int
+    run: dict[str, Any]
+    kernel_ts: float | None
+
+
+@pytest.fixture(scope="session")
+def matrix_run(
+    live_collector: LiveCollector, sshd: Any, tmp_path_factory: pytest.TempPathFactory
+) -> MatrixRunDone:
+    """A finished two-profile matrix run (X with MTP, whose stand-in logs an NV_ERR kernel line
+    during startup; Y without) on the browser collector's host, started through the API."""
+    from sqlalchemy import create_engine, update
+
+    from collector.models import Host
+    from tests.collector.matrix.test_runner import standin_spec
+    from tests.support.ports import free_port
+
+    lc = live_collector
+    target = sshd.target()
+    engine = create_engine(lc.db_url)
+    with engine.begin() as conn:  # SSH columns set directly, as tests/collector/matrix does
+        conn.execute(
+            update(Host)
+            .where(Host.name == HOST)
+            .values(
+                ssh_user=target.user,
+                ssh_host=target.host,
+                ssh_port=target.port,
+                ssh_key_path=str(target.key_path),
+                ssh_host_key=target.known_host_key,
+            )
+        )
+    engine.dispose()
+    marker = f"fw-browser-{uuid.uuid4().hex[:12]}"
+    kmsg = tmp_path_factory.mktemp("matrix") / "kmsg"
+    spec = {**standin_spec(free_port(), marker, kmsg, max_turns=6), "host": HOST}
+    spec["name"] = "standin-sweep"
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with AgentFeed(lc, kmsg) as feed, httpx.Client(base_url=lc.base_url, headers=admin) as api:
+        created = api.post("/api/v1/matrix-runs", json={"spec": spec})
+        assert created.status_code == 201, created.text
+        run_id = created.json()["id"]
+        deadline = time.monotonic() + 90
+        while True:
+            run = api.get(f"/api/v1/matrix-runs/{run_id}").json()
+            if run["status"] not in ("queued", "running"):
+                break
+            assert time.monotonic() < deadline, f"matrix run still {run['status']}"
+            time.sleep(0.3)
+    return MatrixRunDone(run_id, run, feed.kernel_ts)

@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+import httpx
 import pytest
 
-from tests.browser.conftest import HOST, LiveCollector, login, screenshot
+from collector.services.xid_table import xid_meaning
+from tests.browser.conftest import (
+    ADMIN_TOKEN,
+    HOST,
+    ROOT,
+    LiveCollector,
+    MatrixRunDone,
+    login,
+    screenshot,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 
@@ -43,7 +58,7 @@ def test_login_is_required_and_the_form_logs_in(page: Any, live_collector: LiveC
         ("freezes", "/freezes", "#lanes p"),
         ("incident", "/incidents/1", "#inc-summary .notice"),
         ("matrix", "/matrix", "#runs td"),
-        ("matrix-run", "/matrix/1", "#run-summary .notice"),
+        ("matrix-run-missing", "/matrix/999999", "#run-summary .notice"),
     ],
 )
 def test_page_loads_without_console_errors(
@@ -72,13 +87,14 @@ def test_host_chart_marks_the_kernel_event_at_its_time(
     page: Any, live_collector: LiveCollector
 ) -> None:
     login(page, live_collector.base_url, f"/hosts/{HOST}")
-    marker = page.locator('[data-panel="memory"] .fw-marker')
+    # The marker comes from the classified kernel_events row of the posted NVRM Xid kmsg line
+    # (a matrix run in the same session may add its stand-in's nv_err marker).
+    marker = page.locator('[data-panel="memory"] .fw-marker[data-kind="xid"]')
     marker.first.wait_for()
     assert marker.count() == 1
     assert float(marker.get_attribute("data-ts")) == live_collector.nvrm_ts
-    assert marker.get_attribute("data-kind") == "xid"
     plotted = page.evaluate("window.fwTimeline")
-    assert [m["ts"] for m in plotted["markers"]] == [live_collector.nvrm_ts]
+    assert [m["ts"] for m in plotted["markers"] if m["kind"] == "xid"] == [live_collector.nvrm_ts]
 
     # Its position on the time axis: the plot area spans [since, until].
     over = page.locator('[data-panel="memory"] .u-over').bounding_box()
@@ -92,6 +108,7 @@ def test_host_chart_marks_the_kernel_event_at_its_time(
     tip = page.locator(".fw-tip")
     tip.wait_for()
     assert "Xid (PCI:000f:01:00): 31" in tip.inner_text()
+    assert xid_meaning(31) in tip.inner_text()  # the event's meaning, from kernel_events
 
 
 def test_zoom_asks_for_the_selected_range(page: Any, live_collector: LiveCollector) -> None:
@@ -135,10 +152,10 @@ def _fulfill_json(route: Any, body: Any) -> None:
     route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
 
 
-def test_incident_and_matrix_pages_render_the_documented_shapes(
+def test_incident_pages_render_the_documented_shapes(
     page: Any, live_collector: LiveCollector
 ) -> None:
-    """The incident/matrix APIs land with their branches; the shapes the pages document render."""
+    """The incident API lands with its branch; the shapes the pages document render."""
     lc = live_collector
     incident = {
         "id": 7,
@@ -169,49 +186,8 @@ def test_incident_and_matrix_pages_render_the_documented_shapes(
             }
         ],
     }
-    run = {
-        "id": 3,
-        "name": "kv-sweep",
-        "host": HOST,
-        "status": "running",
-        "progress": {"done": 1, "total": 2},
-        "started_at": lc.first_ts,
-        "finished_at": None,
-        "profiles": [
-            {
-                "name": "no-mtp",
-                "status": "done",
-                "verdict": "fail",
-                "verdict_reasons": ["xid event in window"],
-                "startup": {"kv_cache_gib": 41.2},
-                "workloads": [
-                    {
-                        "name": "toolcall",
-                        "requests": 120,
-                        "errors": 0,
-                        "p50_ms": 800,
-                        "p90_ms": 1900,
-                        "p99_ms": 4100,
-                        "start": lc.first_ts,
-                        "end": lc.last_ts,
-                    }
-                ],
-                "telemetry": {
-                    "min_mem_available": 3 * 2**30,
-                    "max_psi_full_avg10": 31.5,
-                    "kernel_events": {"xid": 1},
-                },
-                "latency_ms": {"p50": 800, "p90": 1900, "p99": 4100, "max": 5000},
-            }
-        ],
-    }
     page.route("**/api/v1/incidents?*", lambda r: _fulfill_json(r, {"incidents": [incident]}))
     page.route("**/api/v1/incidents/7", lambda r: _fulfill_json(r, incident))
-    page.route("**/api/v1/matrix-runs/3", lambda r: _fulfill_json(r, run))
-    page.route(
-        "**/api/v1/matrix-runs/3/report.md",
-        lambda r: r.fulfill(status=200, content_type="text/markdown", body="| profile |\n"),
-    )
 
     login(page, lc.base_url, "/freezes")
     page.locator('#lanes .bar[data-incident="7"]').wait_for()
@@ -225,12 +201,124 @@ def test_incident_and_matrix_pages_render_the_documented_shapes(
     assert page.locator("#inc-artifacts a[download]").get_attribute("href").endswith("?download=1")
     screenshot(page, "incident-with-data")
 
-    page.goto(f"{lc.base_url}/matrix/3")
-    page.locator('section.profile[data-profile="no-mtp"]').wait_for()
-    assert page.locator("#run-cancel").is_visible()
-    assert (
-        "kv_cache_gib\n41.2" in page.locator('section.profile[data-profile="no-mtp"]').inner_text()
+    assert page.console_errors == []
+
+
+def test_matrix_run_page_shows_a_real_run(
+    browser: Any, live_collector: LiveCollector, matrix_run: MatrixRunDone
+) -> None:
+    assert matrix_run.run["status"] == "succeeded", matrix_run.run
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    run_id = matrix_run.run_id
+    login(page, live_collector.base_url, f"/matrix/{run_id}")
+    page.locator('body[data-run-status="succeeded"]').wait_for()
+    page.locator(".lat-row").first.wait_for()
+
+    x = page.locator('section.profile[data-profile="X"]')
+    y = page.locator('section.profile[data-profile="Y"]')
+    assert (x.get_attribute("data-verdict"), y.get_attribute("data-verdict")) == ("FAIL", "PASS")
+    assert "kernel events during startup: nv_err x1" in x.locator(".reasons").inner_text()
+    assert "model weights\n23.43 GiB" in x.inner_text()
+    assert "drafter loaded\nyes" in x.inner_text() and "drafter loaded\nno" in y.inner_text()
+    assert x.locator('tr[data-workload="tools"] td').nth(2).inner_text() == "6"  # requests
+    assert page.locator("#overview tbody tr").count() == 2
+    progress = page.locator("#run-progress .run-progress")
+    assert progress.get_attribute("data-done") == progress.get_attribute("data-total") == "8"
+    assert page.locator("#run-cancel").is_hidden()
+
+    # One latency row per profile, a dot per request.
+    rows = page.locator(".latency-plot .lat-row")
+    assert [rows.nth(i).get_attribute("data-profile") for i in range(rows.count())] == ["X", "Y"]
+    assert [rows.nth(i).locator("circle").count() for i in range(2)] == [6, 6]
+
+    report = page.locator("#report").inner_text()
+    assert "### Startup memory plan" in report and "| X |" in report and "FAIL" in report
+    page.click("#copy-report")
+    page.locator("#copy-msg", has_text="copied").wait_for()
+    assert page.evaluate("navigator.clipboard.readText()") == page.evaluate(
+        "document.getElementById('report').textContent"
     )
-    assert page.locator("#report").inner_text().startswith("| profile |")
-    screenshot(page, "matrix-run-with-data")
+    screenshot(page, "matrix-run")
+    context.close()
+    assert errors == []
+
+
+def test_host_chart_shows_the_matrix_windows_and_the_run_kernel_event(
+    page: Any, live_collector: LiveCollector, matrix_run: MatrixRunDone
+) -> None:
+    login(page, live_collector.base_url, f"/hosts/{HOST}")
+    page.locator('[data-panel="memory"] .fw-marker[data-kind="nv_err"]').wait_for()
+    plotted = page.evaluate("window.fwTimeline")
+    windows = [(m["profile"], m["kind"]) for m in plotted["matrix"]]
+    assert windows == [("X", "startup"), ("X", "workload"), ("Y", "startup"), ("Y", "workload")]
+    steps = {(s["profile"], s["kind"]): s for s in matrix_run.run["steps"]}
+    assert plotted["matrix"][1]["start"] == steps[("X", "workload")]["started_at"]
+    assert plotted["matrix"][0]["end"] == steps[("X", "health")]["ended_at"]
+    assert page.locator('[data-panel="memory"] .fw-span.matrix').count() == 4
+    nv_err = [m["ts"] for m in plotted["markers"] if m["kind"] == "nv_err"]
+    assert nv_err == [matrix_run.kernel_ts]
+    screenshot(page, "host-with-matrix")
+    assert page.console_errors == []
+
+
+def test_matrix_list_and_the_start_form(
+    page: Any, live_collector: LiveCollector, matrix_run: MatrixRunDone
+) -> None:
+    base = live_collector.base_url
+    # A host without SSH settings: a preset run there fails before touching anything (this
+    # machine's docker must not be driven by a test).
+    subprocess.run(
+        [sys.executable, "-m", "collector", "add-host", "no-ssh"],
+        cwd=ROOT,
+        env={**os.environ, "FREEZEWATCH_DB_URL": live_collector.db_url},
+        capture_output=True,
+        check=True,
+    )
+    login(page, base, "/matrix")
+    row = page.locator(f'#runs tr[data-run="{matrix_run.run_id}"]')
+    row.wait_for()
+    assert row.get_attribute("data-status") == "succeeded"
+    assert "8/8 steps" in row.inner_text()
+    assert page.locator("#m-preset option").all_inner_texts() == ["nemoclaw-spark-qwen"]
+    assert "Profiles: A (NemoClaw managed command as shipped)" in page.inner_text("#preset-about")
+    screenshot(page, "matrix")
+
+    page.on("dialog", lambda d: d.accept())
+    page.select_option("#m-host", "no-ssh")
+    page.click("#start-form button[type=submit]")
+    page.wait_for_url(re.compile(rf"{re.escape(base)}/matrix/\d+$"))
+    assert int(page.url.rsplit("/", 1)[1]) != matrix_run.run_id
+    page.wait_for_function("document.body.dataset.runStatus === 'failed'")
+    assert "has no SSH settings" in page.inner_text("#run-summary")
+    assert page.locator("#run-summary").inner_text().count("nemoclaw-spark-qwen") == 2
+    assert page.console_errors == []
+
+
+def test_cancel_button_cancels_a_running_run(
+    page: Any, live_collector: LiveCollector, matrix_run: MatrixRunDone, tmp_path: Path
+) -> None:
+    from tests.collector.matrix.test_runner import standin_spec
+    from tests.support.ports import free_port
+
+    marker = f"fw-browser-{uuid.uuid4().hex[:12]}"
+    spec = standin_spec(free_port(), marker, tmp_path / "kmsg", max_turns=1000, request_s=0.2)
+    spec = {**spec, "host": HOST, "profiles": {"X": {}}}
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with httpx.Client(base_url=live_collector.base_url, headers=admin) as api:
+        run_id = api.post("/api/v1/matrix-runs", json={"spec": spec}).json()["id"]
+        login(page, live_collector.base_url, f"/matrix/{run_id}")
+        page.locator('body[data-run-status="running"]').wait_for(timeout=30_000)
+        page.locator("#run-cancel").wait_for()
+        screenshot(page, "matrix-run-running")
+        page.on("dialog", lambda d: d.accept())
+        page.click("#run-cancel")
+        page.wait_for_function("document.body.dataset.runStatus === 'cancelled'", timeout=60_000)
+        assert page.locator("#run-cancel").is_hidden()
+        assert api.get(f"/api/v1/matrix-runs/{run_id}").json()["status"] == "cancelled"
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout == b""
     assert page.console_errors == []

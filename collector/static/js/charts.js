@@ -110,6 +110,8 @@
       window.fwTimeline = {
         since, until, step: this.step,
         markers: this.overlays.markers.map((m) => ({ ts: m.ts, kind: m.kind, text: m.text })),
+        phases: this.overlays.phases.map((p) => ({ start: p.start, end: p.end, phase: p.phase })),
+        matrix: this.overlays.matrix.map((m) => ({ run_id: m.run_id, profile: m.profile, kind: m.kind, start: m.start, end: m.end })),
       };
     }
 
@@ -175,7 +177,10 @@
         if (color) node.style.background = color;
         over.append(node);
       };
-      for (const m of this.overlays.matrix) span("fw-span matrix", m.start, m.end, null, `matrix ${m.run_id ?? ""} ${m.profile ?? ""} ${m.workload ?? ""}`);
+      for (const m of this.overlays.matrix) {
+        span(`fw-span matrix ${m.kind === "startup" ? "startup" : ""}`, m.start, m.end, null,
+          `matrix run #${m.run_id} profile ${m.profile}: ${m.kind === "startup" ? "startup" : m.workload} (${m.status})`);
+      }
       for (const inc of this.overlays.incidents) span("fw-span incident", inc.start, inc.end, null, `incident ${inc.id}: ${inc.kind} ${inc.resolution || "open"}`);
       for (const p of this.overlays.phases) span("fw-band", p.start, p.end, phaseColor(p.phase), `vLLM ${p.label || p.phase}`);
       for (const m of this.overlays.markers) {
@@ -195,6 +200,8 @@
       this.tip.replaceChildren(
         el("div", { class: "muted" }, `${clock(m.ts)} · ${m.kind}${m.source ? ` · ${m.source}` : ""}`),
         el("div", { class: "mono" }, m.text),
+        m.meaning ? el("div", {}, m.meaning) : null,
+        m.vllm_phase ? el("div", { class: "muted" }, `vLLM was ${m.vllm_phase.replace(/_/g, " ")}`) : null,
       );
       this.tip.hidden = false;
       const r = ev.currentTarget.getBoundingClientRect();
@@ -203,7 +210,11 @@
     }
   }
 
-  const PHASE_COLORS = { loading: "#d69e2e", drafter: "#dd6b20", cuda_graphs: "#b7791f", ready: "#38a169", serving: "#3182ce", failed: "#e53e3e" };
+  // collector.services.vllm_log.PHASES
+  const PHASE_COLORS = {
+    starting: "#a0aec0", loading_weights: "#d69e2e", loading_drafter: "#dd6b20", profiling: "#805ad5",
+    capturing_cuda_graphs: "#b7791f", serving: "#38a169", stopped: "#718096", failed: "#e53e3e",
+  };
   const phaseColor = (p) => PHASE_COLORS[p] || "#a0aec0";
 
   function kindLegend(target) {

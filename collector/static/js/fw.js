@@ -96,7 +96,7 @@
   const KIND_COLORS = {
     xid: "#e53e3e", nv_err: "#dd6b20", gsp: "#b83280", uvm: "#805ad5", bus_off: "#9b2c2c",
     soft_lockup: "#d69e2e", hung_task: "#b7791f", rcu_stall: "#975a16", oom_kill: "#c53030",
-    alloc_failure: "#ed8936", nvrm: "#d53f8c", kernel_err: "#718096",
+    alloc_failure: "#ed8936",
   };
   const INCIDENT_COLORS = {
     rebooted: "#e53e3e", stall: "#d69e2e", network_partition: "#3182ce", agent_down: "#805ad5",

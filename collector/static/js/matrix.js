@@ -1,29 +1,30 @@
-/* Matrix runs list (/matrix) and one run (/matrix/{id}).
+/* Matrix runs list (/matrix) and one run (/matrix/{id}) over collector/api/matrix.py:
 
-   Expects:
-   GET  /api/v1/matrix-presets → {"presets": [{"name", "description"?}]}
-   GET  /api/v1/matrix-runs → {"runs": [Run]};  POST /api/v1/matrix-runs {"preset", "host"} → Run
-   GET  /api/v1/matrix-runs/{id} → Run with "profiles";  POST /api/v1/matrix-runs/{id}/cancel
-   GET  /api/v1/matrix-runs/{id}/report.md → Markdown text
-   Run = {"id", "name", "host", "status": queued|running|done|failed|cancelled,
-          "progress": {"done", "total"}, "started_at", "finished_at" | null,
-          "profiles": [{"name", "status", "verdict": pass|fail|null, "verdict_reasons": [str],
-             "startup": {figure: value, ...},            (the startup plan, e.g. kv_cache_gib)
-             "workloads": [{"name", "requests", "errors", "invalid_tool_calls", "p50_ms",
-                            "p90_ms", "p99_ms", "max_ms", "start", "end"}],
-             "telemetry": {"min_mem_available", "max_used", "max_swap", "max_psi_full_avg10",
-                           "kernel_events": {kind: count}},
-             "latency_ms": {"p50", "p90", "p99", "max"}}]} */
+   GET  /api/v1/matrix-presets → {"presets": [{"name", "description", "profiles": {name: desc}, "workloads"}]}
+   GET  /api/v1/matrix-runs → [Run];  POST /api/v1/matrix-runs {"preset", "host"} → Run
+   GET  /api/v1/matrix-runs/{id} → Run + {"spec", "steps": [Step], "report": MatrixReport}
+   POST /api/v1/matrix-runs/{id}/cancel;  GET .../report.md (Markdown);  GET .../latencies
+   Run = {"id", "name", "host", "preset", "status": queued|running|succeeded|failed|cancelled|interrupted,
+          "created_at", "started_at", "ended_at", "cancel_requested", "error", "progress": {"done", "total"}}
+   MatrixReport.profiles[] = collector.matrix.results.ProfileReport as a dict (+ "label"). */
 (function () {
   "use strict";
-  const { api, el, clock, gib, num, listOf, poll, pageConfig, notice } = window.FW;
+  const { api, el, clock, duration, num, listOf, poll, pageConfig, notice, KIND_COLORS, colorFor } = window.FW;
   const cfg = pageConfig();
   const ACTIVE = new Set(["queued", "running"]);
 
+  const statusTag = (status) => el("span", { class: `tag run-${status}` }, status || "–");
+  const verdictTag = (v) => el("span", { class: `tag verdict-${(v || "none").toLowerCase()}` }, v || "pending");
+  const gibs = (v) => (v === null || v === undefined ? "–" : `${Number(v).toFixed(2)} GiB`);
+  const secs = (v) => (v === null || v === undefined ? "–" : `${Number(v).toFixed(v < 10 ? 2 : 1)} s`);
+
   function progress(run) {
     const p = run.progress || {};
-    const frac = p.total ? Math.min(1, p.done / p.total) : run.status === "done" ? 1 : 0;
-    return el("span", {}, el("span", { class: "progress", title: `${p.done ?? 0}/${p.total ?? "?"}` }, el("span", { style: { width: `${100 * frac}%` } })), ` ${p.done ?? 0}/${p.total ?? "?"}`);
+    const done = p.done ?? 0, total = p.total ?? 0;
+    const frac = total ? Math.min(1, done / total) : 0;
+    return el("span", { class: "run-progress", dataset: { done, total } },
+      el("span", { class: "progress", title: `${done} of ${total} steps` }, el("span", { style: { width: `${100 * frac}%` } })),
+      ` ${done}/${total} steps`);
   }
 
   async function cancel(id) {
@@ -31,17 +32,27 @@
     await api(`/api/v1/matrix-runs/${id}/cancel`, { method: "POST" });
   }
 
-  // /matrix
+  // ---- /matrix -------------------------------------------------------------------------------
   async function listPage() {
     const form = document.getElementById("start-form"), msg = document.getElementById("start-msg");
     const [presets, hosts] = await Promise.all([api("/api/v1/matrix-presets"), api("/api/v1/hosts")]);
     const presetList = listOf(presets, "presets");
-    document.getElementById("m-preset").replaceChildren(...presetList.map((p) => el("option", { value: p.name, title: p.description }, p.name)));
+    const presetSelect = document.getElementById("m-preset"), about = document.getElementById("preset-about");
+    presetSelect.replaceChildren(...presetList.map((p) => el("option", { value: p.name, title: p.description }, p.name)));
     document.getElementById("m-host").replaceChildren(...listOf(hosts, "hosts").map((h) => el("option", { value: h.name }, h.name)));
-    if (!presetList.length) msg.textContent = "No presets configured yet.";
+    const describe = () => {
+      const p = presetList.find((x) => x.name === presetSelect.value);
+      about.replaceChildren(...(p ? [el("p", {}, p.description),
+        el("p", { class: "muted" }, "Profiles: ", Object.entries(p.profiles || {}).map(([k, d]) => `${k} (${d})`).join(", "),
+          p.workloads?.length ? ` · workloads: ${p.workloads.join(", ")}` : "")] : []));
+    };
+    presetSelect.addEventListener("change", describe);
+    describe();
+    if (!presetList.length) msg.textContent = "No presets on this collector.";
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const body = { preset: form.preset.value, host: form.host.value };
+      if (!window.confirm(`Start preset ${body.preset} on ${body.host}? It stops and restarts the host's vLLM server.`)) return;
       try {
         const run = await api("/api/v1/matrix-runs", { method: "POST", body });
         location.href = `/matrix/${run.id}`;
@@ -50,47 +61,161 @@
     const tbody = document.querySelector("#runs tbody");
     poll(async () => {
       const runs = listOf(await api("/api/v1/matrix-runs"), "runs");
-      tbody.replaceChildren(...(runs.length ? runs.map((r) => el("tr", { dataset: { run: r.id } },
-        el("td", {}, el("a", { href: `/matrix/${r.id}` }, `#${r.id}`)), el("td", {}, r.name || "–"), el("td", {}, r.host || "–"),
-        el("td", {}, r.status), el("td", {}, progress(r)), el("td", { class: "hide-narrow" }, clock(r.started_at)),
-        el("td", { class: "hide-narrow" }, clock(r.finished_at)),
-        el("td", {}, ACTIVE.has(r.status) ? el("button", { type: "button", onclick: () => cancel(r.id) }, "Cancel") : null)))
-        : [el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No matrix runs yet."))]));
+      tbody.replaceChildren(...(runs.length ? runs.map((r) => el("tr", { dataset: { run: r.id, status: r.status } },
+        el("td", {}, el("a", { href: `/matrix/${r.id}` }, `#${r.id}`)), el("td", {}, r.name || "–"),
+        el("td", {}, r.host ? el("a", { href: `/hosts/${encodeURIComponent(r.host)}` }, r.host) : "–"),
+        el("td", { class: "hide-narrow" }, r.preset || "spec"),
+        el("td", {}, statusTag(r.status), r.cancel_requested && ACTIVE.has(r.status) ? el("span", { class: "muted" }, " cancelling") : null),
+        el("td", {}, progress(r)), el("td", { class: "hide-narrow" }, clock(r.started_at ?? r.created_at)),
+        el("td", { class: "hide-narrow" }, clock(r.ended_at)),
+        el("td", {}, ACTIVE.has(r.status) ? el("button", { type: "button", onclick: () => cancel(r.id).catch((e) => window.alert(e.message)) }, "Cancel") : null)))
+        : [el("tr", {}, el("td", { colspan: 9, class: "muted" }, "No matrix runs yet."))]));
     }, 5000);
   }
 
-  // /matrix/{id}
+  // ---- /matrix/{id} --------------------------------------------------------------------------
   function kvTable(obj) {
-    const entries = Object.entries(obj || {});
+    const entries = Object.entries(obj || {}).filter(([, v]) => v !== undefined);
     if (!entries.length) return el("p", { class: "muted" }, "–");
-    return el("dl", { class: "kv" }, entries.map(([k, v]) => [el("dt", {}, k), el("dd", { class: "mono" }, typeof v === "object" && v !== null ? JSON.stringify(v) : String(v))]));
+    return el("dl", { class: "kv" }, entries.map(([k, v]) => [el("dt", {}, k),
+      el("dd", { class: "mono" }, v instanceof Node ? v : v === null ? "–" : typeof v === "object" ? JSON.stringify(v) : String(v))]));
   }
+
+  const PLAN_LABELS = {
+    model_load_gib: ["model weights", gibs], drafter_loaded: ["drafter loaded", (v) => (v === null ? "–" : v ? "yes" : "no")],
+    cuda_graph_estimate_gib: ["CUDA graph estimate", gibs], kv_cache_gib: ["KV cache", gibs],
+    kv_cache_tokens: ["KV cache tokens", (v) => (v === null ? "–" : Number(v).toLocaleString("en"))],
+    max_concurrency: ["max concurrency", (v) => (v === null ? "–" : `${num(v, 2)}×`)],
+  };
+
+  function startupPlan(plan) {
+    const out = {};
+    for (const [k, v] of Object.entries(plan || {})) {
+      const [label, fmt] = PLAN_LABELS[k] || [k, (x) => x];
+      out[label] = v === null || v === undefined ? "–" : fmt(v);
+    }
+    return kvTable(out);
+  }
+
+  function eventsText(counts) {
+    const entries = Object.entries(counts || {});
+    if (!entries.length) return el("span", { class: "muted" }, "none");
+    return el("span", {}, entries.map(([k, n]) => el("span", { class: "tag kind", style: { borderColor: colorFor(KIND_COLORS, k) } }, `${k} ×${n}`)));
+  }
+
+  function workloadRows(p) {
+    return listOf(p.workloads).map((w) => {
+      const t = (p.telemetry || {})[w.name] || {};
+      const command = w.kind === "command";
+      return el("tr", { dataset: { workload: w.name } },
+        el("td", {}, w.name, el("div", { class: "muted" }, w.kind || "")), el("td", {}, w.outcome || "–"),
+        el("td", { class: "num" }, command ? "–" : w.requests ?? "–"), el("td", { class: "num" }, command ? (w.exit_status ?? "killed") : w.errors ?? "–"),
+        el("td", { class: "num" }, command ? "–" : w.malformed_tool_calls ?? "–"),
+        el("td", { class: "num" }, command ? "–" : secs(w.latency_median_s)), el("td", { class: "num" }, command ? "–" : secs(w.latency_p95_s)),
+        el("td", { class: "num" }, command ? secs(w.duration_s) : secs(w.latency_max_s)),
+        el("td", { class: "num hide-narrow" }, command ? "–" : (w.max_prompt_tokens ?? "–")),
+        el("td", { class: "num" }, gibs(t.min_mem_available_gib)), el("td", { class: "num" }, gibs(t.max_used_gib)),
+        el("td", { class: "num" }, gibs(t.max_swap_gib)), el("td", { class: "num" }, num(t.max_psi_full_avg10, 2)),
+        el("td", { class: "num hide-narrow" }, t.samples ?? "–"),
+        el("td", {}, eventsText((p.kernel_events || {})[w.name])),
+        el("td", { class: "mono hide-narrow" }, `${clock(w.started_at, false)}–${clock(w.ended_at, false)}`));
+    });
+  }
+
+  const WORKLOAD_HEAD = ["Workload", "Outcome", "Requests", "Errors", "Malformed tool calls", "Median", "p95", "Max",
+    "Max prompt tokens", "Min MemAvailable", "Max used", "Max swap", "Max PSI full", "Samples", "Kernel events", "Window"];
+  const NARROW = new Set(["Max prompt tokens", "Samples", "Window"]);
 
   function profileSection(p) {
-    const w = listOf(p.workloads, "workloads"), t = p.telemetry || {};
-    const events = Object.entries(t.kernel_events || {}).map(([k, n]) => `${k} ×${n}`).join(", ") || "none";
-    return el("section", { class: "profile", dataset: { profile: p.name } },
-      el("h2", {}, `Profile ${p.name} `, el("span", { class: `tag ${p.verdict === "fail" ? "error" : ""}` }, p.verdict || p.status || "–")),
-      (p.verdict_reasons || []).length ? el("p", { class: "error" }, p.verdict_reasons.join("; ")) : null,
-      el("h3", {}, "Startup plan"), kvTable(p.startup),
-      el("h3", {}, "Workloads"),
-      el("div", { class: "table-wrap" }, el("table", {}, el("thead", {}, el("tr", {}, ["Workload", "Requests", "Errors", "Invalid tool calls", "p50 ms", "p90 ms", "p99 ms", "Window"].map((h) => el("th", {}, h)))),
-        el("tbody", {}, w.map((x) => el("tr", {}, el("td", {}, x.name), el("td", { class: "num" }, x.requests ?? "–"), el("td", { class: "num" }, x.errors ?? "–"),
-          el("td", { class: "num" }, x.invalid_tool_calls ?? "–"), el("td", { class: "num" }, num(x.p50_ms, 0)), el("td", { class: "num" }, num(x.p90_ms, 0)),
-          el("td", { class: "num" }, num(x.p99_ms, 0)), el("td", { class: "mono" }, `${clock(x.start, false)}–${clock(x.end, false)}`)))))),
-      el("h3", {}, "Telemetry inside the workload windows"),
-      kvTable({ "min MemAvailable": gib(t.min_mem_available), "max used": gib(t.max_used), "max swap": gib(t.max_swap), "max PSI full avg10": num(t.max_psi_full_avg10, 2), "kernel events": events }));
+    const s = p.startup || {};
+    return el("section", { class: "profile", dataset: { profile: p.label || p.profile, verdict: p.verdict || "" } },
+      el("h2", {}, `Profile ${p.label || p.profile} `, verdictTag(p.verdict), p.description ? el("span", { class: "muted" }, ` ${p.description}`) : null),
+      (p.reasons || []).length ? el("ul", { class: "reasons error" }, p.reasons.map((r) => el("li", {}, r))) : null,
+      el("div", { class: "profile-grid" },
+        el("div", {}, el("h3", {}, "Startup"), kvTable({
+          outcome: s.outcome || "–", "time to healthy": secs(s.duration_s), started: clock(s.started_at, false),
+          healthy: clock(s.healthy_at, false), error: s.error || undefined,
+          "kernel events": eventsText((p.kernel_events || {}).startup),
+        })),
+        el("div", {}, el("h3", {}, "Startup memory plan"), startupPlan(p.startup_plan))),
+      el("h3", {}, "Workloads and telemetry inside their windows"),
+      el("div", { class: "table-wrap" }, el("table", { class: "workloads" },
+        el("thead", {}, el("tr", {}, WORKLOAD_HEAD.map((h) => el("th", { class: NARROW.has(h) ? "hide-narrow" : null }, h)))),
+        el("tbody", {}, workloadRows(p)))),
+      el("details", {}, el("summary", { class: "muted" }, "Server command"), el("pre", { class: "argv" }, (p.argv || []).join(" "))));
   }
 
-  function latencyChart(profiles) {
-    const rows = profiles.filter((p) => p.latency_ms);
-    if (!rows.length) return el("p", { class: "muted" }, "No latency figures yet.");
-    const top = Math.max(...rows.map((p) => p.latency_ms.max ?? p.latency_ms.p99 ?? 0), 1);
-    const colors = { max: "#a0aec0", p99: "#e53e3e", p90: "#dd6b20", p50: "#3182ce" };
-    return el("div", {}, rows.map((p) => el("div", { class: "pct-row" }, el("span", { class: "mono" }, p.name),
-      el("div", { class: "pct-track", title: Object.entries(p.latency_ms).map(([k, v]) => `${k} ${num(v, 0)} ms`).join(" · ") },
-        ["max", "p99", "p90", "p50"].filter((k) => p.latency_ms[k] != null).map((k) => el("span", { style: { width: `${(100 * p.latency_ms[k]) / top}%`, background: colors[k] } }))))),
-      el("p", { class: "muted" }, `p50 / p90 / p99 / max, scale 0–${num(top, 0)} ms`));
+  function overview(profiles) {
+    if (!profiles.length) return el("p", { class: "muted" }, "No profile has started yet.");
+    return el("div", { class: "table-wrap" }, el("table", { id: "overview" },
+      el("thead", {}, el("tr", {}, ["Profile", "Verdict", "Startup", "KV cache", "Requests", "Median", "p95", "Min MemAvailable", "Reasons"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, profiles.map((p) => {
+        const w = listOf(p.workloads), t = Object.values(p.telemetry || {});
+        const mins = t.map((x) => x.min_mem_available_gib).filter((v) => v !== null && v !== undefined);
+        const requests = w.reduce((a, x) => a + (x.requests || 0), 0);
+        return el("tr", { dataset: { profile: p.label || p.profile } },
+          el("td", {}, el("a", { href: `#profile-${p.label || p.profile}` }, p.label || p.profile)), el("td", {}, verdictTag(p.verdict)),
+          el("td", {}, `${p.startup?.outcome || "–"} ${p.startup?.duration_s != null ? `(${secs(p.startup.duration_s)})` : ""}`),
+          el("td", { class: "num" }, gibs(p.startup_plan?.kv_cache_gib)), el("td", { class: "num" }, w.length ? requests : "–"),
+          el("td", { class: "num" }, secs(w[0]?.latency_median_s)), el("td", { class: "num" }, secs(w[0]?.latency_p95_s)),
+          el("td", { class: "num" }, mins.length ? gibs(Math.min(...mins)) : "–"),
+          el("td", { class: "error" }, (p.reasons || []).join("; ")));
+      }))));
+  }
+
+  // Latency distribution: per profile a box (p25–p75, median), whiskers (min–max), a p95 tick
+  // and every request as a dot (failed ones red), on one shared linear axis. Plain SVG.
+  const SVG = "http://www.w3.org/2000/svg";
+  function svg(tag, attrs, ...children) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) node.setAttribute(k, v);
+    for (const c of children.flat(Infinity)) if (c) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    return node;
+  }
+  function niceTicks(max, count = 6) {
+    const raw = max / count, mag = 10 ** Math.floor(Math.log10(raw));
+    const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) || raw;
+    const n = Math.max(1, Math.ceil(max / step - 1e-9));  // the last tick is at or above max
+    return Array.from({ length: n + 1 }, (_, i) => Number((i * step).toPrecision(12)));
+  }
+  function latencyPlot(rows) {
+    rows = rows.filter((r) => r.requests > 0);
+    if (!rows.length) return el("p", { class: "muted" }, "No request latencies yet.");
+    const W = 900, left = 90, right = 20, rowH = 40, top = 8, axisH = 30;
+    const H = top + rows.length * rowH + axisH;
+    const ticks = niceTicks(Math.max(...rows.map((r) => r.max)) || 1);
+    const maxV = ticks[ticks.length - 1] || 1;
+    const x = (v) => left + ((W - left - right) * v) / maxV;
+    const g = rows.map((r, i) => {
+      const cy = top + i * rowH + rowH / 2, bh = rowH * 0.5;
+      const dots = [...r.ok_s.map((v) => [v, "ok"]), ...r.failed_s.map((v) => [v, "failed"])].map(([v, kind], j) =>
+        svg("circle", { cx: x(v).toFixed(1), cy: (cy - bh / 2 + bh * ((j * 0.618034) % 1)).toFixed(1), r: 3, class: `dot ${kind}` }));
+      const tip = `${r.label}: ${r.requests} requests (${r.failed} failed) · min ${secs(r.min)} · p25 ${secs(r.p25)} · median ${secs(r.median)} · p75 ${secs(r.p75)} · p95 ${secs(r.p95)} · max ${secs(r.max)}`;
+      return svg("g", { class: "lat-row", "data-profile": r.label },
+        svg("title", {}, tip),
+        svg("text", { x: left - 8, y: cy + 4, "text-anchor": "end", class: "label" }, r.label),
+        svg("line", { x1: x(r.min), x2: x(r.max), y1: cy, y2: cy, class: "whisker" }),
+        svg("rect", { x: x(r.p25), y: cy - bh / 2, width: Math.max(1, x(r.p75) - x(r.p25)), height: bh, class: "box" }),
+        dots,
+        svg("line", { x1: x(r.median), x2: x(r.median), y1: cy - bh / 2, y2: cy + bh / 2, class: "median" }),
+        svg("line", { x1: x(r.p95), x2: x(r.p95), y1: cy - bh / 2 - 3, y2: cy + bh / 2 + 3, class: "p95" }));
+    });
+    const axisY = top + rows.length * rowH + 4;
+    const axis = svg("g", { class: "lat-axis" }, svg("line", { x1: left, x2: W - right, y1: axisY, y2: axisY }),
+      ticks.map((t) => [svg("line", { x1: x(t), x2: x(t), y1: axisY, y2: axisY + 4 }),
+        svg("text", { x: x(t), y: axisY + 16, "text-anchor": "middle" }, `${t} s`)]));
+    return el("div", {}, svg("svg", { class: "latency-plot", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "request latency per profile" }, g, axis),
+      el("p", { class: "muted legend-lat" }, "Box: p25–p75 with the median; whiskers: min–max; tall tick: p95; dots: every request (red: failed). Hover a row for figures."));
+  }
+
+  function stepsTable(steps) {
+    return el("div", { class: "table-wrap" }, el("table", { id: "steps" },
+      el("thead", {}, el("tr", {}, ["Profile", "Step", "Outcome", "Started", "Took", "Detail"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, steps.map((s) => el("tr", {},
+        el("td", {}, s.repetition > 1 ? `${s.profile} #${s.repetition}` : s.profile), el("td", {}, `${s.kind}: ${s.name}`),
+        el("td", { class: s.outcome && s.outcome !== "ok" ? "error" : null }, s.outcome || (s.ended_at ? "–" : "running")),
+        el("td", { class: "mono" }, clock(s.started_at, false)), el("td", { class: "num" }, s.ended_at ? secs(s.ended_at - s.started_at) : "…"),
+        el("td", { class: "mono detail" }, s.detail?.error || (s.detail?.exit_status !== undefined && s.kind !== "workload" ? `exit ${s.detail.exit_status ?? "–"}` : "")))))));
   }
 
   async function runPage() {
@@ -102,20 +227,33 @@
     stop = poll(async () => {
       let run;
       try { run = await api(`/api/v1/matrix-runs/${id}`); } catch (err) {
-        notice(document.getElementById("run-summary"), err.status === 404 ? "No such matrix run (or matrix runs are not available on this collector yet)." : err.message);
+        notice(document.getElementById("run-summary"), err.status === 404 ? `No matrix run #${id}.` : err.message);
         if (stop) stop();
         return;
       }
-      document.getElementById("run-status").textContent = run.status;
+      const active = ACTIVE.has(run.status);
+      document.getElementById("run-status").replaceChildren(statusTag(run.status));
       document.getElementById("run-progress").replaceChildren(progress(run));
-      cancelBtn.hidden = !ACTIVE.has(run.status);
-      document.getElementById("run-summary").replaceChildren(kvTable({ name: run.name || "–", host: run.host || "–", started: clock(run.started_at), finished: clock(run.finished_at) }));
-      const profiles = listOf(run.profiles, "profiles");
-      document.getElementById("latency").replaceChildren(latencyChart(profiles));
-      document.getElementById("profiles").replaceChildren(...profiles.map(profileSection));
-      try { document.getElementById("report").textContent = await api(`/api/v1/matrix-runs/${id}/report.md`, { text: true }); } catch (_) { /* not ready */ }
-      if (!ACTIVE.has(run.status) && stop) stop();
-    }, 5000);
+      cancelBtn.hidden = !active || run.cancel_requested;
+      document.getElementById("run-summary").replaceChildren(kvTable({
+        name: run.name || "–", host: run.host ? el("a", { href: `/hosts/${encodeURIComponent(run.host)}` }, run.host) : "–",
+        preset: run.preset || "(own spec)", created: clock(run.created_at), started: clock(run.started_at), ended: clock(run.ended_at),
+        took: run.started_at ? duration((run.ended_at ?? Date.now() / 1000) - run.started_at) : "–",
+        "cancel requested": run.cancel_requested ? "yes" : undefined, error: run.error || undefined,
+      }));
+      const profiles = listOf(run.report?.profiles);
+      document.getElementById("overview-wrap").replaceChildren(overview(profiles));
+      document.getElementById("profiles").replaceChildren(...profiles.map((p) => {
+        const section = profileSection(p); section.id = `profile-${p.label || p.profile}`; return section;
+      }));
+      document.getElementById("steps-wrap").replaceChildren(stepsTable(listOf(run.steps)));
+      const [lat, md] = await Promise.allSettled([
+        api(`/api/v1/matrix-runs/${id}/latencies`), api(`/api/v1/matrix-runs/${id}/report.md`, { text: true })]);
+      if (lat.status === "fulfilled") document.getElementById("latency").replaceChildren(latencyPlot(listOf(lat.value.profiles)));
+      if (md.status === "fulfilled") document.getElementById("report").textContent = md.value;
+      document.body.dataset.runStatus = run.status;  // tests and scripts wait on this
+      if (!active && stop) stop();
+    }, 3000);
   }
 
   async function copyReport() {
