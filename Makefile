@@ -41,6 +41,9 @@ bench: venv
 	$(PY) bench/ingest.py
 	$(PY) bench/latency.py
 	$(PY) bench/agent_overhead.py
+	$(PY) bench/detection.py
+	$(PY) bench/netconsole.py
+	$(PY) bench/ui.py
 
 agent-bundle: venv
 	$(PY) -m collector agent-bundle dist/freezewatch-agent.pyz
