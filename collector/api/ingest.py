@@ -7,10 +7,12 @@ import zlib
 
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from agent.wire import INGEST_PATH, MAX_BATCH_RECORDS
 from collector.deps import SessionDep, SettingsDep
 from collector.errors import AuthFailed, BadRequest, Forbidden, PayloadTooLarge
+from collector.models import Host
 from collector.schemas import Batch, IngestResult
 from collector.security import bearer_token
 from collector.services.hosts import host_for_token
@@ -48,6 +50,10 @@ async def ingest(request: Request, session: SessionDep, settings: SettingsDep) -
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
         raise AuthFailed("missing bearer token")
+    # Authenticate before reading the body: an unknown client cannot make us parse 16 MiB.
+    host = await run_in_threadpool(host_for_token, session, token=token)
+    if host is None:
+        raise AuthFailed("unknown host token")
     body = await read_body(request, settings.max_body_bytes)
     try:
         batch = Batch.model_validate_json(body)
@@ -57,22 +63,17 @@ async def ingest(request: Request, session: SessionDep, settings: SettingsDep) -
     if records > MAX_BATCH_RECORDS:
         raise PayloadTooLarge(f"{records} records in one batch; the limit is {MAX_BATCH_RECORDS}")
     # The database work is synchronous; run it off the event loop.
-    from starlette.concurrency import run_in_threadpool
-
     registry = request.app.state.telemetry
-    return await run_in_threadpool(_store, session, settings, token, batch, registry)
+    return await run_in_threadpool(_store, session, settings, host, batch, registry)
 
 
 def _store(
     session: SessionDep,
     settings: Settings,
-    token: str,
+    host: Host,
     batch: Batch,
     registry: TelemetryRegistry,
 ) -> IngestResult:
-    host = host_for_token(session, token=token)
-    if host is None:
-        raise AuthFailed("unknown host token")
     if host.name != batch.host:
         raise Forbidden(f"token belongs to host {host.name!r}, batch says {batch.host!r}")
     return ingest_batch(
