@@ -55,7 +55,14 @@ class Shipper:
         self.interval = interval
         self._wall = wall
         self._mono = mono
-        self.agent_info = {"version": __version__, "pid": os.getpid(), "started_at": wall()}
+        # ``boot_id`` here is the sender's own boot: a batch of an older boot (spool replay,
+        # catch-up after a reboot) says so by differing from it.
+        self.agent_info = {
+            "version": __version__,
+            "pid": os.getpid(),
+            "started_at": wall(),
+            "boot_id": boot_id,
+        }
         # Highest kseq handed off (acked or spooled) for this boot: re-read records are skipped.
         hints = [k for k in (state.kseq_acked, spool.max_kseq.get(boot_id)) if k is not None]
         self.kseq_skip: int | None = max(hints) if hints else None

@@ -6,7 +6,8 @@ A batch is one JSON object (optionally gzip-encoded) POSTed to ``INGEST_PATH`` w
     {
       "host": "spark-01",
       "boot_id": "0b3c…",                      # /proc/sys/kernel/random/boot_id
-      "agent": {"version": "0.1.0", "pid": 812, "started_at": 1764400000.0},
+      "agent": {"version": "0.1.0", "pid": 812, "started_at": 1764400000.0,
+                "boot_id": "0b3c…"},           # the SENDER's current boot (see below)
       "samples": [{"seq": 1, "ts": 1764400001.0, "burst": false,
                    "mem": {...}, "psi": {...}, "vmstat": {...}, "load": {...},
                    "gpu": {...} | null, "vllm": {...} | null}],
@@ -14,6 +15,11 @@ A batch is one JSON object (optionally gzip-encoded) POSTed to ``INGEST_PATH`` w
                    "facility": 0, "kseq": 1042, "text": "NVRM: ...", "fields": {...}}],
       "events":  [{"seq": 3, "ts": 1764400001.0, "kind": "kmsg_overrun", "data": {"lost": 12}}]
     }
+
+``boot_id`` says which boot the records belong to; ``agent.boot_id`` is the boot the sending
+agent runs in. They differ for a spooled batch replayed after a reboot and for the previous
+boot's catch-up (its journal tail and pstore files): those are evidence about the old boot,
+while the heartbeat they carry is the new boot's.
 
 ``ts`` values are the agent's wall clock in epoch seconds. Each stream (samples, lines,
 events) has its own ``seq`` counter, monotonic per (host, boot_id) across agent restarts.

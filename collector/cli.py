@@ -224,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # Every scheduler tick at INFO would bury the decisions (host lost, alert sent).
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)
     args = build_parser().parse_args(argv)
     return COMMANDS[args.command](args)
 

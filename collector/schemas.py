@@ -20,6 +20,8 @@ class AgentInfo(BaseModel):
     version: str = Field(max_length=64)
     pid: int | None = None
     started_at: float | None = None
+    # The sender's current boot; absent from older agents (then it is the batch's boot).
+    boot_id: str | None = Field(None, min_length=1, max_length=64)
 
 
 class WireSample(BaseModel):
@@ -64,12 +66,18 @@ class WireEvent(BaseModel):
 
 
 class Batch(BaseModel):
+    """One POST from an agent; ``sender_boot_id`` is the boot its heartbeat speaks for."""
+
     host: str = Field(min_length=1, max_length=255)
     boot_id: str = Field(min_length=1, max_length=64)
     agent: AgentInfo
     samples: list[WireSample] = Field(default_factory=list)
     lines: list[WireLine] = Field(default_factory=list)
     events: list[WireEvent] = Field(default_factory=list)
+
+    @property
+    def sender_boot_id(self) -> str:
+        return self.agent.boot_id or self.boot_id
 
 
 class StreamCounts(BaseModel):

@@ -206,7 +206,7 @@ def ingest_batch(
     record_heartbeat(
         session,
         host=host,
-        boot_id=batch.boot_id,
+        boot_id=batch.sender_boot_id,
         now=now,
         settings=settings,
         stopping=stopping_event(batch),

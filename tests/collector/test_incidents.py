@@ -45,6 +45,23 @@ def test_new_boot_resolves_rebooted_and_queues_postmortem(collector: Collector) 
     assert row.postmortem_state == "pending"
 
 
+def test_previous_boot_catch_up_first_still_resolves_rebooted(collector: Collector) -> None:
+    """After a reboot the agent first ships the old boot's journal tail (boot A records, sent
+    from boot B): that is evidence about A, and the return is B's."""
+    token = collector.add_host("spark-01")
+    post(collector, token, "spark-01", samples=[sample(1, time.time())])
+    iid = lose(collector)
+    catch_up = [
+        {"seq": 900_001, "ts": time.time(), "source": "kmsg", "priority": 3, "text": "rcu stall"}
+    ]
+    post(collector, token, "spark-01", boot=BOOT_A, sender_boot=BOOT_B, lines=catch_up)
+    row = incident(collector, iid)
+    assert (row.resolution, row.return_boot_id) == ("rebooted", BOOT_B)
+    post(collector, token, "spark-01", boot=BOOT_B)
+    detail = collector.client.get("/api/v1/hosts/spark-01", headers=collector.admin).json()
+    assert detail["boot_id"] == BOOT_B
+
+
 def test_agent_down_on_same_boot_is_agent_recovered(collector: Collector) -> None:
     token = collector.add_host("spark-01")
     post(collector, token, "spark-01")
