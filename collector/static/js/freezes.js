@@ -58,7 +58,7 @@
       el("td", {}, clock(i.start)), el("td", { class: "hide-narrow" }, clock(i.end)),
       el("td", { class: "num" }, duration(downtime(i))))));
     const open = incidents.filter((i) => i.state !== "resolved").length;
-    summary.textContent = `${incidents.length} incidents${open ? `, ${open} open` : ""}, ${duration(incidents.reduce((s, i) => s + downtime(i), 0))} down in total`;
+    summary.textContent = `${incidents.length} incident${incidents.length === 1 ? "" : "s"}${open ? `, ${open} open` : ""}, ${duration(incidents.reduce((s, i) => s + downtime(i), 0))} down in total`;
   }
 
   async function load() {

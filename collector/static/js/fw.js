@@ -101,7 +101,7 @@
   // Incident kinds (what the silence looked like) and resolutions (what it turned out to be);
   // "open" and "resolving" stand in for the resolution until there is one.
   const INCIDENT_KIND_COLORS = {
-    unreachable: "#c53030", agent_down: "#805ad5", planned: "#718096", paused: "#a0aec0",
+    unreachable: "#63171b", agent_down: "#805ad5", planned: "#718096", paused: "#a0aec0",
   };
   const RESOLUTION_COLORS = {
     rebooted: "#e53e3e", stall: "#d69e2e", network_partition: "#3182ce", agent_recovered: "#38a169",

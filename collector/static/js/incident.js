@@ -109,7 +109,7 @@
     const dl = (a) => `${a.url}${a.url.includes("?") ? "&" : "?"}download=1`;
     table("inc-artifacts", listOf(inc.artifacts, "artifacts"), [
       (a) => td(a.name, "mono"), (a) => td(a.argv ? a.argv.join(" ") : null, "mono text"),
-      (a) => td(a.error ? a.error : a.exit_status, a.exit_status === 0 ? "num status-up" : "num status-lost"),
+      (a) => el("td", { class: a.exit_status === 0 ? "num status-up" : "num status-lost", title: a.stderr || null }, a.error || (a.exit_status ?? "–")),
       (a) => td(`${size(a.size)}${a.truncated ? " (truncated)" : ""}`, "num"), (a) => td(secs(a.duration_s), "num"),
       (a) => td(clock(a.collected_at)),
       (a) => el("td", {}, a.size ? [el("a", { href: a.url, target: "_blank", rel: "noopener" }, "view"), " · ", el("a", { href: dl(a), download: "" }, "download")] : "–"),
@@ -118,7 +118,7 @@
 
   function deliveries(inc) {
     const attempts = (d) => listOf(d.log, "log").map((x) => el("div", { class: "mono" },
-      `${clock(x.at, false)} #${x.attempt}: ${x.ok ? "ok" : "failed"}${x.status ? ` HTTP ${x.status}` : ""}${x.error && !x.ok ? ` ${x.error}` : ""}`));
+      `${clock(x.at, false)} #${x.attempt}: ${x.ok ? "ok" : "failed"}${!x.ok && x.error ? `: ${x.error}` : x.status ? ` HTTP ${x.status}` : ""}`));
     table("inc-deliveries", listOf(inc.deliveries, "deliveries"), [
       (d) => td(d.event), (d) => td(d.target, "mono"),
       (d) => td(d.state, d.state === "delivered" ? "status-up" : d.state === "failed" ? "status-lost" : "status-late"),
