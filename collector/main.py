@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from collector import db
-from collector.api import health, hosts, incidents, ingest, matrix, netconsole, pending, webhooks
+from collector.api import health, hosts, incidents, ingest, matrix, netconsole, webhooks
 from collector.errors import AppError, AuthFailed
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.schedule import register_matrix_schedules
@@ -98,8 +98,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(matrix.presets_router)
     app.include_router(netconsole.router)
     app.include_router(pages.router)
-    # Last: placeholders that the real routers above shadow.
-    app.include_router(pending.router)
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from collector.deps import AdminDep, SessionDep, SettingsDep
-from collector.models import Host, Sample
+from collector.models import Host, Incident, Sample
 from collector.schemas import HostPatch
 from collector.services import channels, host_config, telemetry, timeline
 from collector.services import events as event_service
@@ -59,17 +61,36 @@ def latest_brief(sample: Sample | None) -> dict[str, Any] | None:
 
 @router.get("")
 def list_hosts(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
-    """Every host with its latest figures and its latest vLLM start's phase; ``open_incident``
-    stays null until incidents fill it."""
+    """Every host with its latest figures, its latest vLLM start's phase and its open (or
+    resolving) incident ``{"id", "kind", "state", "since", "url"}`` or null."""
     return [
         {
             **host_summary(h),
             "latest": latest_brief(host_service.latest_sample(session, host=h)),
             "vllm_phase": host_service.latest_vllm_phase(session, host=h),
-            "open_incident": None,
+            "open_incident": open_incident_brief(session, host=h),
         }
         for h in host_service.list_hosts(session)
     ]
+
+
+def open_incident_brief(session: Session, *, host: Host) -> dict[str, Any] | None:
+    """The host's newest incident not yet resolved; ``since`` is its last heartbeat."""
+    incident = session.scalar(
+        select(Incident)
+        .where(Incident.host_id == host.id, Incident.state.in_(("open", "resolving")))
+        .order_by(Incident.id.desc())
+        .limit(1)
+    )
+    if incident is None:
+        return None
+    return {
+        "id": incident.id,
+        "kind": incident.kind,
+        "state": incident.state,
+        "since": to_epoch(incident.last_heartbeat_at or incident.late_at),
+        "url": f"/incidents/{incident.id}",
+    }
 
 
 @router.get("/{name}")

@@ -1,8 +1,14 @@
-"""Incidents API: list, detail, post-mortem artifact download (admin token)."""
+"""Incidents API: list, detail, post-mortem artifact download (admin token).
+
+Shapes: :mod:`collector.services.incident_views`. An artifact is served as text inline (to view
+in the browser) or, with ``?download=1``, as an attachment named after the artifact.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter
 from fastapi.responses import Response
@@ -34,10 +40,18 @@ def get_incident(incident_id: int, session: SessionDep, _: AdminDep) -> dict[str
 
 
 @router.get("/{incident_id}/artifacts/{name:path}")
-def get_artifact(incident_id: int, name: str, session: SessionDep, _: AdminDep) -> Response:
+def get_artifact(
+    incident_id: int, name: str, session: SessionDep, _: AdminDep, download: bool = False
+) -> Response:
     artifact = incident_views.get_artifact(session, incident_id=incident_id, name=name)
+    filename = f"incident-{incident_id}-{name.replace('/', '-')}.txt"
+    disposition = "attachment" if download else "inline"
+    ascii_name = re.sub(r"[^A-Za-z0-9._-]", "_", filename)
     headers = {
         "X-Exit-Status": "" if artifact.exit_status is None else str(artifact.exit_status),
         "X-Truncated": "1" if artifact.truncated else "0",
+        # RFC 6266: a plain ASCII fallback and the exact name in UTF-8.
+        "Content-Disposition": f'{disposition}; filename="{ascii_name}"; '
+        f"filename*=UTF-8''{quote(filename)}",
     }
     return Response(artifact.stdout or b"", media_type="text/plain; charset=utf-8", headers=headers)

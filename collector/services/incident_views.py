@@ -1,9 +1,19 @@
 """Reading incidents back: filtered lists and the full detail (probes, snapshot, artifacts,
-deliveries) shared by the JSON API and the pages."""
+deliveries) shared by the JSON API and the pages.
+
+Beyond :func:`collector.services.incidents.incident_dict` both carry ``simulated`` (the host's
+flag), ``url`` (the incident page), ``start`` (last heartbeat, else when it went late) and
+``end`` (returned, else resolved; null while open), the span the pages draw. The detail adds
+``window`` ``{"since", "until"}`` (the snapshot's 120 s on the agent's clock, +5 s), the host's
+classified kernel events, vLLM phase bands and matrix-run windows in it as ``markers``,
+``phases`` and ``matrix`` (shapes of :mod:`collector.services.timeline`) and each artifact's
+``url`` (``?download=1`` serves it as an attachment).
+"""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -12,8 +22,11 @@ from collector.errors import NotFound
 from collector.models import Artifact, Delivery, Host, Incident, IncidentSnapshot, WebhookTarget
 from collector.services.incidents import incident_dict
 from collector.services.postmortem import artifact_dict
+from collector.services.timeline import kernel_markers, matrix_windows, phase_bands
 from collector.services.webhooks import delivery_dict
-from collector.timeutil import from_epoch
+from collector.timeutil import from_epoch, to_epoch
+
+WINDOW_AFTER_S = 5.0
 
 
 def list_incidents(
@@ -26,7 +39,7 @@ def list_incidents(
     limit: int = 500,
 ) -> list[dict[str, Any]]:
     """Newest first; ``since``/``until`` (epoch s) bound the opening time."""
-    query = select(Incident, Host.name).join(Host, Host.id == Incident.host_id)
+    query = select(Incident, Host).join(Host, Host.id == Incident.host_id)
     if host is not None:
         query = query.where(Host.name == host)
     if kind is not None:
@@ -36,7 +49,24 @@ def list_incidents(
     if until is not None:
         query = query.where(Incident.opened_at <= from_epoch(until))
     rows = session.execute(query.order_by(Incident.opened_at.desc()).limit(min(limit, 5000)))
-    return [incident_dict(incident, host_name=name) for incident, name in rows]
+    return [incident_view(incident, host) for incident, host in rows]
+
+
+def incident_url(incident_id: int) -> str:
+    return f"/incidents/{incident_id}"
+
+
+def incident_view(incident: Incident, host: Host) -> dict[str, Any]:
+    """:func:`incident_dict` plus what the pages draw with (see the module docstring)."""
+    start = incident.last_heartbeat_at or incident.late_at
+    end = incident.returned_at or incident.resolved_at
+    return {
+        **incident_dict(incident, host_name=host.name),
+        "simulated": host.simulated,
+        "url": incident_url(incident.id),
+        "start": to_epoch(start),
+        "end": to_epoch(end),
+    }
 
 
 def get_incident(session: Session, *, incident_id: int) -> tuple[Incident, Host]:
@@ -60,8 +90,18 @@ def incident_detail(session: Session, *, incident_id: int) -> dict[str, Any]:
         .where(Delivery.incident_id == incident.id)
         .order_by(Delivery.id)
     )
+    view = incident_view(incident, host)
+    samples = snapshot.samples if snapshot is not None else []
+    # The snapshot's own clock (the agent's) when it has samples, else the collector's.
+    end = max((s["ts"] for s in samples), default=None) or view["start"] or view["opened_at"]
+    window_s = snapshot.window_end - snapshot.window_start if snapshot is not None else 120.0
+    window = {"since": end - window_s, "until": end + WINDOW_AFTER_S}
     return {
-        **incident_dict(incident, host_name=host.name),
+        **view,
+        "window": window,
+        "markers": kernel_markers(session, host_id=host.id, **window),
+        "phases": phase_bands(session, host_id=host.id, **window),
+        "matrix": matrix_windows(session, host_id=host.id, **window),
         "snapshot": None
         if snapshot is None
         else {
@@ -72,9 +112,15 @@ def incident_detail(session: Session, *, incident_id: int) -> dict[str, Any]:
             "lines": snapshot.lines,
             "context": snapshot.context,
         },
-        "artifacts": [artifact_dict(a) for a in artifacts],
+        "artifacts": [
+            {**artifact_dict(a), "url": artifact_url(incident.id, a.name)} for a in artifacts
+        ],
         "deliveries": [delivery_dict(d, url) for d, url in deliveries],
     }
+
+
+def artifact_url(incident_id: int, name: str) -> str:
+    return f"/api/v1/incidents/{incident_id}/artifacts/{quote(name)}"
 
 
 def get_artifact(session: Session, *, incident_id: int, name: str) -> Artifact:

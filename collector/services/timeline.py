@@ -7,8 +7,9 @@ Shapes (all times epoch seconds; lists sorted by time; the UI ignores unknown ke
   "line_id", "meaning", "vllm_phase"}``; ``kind`` as in ``kernel_events`` (xid, nv_err, gsp,
   uvm, bus_off, soft_lockup, hung_task, rcu_stall, oom_kill, alloc_failure).
 - ``phases``: vLLM phase bands ``{"start", "end" | null, "phase", "label", "start_id"}``.
-- ``incidents``: ``{"id", "start", "end" | null, "kind", "resolution" | null, "url"}``
-  (empty until incidents exist).
+- ``incidents``: ``{"id", "start", "end" | null, "kind", "state", "resolution" | null, "url"}``;
+  start is the last heartbeat (else when the host went late), end when heartbeats returned
+  (else when resolved), null while the host is still silent. Collector clock.
 - ``matrix``: matrix-run windows ``{"run_id", "run", "profile", "repetition", "kind":
   startup|workload, "workload" | null, "start", "end" | null, "status", "url"}``; status is the
   step outcome (ok/failed/timeout/cancelled), ``running``, or the run's end status.
@@ -18,12 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from collector.models import Host, KernelEventRow, Line, MatrixRun, MatrixStep, VllmPhase
+from collector.models import Host, Incident, KernelEventRow, Line, MatrixRun, MatrixStep, VllmPhase
 from collector.services.downsample import bucketed_samples, nice_step
-from collector.timeutil import epoch, to_epoch
+from collector.timeutil import epoch, from_epoch, to_epoch
 
 DEFAULT_SPAN_S = 3600.0
 DEFAULT_POINTS = 1500
@@ -120,7 +121,31 @@ def phase_bands(
 def incident_spans(
     session: Session, *, host_id: int, since: float, until: float
 ) -> list[dict[str, Any]]:
-    return []
+    """The host's incidents overlapping [since, until], from the last heartbeat to the return."""
+    start = func.coalesce(Incident.last_heartbeat_at, Incident.late_at)
+    end = func.coalesce(Incident.returned_at, Incident.resolved_at)
+    query = (
+        select(Incident)
+        .where(
+            Incident.host_id == host_id,
+            start <= from_epoch(until),
+            or_(end.is_(None), end >= from_epoch(since)),
+        )
+        .order_by(start, Incident.id)
+        .limit(MAX_WINDOWS)
+    )
+    return [
+        {
+            "id": incident.id,
+            "start": to_epoch(incident.last_heartbeat_at or incident.late_at),
+            "end": to_epoch(incident.returned_at or incident.resolved_at),
+            "kind": incident.kind,
+            "state": incident.state,
+            "resolution": incident.resolution,
+            "url": f"/incidents/{incident.id}",
+        }
+        for incident in session.scalars(query)
+    ]
 
 
 def _window_status(step: MatrixStep | None, run: MatrixRun) -> tuple[float | None, str]:

@@ -4,6 +4,9 @@ The collector runs as ``python -m collector serve`` on a free loopback port over
 database; one host gets ten minutes of 1 s samples and a kernel NVRM Xid line at a known time.
 ``matrix_run`` runs a real two-profile matrix on that host through the collector's own runner:
 SSH to the test sshd, the vLLM stand-in as the server, an agent feed posting samples meanwhile.
+``real_incident`` makes a second (simulated) host go silent under the collector's own scheduler
+until its checker opens an ``unreachable`` incident, then brings it back on a new boot
+(``rebooted``), with a post-mortem over SSH and webhook deliveries to a loopback receiver.
 """
 
 from __future__ import annotations
@@ -40,6 +43,13 @@ LAUNCH_ARGS = [
 ADMIN_TOKEN = "fwa_browser-test-admin-token"
 HOST = "spark-01"
 BOOT = "0b3c1f52-8c1e-4d4e-9f8a-1b2c3d4e5f60"
+SIM_HOST = "spark-sim"
+SIM_BOOT_A = "5a1d3b20-4c5d-4d4e-9f8a-1b2c3d4e5f61"
+SIM_BOOT_B = "7d2e4a10-5b6c-4d4e-9f8a-1b2c3d4e5f62"
+XID_79 = "NVRM: Xid (PCI:000f:01:00): 79, pid=4242, name=python3, GPU has fallen off the bus."
+PSTORE_DMESG = (
+    "Panic#1 Part1\n<0>[ 812.000001] Kernel panic - not syncing: hung_task: blocked tasks\n"
+)
 GIB = 2**30
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 NVRM_TEXT = (
@@ -66,6 +76,7 @@ class LiveCollector:
     db_url: str = ""
     token: str = ""
     data_dir: Path | None = None
+    sim_token: str = ""
 
 
 def _free_port() -> int:
@@ -172,33 +183,49 @@ def _fill(base: str, token: str, now: float) -> LiveCollector:
 def live_collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCollector]:
     workdir = tmp_path_factory.mktemp("browser")
     db_url = f"sqlite:///{workdir / 'fw.db'}"
+    pstore = workdir / "pstore"
+    pstore.mkdir()
+    (pstore / "dmesg-ramoops-0").write_text(PSTORE_DMESG)
     env = {
         **os.environ,
         "FREEZEWATCH_DB_URL": db_url,
         "FREEZEWATCH_ADMIN_TOKEN": ADMIN_TOKEN,
         "FREEZEWATCH_DATA_DIR": str(workdir / "data"),
         "FREEZEWATCH_MATRIX_SETTLE_S": "0.5",
+        # The scheduler runs (heartbeat checks, alerts, post-mortems); the main host's filled
+        # history ends at the fixture's start, so its grace is long: only SIM_HOST goes silent.
+        "FREEZEWATCH_RUN_SCHEDULER": "true",
+        "FREEZEWATCH_GRACE_S": "86400",
+        "FREEZEWATCH_PSTORE_DIR": str(pstore),
+        "FREEZEWATCH_WEBHOOK_BACKOFF_BASE_S": "0.3",
+        "FREEZEWATCH_WEBHOOK_BACKOFF_MAX_S": "1",
     }
-    added = subprocess.run(
-        [sys.executable, "-m", "collector", "add-host", HOST],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    token = added.stdout.strip().splitlines()[-1]
+
+    def add_host(*args: str) -> str:
+        added = subprocess.run(
+            [sys.executable, "-m", "collector", "add-host", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return added.stdout.strip().splitlines()[-1]
+
+    token = add_host(HOST)
+    sim_token = add_host(SIM_HOST, "--simulated")
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "collector", "serve", "--log-level", "warning"],
         cwd=ROOT,
-        env={**env, "FREEZEWATCH_PORT": str(port), "FREEZEWATCH_RUN_SCHEDULER": "false"},
+        env={**env, "FREEZEWATCH_PORT": str(port)},
     )
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(base, proc)
         filled = _fill(base, token, time.time())
         filled.db_url, filled.data_dir = db_url, workdir / "data"
+        filled.sim_token = sim_token
         yield filled
     finally:
         proc.terminate()
@@ -343,3 +370,136 @@ def matrix_run(
             assert time.monotonic() < deadline, f"matrix run still {run['status']}"
             time.sleep(0.3)
     return MatrixRunDone(run_id, run, feed.kernel_ts)
+
+
+@dataclass
+class RealIncident:
+    id: int
+    last_sample_ts: float
+    xid_ts: float
+    detail: dict[str, Any]
+
+
+def _wait_for(what: str, check: Any, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def _set_ssh(db_url: str, host: str, target: Any) -> None:
+    """SSH columns set directly (as tests/collector/matrix does): no key fetch over the API."""
+    from sqlalchemy import create_engine, update
+
+    from collector.models import Host
+
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(
+            update(Host)
+            .where(Host.name == host)
+            .values(
+                ssh_user=target.user,
+                ssh_host=target.host,
+                ssh_port=target.port,
+                ssh_key_path=str(target.key_path),
+                ssh_host_key=target.known_host_key,
+            )
+        )
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def real_incident(live_collector: LiveCollector, sshd: Any) -> RealIncident:
+    """SIM_HOST posts 150 s of samples with an Xid 79 line, then goes silent: the collector's
+    checker (grace 1 s, a vLLM probe that is refused, no SSH) opens an ``unreachable``
+    incident. Then SSH is configured and the host returns on a new boot: ``rebooted``, the
+    post-mortem runs over SSH (pstore file placed by the fixture) and both incident alerts
+    reach a receiver that refuses the first attempt of ``incident.opened``."""
+    from tests.collector.freeze_support import receiver
+    from tests.support.ports import free_port
+
+    lc = live_collector
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    agent = {"Authorization": f"Bearer {lc.sim_token}"}
+    with (
+        receiver(secret=None) as rec,
+        httpx.Client(base_url=lc.base_url, headers=admin, timeout=30) as api,
+    ):
+        take, refused = rec.handle, []
+
+        def refuse_first_opened(body: bytes, headers: dict[str, str]) -> int:
+            if b"incident.opened" in body and not refused:
+                refused.append(body)
+                return 503
+            return take(body, headers)
+
+        rec.handle = refuse_first_opened  # type: ignore[method-assign]
+        hook = api.post("/api/v1/webhooks", json={"url": rec.url})
+        assert hook.status_code == 201, hook.text
+        patched = api.patch(
+            f"/api/v1/hosts/{SIM_HOST}",
+            json={"grace_s": 1, "vllm_url": f"http://127.0.0.1:{free_port()}"},
+        )
+        assert patched.status_code == 200, patched.text
+        last = time.time()
+        xid_ts = last - 3.25
+        body = {
+            "host": SIM_HOST,
+            "boot_id": SIM_BOOT_A,
+            "agent": {"version": "0.1.0", "pid": 77, "started_at": last - 600},
+            "samples": [_sample(i + 1, last - 149 + i) for i in range(150)],
+            "lines": [
+                {
+                    "seq": 1,
+                    "ts": last - 20.0,
+                    "source": "journal",
+                    "priority": 6,
+                    "text": 'vllm[3141]: INFO: 10.0.0.7 - "POST /v1/completions HTTP/1.1" 200 OK',
+                },
+                {
+                    "seq": 2,
+                    "ts": xid_ts,
+                    "source": "kmsg",
+                    "priority": 3,
+                    "facility": 0,
+                    "kseq": 2001,
+                    "text": XID_79,
+                },
+            ],
+            "events": [],
+        }
+        httpx.post(f"{lc.base_url}{INGEST_PATH}", json=body, headers=agent).raise_for_status()
+
+        def opened() -> dict[str, Any] | None:
+            found = api.get("/api/v1/incidents", params={"host": SIM_HOST}).json()
+            return found[0] if found else None
+
+        incident = _wait_for("the checker to open an incident", opened)
+        assert (incident["kind"], incident["state"]) == ("unreachable", "open"), incident
+        _set_ssh(lc.db_url, SIM_HOST, sshd.target())
+        # Back for good: the return's heartbeat must not start another 1 s countdown.
+        api.patch(f"/api/v1/hosts/{SIM_HOST}", json={"grace_s": 86400}).raise_for_status()
+        back = {
+            **body,
+            "boot_id": SIM_BOOT_B,
+            "agent": {"version": "0.1.0", "pid": 78, "started_at": time.time()},
+            "samples": [_sample(1, time.time())],
+            "lines": [],
+        }
+        httpx.post(f"{lc.base_url}{INGEST_PATH}", json=back, headers=agent).raise_for_status()
+
+        def settled() -> dict[str, Any] | None:
+            detail = api.get(f"/api/v1/incidents/{incident['id']}").json()
+            done = (
+                detail["postmortem"]["state"] in ("done", "failed")
+                and len(detail["deliveries"]) == 2
+                and all(d["state"] == "delivered" for d in detail["deliveries"])
+            )
+            return detail if done else None
+
+        detail = _wait_for("the post-mortem and both alerts", settled)
+    return RealIncident(incident["id"], last, xid_ts, detail)

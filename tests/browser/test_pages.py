@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import re
 import subprocess
@@ -19,9 +19,12 @@ from collector.services.xid_table import xid_meaning
 from tests.browser.conftest import (
     ADMIN_TOKEN,
     HOST,
+    PSTORE_DMESG,
     ROOT,
+    SIM_HOST,
     LiveCollector,
     MatrixRunDone,
+    RealIncident,
     login,
     screenshot,
 )
@@ -55,8 +58,8 @@ def test_login_is_required_and_the_form_logs_in(page: Any, live_collector: LiveC
     [
         ("hosts", "/", f'#hosts tr[data-host="{HOST}"]'),
         ("host", f"/hosts/{HOST}", ".fw-marker"),
-        ("freezes", "/freezes", "#lanes p"),
-        ("incident", "/incidents/1", "#inc-summary .notice"),
+        ("freezes", "/freezes", "#lanes > *"),
+        ("incident-missing", "/incidents/999999", "#inc-summary .notice"),
         ("matrix", "/matrix", "#runs td"),
         ("matrix-run-missing", "/matrix/999999", "#run-summary .notice"),
     ],
@@ -148,60 +151,80 @@ def test_zoom_asks_for_the_selected_range(page: Any, live_collector: LiveCollect
     assert page.console_errors == []
 
 
-def _fulfill_json(route: Any, body: Any) -> None:
-    route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
-
-
-def test_incident_pages_render_the_documented_shapes(
-    page: Any, live_collector: LiveCollector
+def test_a_real_incident_on_the_freeze_incident_and_host_pages(
+    page: Any, live_collector: LiveCollector, real_incident: RealIncident
 ) -> None:
-    """The incident API lands with its branch; the shapes the pages document render."""
-    lc = live_collector
-    incident = {
-        "id": 7,
-        "host": HOST,
-        "kind": "unreachable",
-        "resolution": "rebooted",
-        "opened_at": lc.last_ts - 50,
-        "closed_at": lc.last_ts - 10,
-        "downtime_s": 40.0,
-        "last_heartbeat_at": lc.nvrm_ts + 5,
-        "probes": [{"at": lc.last_ts - 49, "probe": "tcp:22", "ok": False, "detail": "timeout"}],
-        "artifacts": [
-            {
-                "id": 1,
-                "name": "journal-k-b-1.txt",
-                "size": 2048,
-                "collected_at": lc.last_ts,
-                "url": "/api/v1/incidents/7/artifacts/1",
-            }
-        ],
-        "deliveries": [
-            {
-                "at": lc.last_ts - 48,
-                "target": "https://hooks.example/x",
-                "event": "incident.opened",
-                "status": "delivered",
-                "attempts": 1,
-            }
-        ],
-    }
-    page.route("**/api/v1/incidents?*", lambda r: _fulfill_json(r, {"incidents": [incident]}))
-    page.route("**/api/v1/incidents/7", lambda r: _fulfill_json(r, incident))
+    """The incident the collector's own checker opened and resolved (see ``real_incident``)."""
+    lc, inc = live_collector, real_incident
+    iid, detail = inc.id, inc.detail
+    assert (detail["kind"], detail["resolution"]) == ("unreachable", "rebooted")
 
     login(page, lc.base_url, "/freezes")
-    page.locator('#lanes .bar[data-incident="7"]').wait_for()
-    assert "rebooted" in page.locator('#incidents tr[data-incident="7"]').inner_text()
-    screenshot(page, "freezes-with-incident")
+    bar = page.locator(f'#lanes .bar[data-incident="{iid}"]')
+    bar.wait_for()
+    assert (bar.get_attribute("data-kind"), bar.get_attribute("data-resolution")) == (
+        "unreachable",
+        "rebooted",
+    )
+    row = page.locator(f'#incidents tr[data-incident="{iid}"]')
+    cells = row.locator("td").all_inner_texts()
+    assert cells[1] == f"{SIM_HOST} simulated"
+    assert cells[2:4] == ["unreachable", "rebooted"]
+    assert cells[6] == duration_text(detail["downtime_s"])
+    # Filters: another kind hides it, its own kind and host show it again.
+    page.select_option("#f-kind", "agent_down")
+    row.wait_for(state="detached")
+    page.select_option("#f-kind", "unreachable")
+    page.select_option("#f-host", SIM_HOST)
+    row.wait_for()
+    assert page.locator("#incidents tbody tr").count() == 1
+    screenshot(page, "freezes-real-incident")
 
-    page.goto(f"{lc.base_url}/incidents/7")
-    page.locator('[data-panel="memory"] .fw-marker').first.wait_for()  # the Xid in the window
-    assert "Downtime\n40 s" in page.locator("#inc-summary").inner_text()
-    assert "tcp:22" in page.locator("#inc-probes").inner_text()
-    assert page.locator("#inc-artifacts a[download]").get_attribute("href").endswith("?download=1")
-    screenshot(page, "incident-with-data")
+    page.goto(f"{lc.base_url}/incidents/{iid}")
+    marker = page.locator('[data-panel="memory"] .fw-marker[data-kind="xid"]')
+    marker.wait_for()  # the Xid 79 line 3 s before the loss, from the snapshot's window
+    assert float(marker.get_attribute("data-ts")) == inc.xid_ts
+    shown = page.evaluate("window.fwTimeline")
+    assert shown["until"] == inc.last_sample_ts + 5 and shown["since"] == inc.last_sample_ts - 120
+    summary = page.locator("#inc-summary").inner_text()
+    assert "rebooted" in summary and "new boot" in summary and "simulated" in summary
+    assert "GPU has fallen off the bus" in page.locator("#inc-lines").inner_text()
+    probes = page.locator("#inc-probes tbody tr").all_inner_texts()
+    assert len(probes) == 1 and probes[0].startswith("vllm\tfailed\t")
+    artifacts = page.locator("#inc-artifacts").inner_text()
+    assert "pstore/dmesg-ramoops-0" in artifacts and "Post-mortem: done" in page.inner_text("main")
+    link = page.locator('#inc-artifacts tr:has-text("pstore/dmesg-ramoops-0") a[download]')
+    href = link.get_attribute("href")
+    assert href == f"/api/v1/incidents/{iid}/artifacts/pstore/dmesg-ramoops-0?download=1"
+    got = page.request.get(f"{lc.base_url}{href}")
+    assert got.text() == PSTORE_DMESG
+    assert got.headers["content-disposition"].startswith("attachment;")
+    deliveries = page.locator("#inc-deliveries tbody tr").all_inner_texts()
+    assert [d.split("\t")[0] for d in deliveries] == ["incident.opened", "incident.resolved"]
+    assert "HTTP 503" in deliveries[0] and "delivered" in deliveries[0]  # refused, then taken
+    screenshot(page, "incident-real")
 
+    page.goto(f"{lc.base_url}/hosts/{SIM_HOST}")
+    span = page.locator(f'[data-panel="memory"] .fw-span.incident[data-incident="{iid}"]')
+    span.wait_for()
+    assert span.get_attribute("data-resolution") == "rebooted"
+    plotted = page.evaluate("window.fwTimeline")
+    assert plotted["until"] >= detail["end"]
+    screenshot(page, "host-with-incident")
+
+    page.goto(f"{lc.base_url}/")
+    sim_row = page.locator(f'#hosts tr[data-host="{SIM_HOST}"]')
+    sim_row.wait_for()
+    assert "up" in sim_row.locator(".status").inner_text()  # back, no incident open
+    assert "simulated" in sim_row.inner_text()
+    page.wait_for_load_state("networkidle")
     assert page.console_errors == []
+
+
+def duration_text(s: float) -> str:
+    """fw.js ``duration`` for the short downtimes here."""
+    assert s < 120
+    return f"{math.floor(s + 0.5)} s"  # Math.round, not Python's round-half-even
 
 
 def test_matrix_run_page_shows_a_real_run(

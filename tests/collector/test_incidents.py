@@ -10,11 +10,13 @@ import pytest
 from sqlalchemy import select
 
 from collector import db
-from collector.models import Incident
+from collector.models import Artifact, Host, Incident
 from collector.services import heartbeat, incidents
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector
-from tests.collector.freeze_support import BOOT_A, BOOT_B, factory, post, sample
+from tests.collector.freeze_support import BOOT_A, BOOT_B, factory, kline, post, sample
+
+XID_79 = "NVRM: Xid (PCI:000f:01:00): 79, pid=4242, name=python3, GPU has fallen off the bus."
 
 
 def lose(c: Collector, probes: list[dict[str, Any]] | None = None) -> int:
@@ -135,6 +137,69 @@ def test_incidents_api_and_pages(collector: Collector) -> None:
     # The pages render from these APIs in the browser (tests/browser checks what they show).
     for page in ("/freezes", f"/incidents/{iid}"):
         assert api.get(page, headers=collector.admin).status_code == 200
+
+
+def open_incident_of(c: Collector, host: str) -> dict[str, Any] | None:
+    hosts = c.client.get("/api/v1/hosts", headers=c.admin).json()
+    return next(h["open_incident"] for h in hosts if h["name"] == host)
+
+
+def test_incident_views_carry_what_the_pages_draw(collector: Collector) -> None:
+    token = collector.add_host("spark-01")
+    with db.session_scope(factory(collector)) as s:
+        s.scalars(select(Host).where(Host.name == "spark-01")).one().simulated = True
+    t_last = time.time()
+    samples = [sample(i, t_last - 30 + i) for i in range(1, 31)]
+    post(collector, token, "spark-01", samples=samples, lines=[kline(1, t_last - 2.5, XID_79)])
+    iid = lose(collector, [{"name": "vllm", "ok": False, "detail": "refused", "duration_s": 0.01}])
+    api, admin = collector.client, collector.admin
+
+    row = incident(collector, iid)
+    assert open_incident_of(collector, "spark-01") == {
+        "id": iid,
+        "kind": "unreachable",
+        "state": "open",
+        "since": row.last_heartbeat_at.timestamp(),
+        "url": f"/incidents/{iid}",
+    }
+    (listed,) = api.get("/api/v1/incidents", headers=admin).json()
+    assert (listed["simulated"], listed["url"], listed["end"]) == (True, f"/incidents/{iid}", None)
+    assert listed["start"] == row.last_heartbeat_at.timestamp()
+
+    post(collector, token, "spark-01", boot=BOOT_B)
+    assert open_incident_of(collector, "spark-01") is None
+    detail = api.get(f"/api/v1/incidents/{iid}", headers=admin).json()
+    row = incident(collector, iid)
+    assert detail["end"] == row.returned_at.timestamp()
+    assert detail["downtime_s"] == pytest.approx(detail["end"] - detail["start"], abs=0.01)
+    # The window is the snapshot's, on the agent's clock: 120 s up to its last sample, +5 s.
+    assert detail["window"] == {"since": t_last - 120, "until": t_last + 5}
+    assert [(m["kind"], m["ts"]) for m in detail["markers"]] == [("xid", t_last - 2.5)]
+    assert detail["probes"][0]["name"] == "vllm"
+
+
+def test_artifacts_are_served_inline_or_as_a_download(collector: Collector) -> None:
+    token = collector.add_host("spark-01")
+    post(collector, token, "spark-01", samples=[sample(1, time.time())])
+    iid = lose(collector)
+    post(collector, token, "spark-01", boot=BOOT_B)
+    with db.session_scope(factory(collector)) as s:
+        s.add(Artifact(incident_id=iid, name="pstore/dmesg-ramoops-0", stdout=b"Oops\n",
+                       argv=["cat", "/sys/fs/pstore/dmesg-ramoops-0"], exit_status=0))  # fmt: skip
+    api, admin = collector.client, collector.admin
+    (artifact,) = api.get(f"/api/v1/incidents/{iid}", headers=admin).json()["artifacts"]
+    assert artifact["url"] == f"/api/v1/incidents/{iid}/artifacts/pstore/dmesg-ramoops-0"
+    inline = api.get(artifact["url"], headers=admin)
+    assert (inline.status_code, inline.text) == (200, "Oops\n")
+    assert inline.headers["content-disposition"].startswith("inline;")
+    download = api.get(artifact["url"], params={"download": "1"}, headers=admin)
+    assert download.text == "Oops\n" and download.headers["x-exit-status"] == "0"
+    assert download.headers["content-disposition"] == (
+        f'attachment; filename="incident-{iid}-pstore-dmesg-ramoops-0.txt"; '
+        f"filename*=UTF-8''incident-{iid}-pstore-dmesg-ramoops-0.txt"
+    )
+    missing = api.get(f"/api/v1/incidents/{iid}/artifacts/nope", headers=admin)
+    assert missing.status_code == 404
 
 
 def test_patch_host_sets_probe_settings(collector: Collector) -> None:

@@ -11,6 +11,9 @@ from collector import db
 from collector.models import Host, MatrixRun, MatrixStep
 from collector.services.downsample import nice_step
 from tests.collector.conftest import Collector
+from tests.collector.freeze_support import BOOT_B, sample
+from tests.collector.freeze_support import post as post_batch
+from tests.collector.test_incidents import incident, lose
 from tests.collector.test_ingest import batch, kline, post
 from tests.collector.test_telemetry_ingest import (
     BANNER,
@@ -266,3 +269,30 @@ def test_matrix_windows_are_startups_and_workloads_of_runs_on_the_host(
     set_run(collector, run_id, status="interrupted", ended_at=ended)
     last = timeline(collector, t - 10, t + 200)["matrix"][-1]
     assert (last["end"], last["status"]) == (pytest.approx(t + 150), "interrupted")
+
+
+def test_incident_spans_run_from_the_last_heartbeat_to_the_return(collector: Collector) -> None:
+    token = collector.add_host("spark-01")
+    post_batch(collector, token, "spark-01", samples=[sample(1, datetime.now().timestamp())])
+    iid = lose(collector)
+    row = incident(collector, iid)
+    start = row.last_heartbeat_at.timestamp()
+    (span,) = timeline(collector, start - 60, start + 60)["incidents"]
+    assert span == {
+        "id": iid,
+        "start": start,
+        "end": None,
+        "kind": "unreachable",
+        "state": "open",
+        "resolution": None,
+        "url": f"/incidents/{iid}",
+    }
+    # Open: it reaches any later window.
+    assert [s["id"] for s in timeline(collector, start + 3600, start + 7200)["incidents"]] == [iid]
+
+    post_batch(collector, token, "spark-01", boot=BOOT_B)
+    end = incident(collector, iid).returned_at.timestamp()
+    (span,) = timeline(collector, start - 60, start + 60)["incidents"]
+    assert (span["end"], span["state"], span["resolution"]) == (end, "resolved", "rebooted")
+    assert timeline(collector, end + 1, end + 60)["incidents"] == []
+    assert timeline(collector, start - 120, start - 1)["incidents"] == []

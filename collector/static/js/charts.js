@@ -170,10 +170,10 @@
       const x = (ts) => u.valToPos(ts, "x");
       const w = over.clientWidth;
       const clampX = (ts) => Math.min(w, Math.max(0, x(ts)));
-      const span = (cls, start, end, color, title) => {
+      const span = (cls, start, end, color, title, dataset) => {
         const left = clampX(start), right = clampX(end ?? this.until);
         if (right <= 0 || left >= w) return;
-        const node = el("div", { class: cls, title, style: { left: `${left}px`, width: `${Math.max(2, right - left)}px` } });
+        const node = el("div", { class: cls, title, dataset, style: { left: `${left}px`, width: `${Math.max(2, right - left)}px` } });
         if (color) node.style.background = color;
         over.append(node);
       };
@@ -181,7 +181,10 @@
         span(`fw-span matrix ${m.kind === "startup" ? "startup" : ""}`, m.start, m.end, null,
           `matrix run #${m.run_id} profile ${m.profile}: ${m.kind === "startup" ? "startup" : m.workload} (${m.status})`);
       }
-      for (const inc of this.overlays.incidents) span("fw-span incident", inc.start, inc.end, null, `incident ${inc.id}: ${inc.kind} ${inc.resolution || "open"}`);
+      for (const inc of this.overlays.incidents) {
+        span("fw-span incident", inc.start, inc.end, null, `incident ${inc.id}: ${inc.kind} ${inc.resolution || "open"}`,
+          { incident: inc.id, kind: inc.kind, resolution: inc.resolution || inc.state || "open" });
+      }
       for (const p of this.overlays.phases) span("fw-band", p.start, p.end, phaseColor(p.phase), `vLLM ${p.label || p.phase}`);
       for (const m of this.overlays.markers) {
         if (m.ts < this.since || m.ts > this.until) continue;

@@ -98,11 +98,17 @@
     soft_lockup: "#d69e2e", hung_task: "#b7791f", rcu_stall: "#975a16", oom_kill: "#c53030",
     alloc_failure: "#ed8936",
   };
-  const INCIDENT_COLORS = {
-    rebooted: "#e53e3e", stall: "#d69e2e", network_partition: "#3182ce", agent_down: "#805ad5",
-    unreachable: "#c53030", open: "#e53e3e",
+  // Incident kinds (what the silence looked like) and resolutions (what it turned out to be);
+  // "open" and "resolving" stand in for the resolution until there is one.
+  const INCIDENT_KIND_COLORS = {
+    unreachable: "#63171b", agent_down: "#805ad5", planned: "#718096", paused: "#a0aec0",
   };
+  const RESOLUTION_COLORS = {
+    rebooted: "#e53e3e", stall: "#d69e2e", network_partition: "#3182ce", agent_recovered: "#38a169",
+    planned_reboot: "#4a5568", returned: "#68d391", unpaused: "#a0aec0", open: "#9b2c2c", resolving: "#ed8936",
+  };
+  const INCIDENT_COLORS = { ...INCIDENT_KIND_COLORS, ...RESOLUTION_COLORS };
   function colorFor(map, key, fallback = "#718096") { return map[key] || fallback; }
 
-  window.FW = { api, HttpError, el, clock, duration, ago, now, gib, num, pct, listOf, poll, pageConfig, notice, KIND_COLORS, INCIDENT_COLORS, colorFor };
+  window.FW = { api, HttpError, el, clock, duration, ago, now, gib, num, pct, listOf, poll, pageConfig, notice, KIND_COLORS, INCIDENT_COLORS, INCIDENT_KIND_COLORS, RESOLUTION_COLORS, colorFor };
 })();

@@ -17,7 +17,9 @@
   function incidentCell(h) {
     const inc = h.open_incident;
     if (!inc) return "–";
-    return el("a", { href: `/incidents/${inc.id}` }, `#${inc.id} ${inc.kind || ""}`);
+    const state = inc.state === "resolving" ? " (resolving)" : "";
+    return el("a", { href: inc.url || `/incidents/${inc.id}`, dataset: { incident: inc.id } },
+      `#${inc.id} ${inc.kind || ""}${state}`, inc.since ? ` · ${duration(now() - inc.since)}` : "");
   }
 
   function row(h) {
