@@ -63,6 +63,18 @@ def build_scheduler(
             deliver()  # don't wait for the delivery tick: seconds matter here
 
     add("check_heartbeats", settings.check_interval_s, check)
+    # Separate job: check_heartbeats may wait up to a probe deadline for a late host's probes.
+    add(
+        "pre_probes",
+        settings.check_interval_s,
+        lambda: heartbeat.start_pre_probes(
+            session_factory,
+            now=utcnow(),
+            settings=settings,
+            pre_probes=pre_probes,
+            run=heartbeat.prober(settings),
+        ),
+    )
     add("deliver_alerts", settings.delivery_interval_s, deliver)
     add(
         "collector_alive",

@@ -122,7 +122,7 @@ def check_heartbeats(
             now=now,
             settings=settings,
             pre_probes=pre_probes,
-            run=_prober(settings, probe_runner, ssh_runner),
+            run=prober(settings, probe_runner, ssh_runner),
         )
     reclaim = now - timedelta(seconds=settings.late_reclaim_s)
     with session_scope(session_factory) as session:
@@ -152,9 +152,12 @@ def check_heartbeats(
     return opened
 
 
-def _prober(
-    settings: Settings, probe_runner: ProbeRunner | None, ssh_runner: probes.SSHRunner | None
+def prober(
+    settings: Settings,
+    probe_runner: ProbeRunner | None = None,
+    ssh_runner: probes.SSHRunner | None = None,
 ) -> ProbeRunner:
+    """The injected probe runner, else every configured probe under the settings' deadline."""
     if probe_runner is not None:
         return probe_runner
     return partial(_run_probes, deadline_s=settings.probe_deadline_s, ssh_runner=ssh_runner)
@@ -196,7 +199,8 @@ def start_pre_probes(
 ) -> list[int]:
     """Drop the pre-probes of silences that ended; start them for hosts now suspect.
 
-    Returns the ids of the hosts whose probes started in this call.
+    Never blocks on probes, so the scheduler runs it as its own job: a sweep waiting for one
+    host's probes never delays another host's start. Returns the ids of the hosts started now.
     """
     pending = pre_probes.pending()
     started = []
@@ -217,9 +221,11 @@ def start_pre_probes(
                         continue  # still the same silence
                     # A heartbeat moved the overdue time on: the host was only slow.
                     log.info("host %s: heard from again before grace, pre-probes dropped", row.name)
-                    pre_probes.discard(host_id, cleared=True)
+                    pre_probes.discard(host_id, overdue_at, cleared=True)
                 else:
-                    pre_probes.discard(host_id, cleared=False)  # gone, or late elsewhere
+                    pre_probes.discard(
+                        host_id, overdue_at, cleared=False
+                    )  # gone, or late elsewhere
         horizon = now + timedelta(seconds=settings.probe_lead_s)
         suspects = session.scalars(
             select(Host).where(Host.status.in_(("up", "unknown")), Host.overdue_at <= horizon)
@@ -296,7 +302,7 @@ def check_host(
             ready = ahead.done()
             found = ahead.result()  # bounded: run_probes returns at its deadline
         else:
-            found = _stamped(_prober(settings, probe_runner, ssh_runner), target, silent_s)
+            found = _stamped(prober(settings, probe_runner, ssh_runner), target, silent_s)
         kind, status = probes.classify(found), "lost"
     # Probes that finished before grace open the incident exactly at grace.
     waited = 0.0 if ready else time.monotonic() - probing_started

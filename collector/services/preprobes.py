@@ -70,10 +70,14 @@ class PreProbes:
         with self._lock:
             return {host_id: e.overdue_at for host_id, e in self._entries.items()}
 
-    def discard(self, host_id: int, *, cleared: bool) -> None:
-        """Drop a host's pre-probes (a running one finishes on its own deadline, unread)."""
+    def discard(self, host_id: int, overdue_at: datetime, *, cleared: bool) -> None:
+        """Drop the pre-probes of that silence (a running one finishes on its own deadline)."""
         with self._lock:
-            if self._entries.pop(host_id, None) is not None and cleared:
+            entry = self._entries.get(host_id)
+            if entry is None or entry.overdue_at != overdue_at:
+                return  # taken meanwhile, or already a newer silence
+            del self._entries[host_id]
+            if cleared:
                 self.cleared += 1
 
     def shutdown(self) -> None:

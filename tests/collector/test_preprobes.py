@@ -77,6 +77,16 @@ def test_lead_is_at_most_half_the_grace() -> None:
     assert lead_s(3.0, 0.0) == 0.0
 
 
+def test_discard_drops_only_the_silence_it_names() -> None:
+    pre = PreProbes(executor=InlineExecutor())
+    old, new = utcnow(), utcnow() + timedelta(seconds=5)
+    assert pre.start(1, old, list) and not pre.start(1, old, list)
+    assert pre.start(1, new, list)  # a newer silence replaces the old one
+    pre.discard(1, old, cleared=True)  # judged on the old silence: must not drop the new one
+    assert pre.pending() == {1: new} and pre.cleared == 0
+    assert pre.take(1, old) is None and pre.pending() == {}
+
+
 def test_probes_start_at_grace_minus_lead(collector: Collector, clock: Any) -> None:
     settings, runner, pre = collector.settings, Runner(), PreProbes(executor=InlineExecutor())
     token = collector.add_host("spark-01")
