@@ -6,10 +6,12 @@ import logging
 from collections.abc import Callable
 
 import httpx
+from apscheduler.events import EVENT_SCHEDULER_SHUTDOWN
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.services import heartbeat, incidents, postmortem, webhooks
+from collector.services.preprobes import PreProbes
 from collector.settings import Settings
 from collector.timeutil import utcnow
 
@@ -48,14 +50,31 @@ def build_scheduler(
             session_factory, now=utcnow(), http_client=http_client, settings=settings
         )
 
+    pre_probes = PreProbes()
+    scheduler.add_listener(lambda _event: pre_probes.shutdown(), EVENT_SCHEDULER_SHUTDOWN)
+
     def check() -> None:
         now = utcnow()
-        opened = heartbeat.check_heartbeats(session_factory, now=now, settings=settings)
+        opened = heartbeat.check_heartbeats(
+            session_factory, now=now, settings=settings, pre_probes=pre_probes
+        )
         settled = incidents.settle_incidents(session_factory, now=now, settings=settings)
         if opened or settled:
             deliver()  # don't wait for the delivery tick: seconds matter here
 
     add("check_heartbeats", settings.check_interval_s, check)
+    # Separate job: check_heartbeats may wait up to a probe deadline for a late host's probes.
+    add(
+        "pre_probes",
+        settings.check_interval_s,
+        lambda: heartbeat.start_pre_probes(
+            session_factory,
+            now=utcnow(),
+            settings=settings,
+            pre_probes=pre_probes,
+            run=heartbeat.prober(settings),
+        ),
+    )
     add("deliver_alerts", settings.delivery_interval_s, deliver)
     add(
         "collector_alive",

@@ -35,8 +35,12 @@ class Settings(BaseSettings):
     vllm_hang_s: float = Field(15.0, gt=0)
 
     # Freeze detection (issue 3).
-    check_interval_s: float = Field(0.5, gt=0)
+    # Fine ticks: each one can move the incident's opening (and its alert) by this much.
+    check_interval_s: float = Field(0.25, gt=0)
     probe_deadline_s: float = Field(2.0, gt=0)
+    # Probes start this long before grace ends (at most half the grace), so the incident opens
+    # at grace instead of grace + probe deadline; see collector.services.heartbeat.
+    probe_lead_s: float = Field(1.0, ge=0)
     # A "late" claim older than this is re-taken (its checker died mid-probe).
     late_reclaim_s: float = Field(30.0, gt=0)
     alive_tick_s: float = Field(2.0, gt=0)

@@ -4,6 +4,17 @@ States: ``unknown`` → ``up`` → (overdue) ``late`` → probes → ``lost`` (a
 ``stopped``/``paused`` for planned silence. Every transition the checker makes is a
 compare-and-set UPDATE, so several checker processes on one database never open (and alert)
 the same incident twice.
+
+Timing rule (with a checker that keeps ``PreProbes``, as the scheduler's does): after
+``grace - lead`` of silence (``FREEZEWATCH_PROBE_LEAD_S``, default 1 s, at most half the grace;
+with the defaults 2 s, two missed 1 s heartbeats) the host is *suspect* and its probes start in
+the background, under their usual deadline. At ``grace`` the host goes ``late`` (CAS, as
+always) and its incident opens at once from those probes, waiting only for probes still inside
+their deadline: an incident opens at most ``max(grace, grace - lead + probe_deadline)`` after
+the last heartbeat (4 s with the defaults) instead of ``grace + probe_deadline`` (5 s). A host
+heard from before grace drops its pre-probes (counted in ``PreProbes.cleared``): no incident,
+no alert. Suspect is not a host status; it lives only in the checker's memory, and a checker
+without pre-probes for a silence (just started, or none kept) probes at grace as before.
 """
 
 from __future__ import annotations
@@ -13,6 +24,7 @@ import os
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlalchemy import select, update
@@ -21,6 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from collector.db import session_scope
 from collector.models import CollectorRun, Host, HostSilence, Incident
 from collector.services import incidents, probes
+from collector.services.preprobes import PreProbes, lead_s
 from collector.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -96,11 +109,21 @@ def check_heartbeats(
     settings: Settings,
     probe_runner: ProbeRunner | None = None,
     ssh_runner: probes.SSHRunner | None = None,
+    pre_probes: PreProbes | None = None,
 ) -> list[int]:
-    """One sweep: every overdue host goes late, is probed, and gets its incident.
+    """One sweep: suspect hosts start probing, every overdue host goes late and gets its incident.
 
-    Returns the ids of the incidents opened by this call.
+    Returns the ids of the incidents opened by this call. Without ``pre_probes`` the probes of
+    an overdue host run here, after grace.
     """
+    if pre_probes is not None:
+        start_pre_probes(
+            session_factory,
+            now=now,
+            settings=settings,
+            pre_probes=pre_probes,
+            run=prober(settings, probe_runner, ssh_runner),
+        )
     reclaim = now - timedelta(seconds=settings.late_reclaim_s)
     with session_scope(session_factory) as session:
         due = list(
@@ -112,6 +135,8 @@ def check_heartbeats(
             )
         )
     opened = []
+    # Pre-probes of all due hosts already run in parallel: waiting for them one by one costs
+    # no more than the slowest.
     for host_id in due:
         incident_id = check_host(
             session_factory,
@@ -120,10 +145,108 @@ def check_heartbeats(
             settings=settings,
             probe_runner=probe_runner,
             ssh_runner=ssh_runner,
+            pre_probes=pre_probes,
         )
         if incident_id is not None:
             opened.append(incident_id)
     return opened
+
+
+def prober(
+    settings: Settings,
+    probe_runner: ProbeRunner | None = None,
+    ssh_runner: probes.SSHRunner | None = None,
+) -> ProbeRunner:
+    """The injected probe runner, else every configured probe under the settings' deadline."""
+    if probe_runner is not None:
+        return probe_runner
+    return partial(_run_probes, deadline_s=settings.probe_deadline_s, ssh_runner=ssh_runner)
+
+
+def _run_probes(
+    target: probes.ProbeTarget, *, deadline_s: float, ssh_runner: probes.SSHRunner | None
+) -> list[dict[str, Any]]:
+    return probes.run_probes(target, deadline_s=deadline_s, ssh_runner=ssh_runner)
+
+
+def _stamped(run: ProbeRunner, target: probes.ProbeTarget, silent_s: float | None) -> Any:
+    """Each result says how long the host had been silent when probing began."""
+    found = run(target)
+    if silent_s is not None:
+        for result in found:
+            result.setdefault("silent_s", round(silent_s, 3))
+    return found
+
+
+def _silent_s(host: Host, now: datetime) -> float | None:
+    return None if host.last_seen_at is None else (now - host.last_seen_at).total_seconds()
+
+
+def _planned(host: Host, silence: HostSilence | None) -> bool:
+    """The agent announced this silence (its last batch said it was stopping)."""
+    return silence is not None and (
+        host.last_seen_at is None or silence.announced_at >= host.last_seen_at
+    )
+
+
+def start_pre_probes(
+    session_factory: sessionmaker[Session],
+    *,
+    now: datetime,
+    settings: Settings,
+    pre_probes: PreProbes,
+    run: ProbeRunner,
+) -> list[int]:
+    """Drop the pre-probes of silences that ended; start them for hosts now suspect.
+
+    Never blocks on probes, so the scheduler runs it as its own job: a sweep waiting for one
+    host's probes never delays another host's start. Returns the ids of the hosts started now.
+    """
+    pending = pre_probes.pending()
+    started = []
+    with session_scope(session_factory) as session:
+        if pending:
+            rows = {
+                row.id: row
+                for row in session.execute(
+                    select(Host.id, Host.name, Host.status, Host.overdue_at).where(
+                        Host.id.in_(pending)
+                    )
+                )
+            }
+            for host_id, overdue_at in pending.items():
+                row = rows.get(host_id)
+                if row is not None and row.status in ("up", "unknown"):
+                    if row.overdue_at == overdue_at:
+                        continue  # still the same silence
+                    # A heartbeat moved the overdue time on: the host was only slow.
+                    log.info("host %s: heard from again before grace, pre-probes dropped", row.name)
+                    pre_probes.discard(host_id, overdue_at, cleared=True)
+                else:
+                    pre_probes.discard(
+                        host_id, overdue_at, cleared=False
+                    )  # gone, or late elsewhere
+        horizon = now + timedelta(seconds=settings.probe_lead_s)
+        suspects = session.scalars(
+            select(Host).where(Host.status.in_(("up", "unknown")), Host.overdue_at <= horizon)
+        )
+        for host in suspects:
+            assert host.overdue_at is not None
+            grace = host.grace_s or settings.grace_s
+            if host.overdue_at - timedelta(seconds=lead_s(grace, settings.probe_lead_s)) > now:
+                continue
+            if host.paused or _planned(host, session.get(HostSilence, host.id)):
+                continue  # planned silence is not probed
+            silent_s = _silent_s(host, now)
+            target = probes.ProbeTarget.of(host)
+            if pre_probes.start(host.id, host.overdue_at, partial(_stamped, run, target, silent_s)):
+                started.append(host.id)
+                log.info(
+                    "host %s: suspect (%s s silent), probing ahead of grace",
+                    host.name,
+                    None if silent_s is None else round(silent_s, 2),
+                )
+    return started
 
 
 def check_host(
@@ -134,8 +257,12 @@ def check_host(
     settings: Settings,
     probe_runner: ProbeRunner | None = None,
     ssh_runner: probes.SSHRunner | None = None,
+    pre_probes: PreProbes | None = None,
 ) -> int | None:
-    """Claim one overdue host (up/unknown → late), probe it, open its incident (late → lost)."""
+    """Claim one overdue host (up/unknown → late), probe it, open its incident (late → lost).
+
+    The probes are this silence's pre-probes when ``pre_probes`` holds them, else run here.
+    """
     reclaim = now - timedelta(seconds=settings.late_reclaim_s)
     with session_scope(session_factory) as session:
         claimed = _cas(session, host_id, ("up", "unknown"), "late", now, Host.overdue_at <= now)
@@ -152,28 +279,34 @@ def check_host(
         host = session.get(Host, host_id, populate_existing=True)
         assert host is not None
         silence = session.get(HostSilence, host_id)
-        planned = silence is not None and (
-            host.last_seen_at is None or silence.announced_at >= host.last_seen_at
-        )
+        planned = _planned(host, silence)
         target = probes.ProbeTarget.of(host)
+        silent_s = _silent_s(host, now)
+        ahead = (
+            pre_probes.take(host_id, host.overdue_at)
+            if pre_probes is not None and host.overdue_at is not None
+            else None
+        )
         run = current_run(session)
         started_at = run.started_at if run else None
         log.info("host %s: late (last heartbeat %s)", host.name, host.last_seen_at)
 
     probing_started = time.monotonic()
+    ready = False
     if planned or host.paused:
         kind, status, found = (
             ("paused", "paused", []) if host.paused else ("planned", "stopped", [])
         )
     else:
-        if probe_runner is not None:
-            found = probe_runner(target)
+        if ahead is not None:
+            ready = ahead.done()
+            found = ahead.result()  # bounded: run_probes returns at its deadline
         else:
-            found = probes.run_probes(
-                target, deadline_s=settings.probe_deadline_s, ssh_runner=ssh_runner
-            )
+            found = _stamped(prober(settings, probe_runner, ssh_runner), target, silent_s)
         kind, status = probes.classify(found), "lost"
-    opened_at = now + timedelta(seconds=time.monotonic() - probing_started)
+    # Probes that finished before grace open the incident exactly at grace.
+    waited = 0.0 if ready else time.monotonic() - probing_started
+    opened_at = now + timedelta(seconds=waited)
 
     with session_scope(session_factory) as session:
         if not _cas(session, host_id, ("late",), status, now, Host.status_since == now):
