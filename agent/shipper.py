@@ -55,7 +55,15 @@ class Shipper:
         self.interval = interval
         self._wall = wall
         self._mono = mono
-        self.agent_info = {"version": __version__, "pid": os.getpid(), "started_at": wall()}
+        # Who sends, stamped on every batch at send time (also on replayed spool and catch-up
+        # batches, whose records may belong to an earlier boot): the collector takes liveness
+        # and the host's current boot from here, not from the records' boot_id.
+        self.agent_info = {
+            "version": __version__,
+            "pid": os.getpid(),
+            "started_at": wall(),
+            "boot_id": boot_id,
+        }
         # Highest kseq handed off (acked or spooled) for this boot: re-read records are skipped.
         hints = [k for k in (state.kseq_acked, spool.max_kseq.get(boot_id)) if k is not None]
         self.kseq_skip: int | None = max(hints) if hints else None
@@ -188,7 +196,7 @@ class Shipper:
     def _post(self, batch: dict[str, Any]) -> bool:
         """True when the batch is settled (stored or permanently rejected)."""
         try:
-            answer = self.transport.post(batch)
+            answer = self.transport.post({**batch, "agent": self.agent_info})
         except Rejected as exc:
             log.error("collector rejected a batch for good (%s): dropping it", exc)
             self._mark_up()

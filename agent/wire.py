@@ -6,7 +6,8 @@ A batch is one JSON object (optionally gzip-encoded) POSTed to ``INGEST_PATH`` w
     {
       "host": "spark-01",
       "boot_id": "0b3c…",                      # /proc/sys/kernel/random/boot_id
-      "agent": {"version": "0.1.0", "pid": 812, "started_at": 1764400000.0},
+      "agent": {"version": "0.1.0", "pid": 812, "started_at": 1764400000.0,
+                "boot_id": "0b3c…"},              # the sending agent's own boot
       "samples": [{"seq": 1, "ts": 1764400001.0, "burst": false,
                    "mem": {...}, "psi": {...}, "vmstat": {...}, "load": {...},
                    "gpu": {...} | null, "vllm": {...} | null}],
@@ -49,7 +50,10 @@ log stream with ``fields {"container", "stream"}``, a followed file ``{"file"}``
 unit's journal ``{"unit", "pid", "identifier"}``), ``journal`` for NVML Xid events and for
 pstore files (``fields {"pstore_file", "pstore_dir", "line_no"}``). A batch may carry an
 earlier ``boot_id`` than the agent's current one: the catch-up of the previous boot
-(``agent.catchup``) and spooled batches replayed after a reboot.
+(``agent.catchup``) and spooled batches replayed after a reboot. ``agent`` always describes
+the agent sending the batch now (replayed batches are re-stamped), and ``agent.boot_id`` is
+the boot it runs in: the collector counts the batch as a heartbeat of that boot (a catch-up
+of the old boot is not the old boot coming back). Older agents omit it; then ``boot_id``.
 
 The collector answers 200 with ``{"stored": {stream: n}, "duplicates": {stream: n},
 "resume": {"kseq": <highest kernel seq stored for this boot> | null}}``.

@@ -20,6 +20,8 @@ class AgentInfo(BaseModel):
     version: str = Field(max_length=64)
     pid: int | None = None
     started_at: float | None = None
+    # The boot the sending agent runs in (records may be of an earlier boot); see agent.wire.
+    boot_id: str | None = Field(None, min_length=1, max_length=64)
 
 
 class WireSample(BaseModel):

@@ -206,7 +206,7 @@ def ingest_batch(
     record_heartbeat(
         session,
         host=host,
-        boot_id=batch.boot_id,
+        boot_id=batch.agent.boot_id or batch.boot_id,  # the sender's boot is the one alive
         now=now,
         settings=settings,
         stopping=stopping_event(batch),

@@ -48,11 +48,15 @@ def post(
     lines: list[dict[str, Any]] | None = None,
     events: list[dict[str, Any]] | None = None,
     started_at: float = 1.0,
+    agent_boot: str | None = None,
 ) -> Any:
+    agent: dict[str, Any] = {"version": "test", "pid": 1, "started_at": started_at}
+    if agent_boot is not None:
+        agent["boot_id"] = agent_boot
     body = {
         "host": host,
         "boot_id": boot,
-        "agent": {"version": "test", "pid": 1, "started_at": started_at},
+        "agent": agent,
         "samples": samples or [],
         "lines": lines or [],
         "events": events or [],

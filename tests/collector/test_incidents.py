@@ -45,6 +45,20 @@ def test_new_boot_resolves_rebooted_and_queues_postmortem(collector: Collector) 
     assert row.postmortem_state == "pending"
 
 
+def test_catch_up_of_the_old_boot_is_not_the_old_boot_returning(collector: Collector) -> None:
+    """After a reboot the agent first ships the previous boot's journal and pstore (records of
+    BOOT_A), sent by the agent now running in BOOT_B: a return of BOOT_B, so `rebooted`."""
+    token = collector.add_host("spark-01")
+    post(collector, token, "spark-01", samples=[sample(1, time.time())], agent_boot=BOOT_A)
+    iid = lose(collector)
+    panic = {"seq": 1, "ts": time.time(), "source": "journal", "text": "Kernel panic"}
+    post(collector, token, "spark-01", boot=BOOT_A, lines=[panic], agent_boot=BOOT_B)
+    row = incident(collector, iid)
+    assert (row.state, row.resolution, row.return_boot_id) == ("resolved", "rebooted", BOOT_B)
+    post(collector, token, "spark-01", boot=BOOT_B, agent_boot=BOOT_B)
+    assert incident(collector, iid).resolution == "rebooted"
+
+
 def test_agent_down_on_same_boot_is_agent_recovered(collector: Collector) -> None:
     token = collector.add_host("spark-01")
     post(collector, token, "spark-01")
