@@ -55,8 +55,9 @@ class Shipper:
         self.interval = interval
         self._wall = wall
         self._mono = mono
-        # ``boot_id`` here is the sender's own boot: a batch of an older boot (spool replay,
-        # catch-up after a reboot) says so by differing from it.
+        # Who sends, stamped on every batch at send time (also on replayed spool and catch-up
+        # batches, whose records may belong to an earlier boot): the collector takes liveness
+        # and the host's current boot from here, not from the records' boot_id.
         self.agent_info = {
             "version": __version__,
             "pid": os.getpid(),
@@ -195,7 +196,7 @@ class Shipper:
     def _post(self, batch: dict[str, Any]) -> bool:
         """True when the batch is settled (stored or permanently rejected)."""
         try:
-            answer = self.transport.post(batch)
+            answer = self.transport.post({**batch, "agent": self.agent_info})
         except Rejected as exc:
             log.error("collector rejected a batch for good (%s): dropping it", exc)
             self._mark_up()

@@ -55,7 +55,10 @@ log stream with ``fields {"container", "stream"}``, a followed file ``{"file"}``
 unit's journal ``{"unit", "pid", "identifier"}``), ``journal`` for NVML Xid events and for
 pstore files (``fields {"pstore_file", "pstore_dir", "line_no"}``). A batch may carry an
 earlier ``boot_id`` than the agent's current one: the catch-up of the previous boot
-(``agent.catchup``) and spooled batches replayed after a reboot.
+(``agent.catchup``) and spooled batches replayed after a reboot. ``agent`` always describes
+the agent sending the batch now (replayed batches are re-stamped), and ``agent.boot_id`` is
+the boot it runs in: the collector counts the batch as a heartbeat of that boot (a catch-up
+of the old boot is not the old boot coming back). Older agents omit it; then ``boot_id``.
 
 The collector answers 200 with ``{"stored": {stream: n}, "duplicates": {stream: n},
 "resume": {"kseq": <highest kernel seq stored for this boot> | null}}``.

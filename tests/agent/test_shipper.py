@@ -205,3 +205,36 @@ def test_big_batches_are_gzipped(tmp_path: Path, collector: FakeCollector) -> No
         outbox.put_line(line(k))
     shipper.step(timeout=30)
     assert seen == ["0", "2000"]  # a 2000-line batch (> 16 KiB, sent gzip) arrived intact
+
+
+def test_replayed_batches_carry_the_sending_agent_and_its_boot(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    """A batch spooled in one boot and replayed by the next boot's agent keeps its records'
+    boot_id, but says who sends it now: the collector's liveness follows agent.boot_id."""
+    shipper, outbox, _ = make(tmp_path, collector)
+    shipper.start()
+    collector.stop()
+    outbox.put_line(line(1))
+    shipper.step(timeout=30)
+    assert shipper.spool
+    shipper.spool.close()
+    collector.start()
+    new_boot = "9d2a4c61-0f3e-4b8a-8c1d-2e5f6a7b8c90"
+    after_reboot = Shipper(
+        host="spark-01",
+        boot_id=new_boot,
+        transport=Transport(collector.url, TOKEN, timeout=5),
+        state=AgentState(tmp_path, "spark-01", new_boot),
+        spool=Spool(tmp_path / "spool", 1 << 20),
+        outbox=Outbox(),
+        interval=3600.0,
+        wall=lambda: 1764500000.0,
+        mono=Clock(),
+    )
+    after_reboot.start()
+    replayed = next(b for b in collector.batches if b["lines"])
+    assert replayed["boot_id"] == BOOT and [ln["kseq"] for ln in replayed["lines"]] == [1]
+    assert replayed["agent"]["boot_id"] == new_boot
+    assert replayed["agent"]["started_at"] == 1764500000.0
+    assert collector.batches[-1]["agent"] == replayed["agent"]

@@ -127,6 +127,14 @@ class NetNamespace:
         self.exec_ip("addr", "add", f"{self.peer_addr}/30", "dev", self.peer_if)
         self.exec_ip("link", "set", self.peer_if, "up")
         self.exec_ip("link", "set", "lo", "up")
+        # Safety net: if the root-side veth ever goes down, its connected route vanishes and
+        # traffic to the namespace's subnet would follow the default route off this machine.
+        # This route only applies while the connected route (metric 0) is gone.
+        _ip("route", "replace", "blackhole", self._subnet, "metric", "4096")
+
+    @property
+    def _subnet(self) -> str:
+        return f"{SUBNET_PREFIX}.{self._idx}.0/30"
 
     def exec_ip(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run `ip ARGS` inside the namespace."""
@@ -149,13 +157,15 @@ class NetNamespace:
         )
 
     def link_down(self) -> None:
-        """Take the root-side veth down: the namespace is cut off in both directions.
+        """Take the namespace-side veth down: the namespace is cut off in both directions.
 
-        Packets are dropped silently (connects time out, as to a frozen host; no RST/ICMP)."""
-        _ip("link", "set", self.host_if, "down")
+        The root side keeps its route (marked linkdown), so packets to the namespace are
+        dropped silently (connects time out, as to a frozen host; no RST/ICMP) instead of
+        leaving by the default route; inside, connects fail with "network unreachable"."""
+        self.exec_ip("link", "set", self.peer_if, "down")
 
     def link_up(self) -> None:
-        _ip("link", "set", self.host_if, "up")
+        self.exec_ip("link", "set", self.peer_if, "up")
 
     def pids(self) -> list[int]:
         """Every process currently inside the namespace."""
@@ -181,6 +191,7 @@ class NetNamespace:
         # Deleting the root side removes its peer too, wherever the peer lives.
         _ip("link", "del", self.host_if, check=False)
         _ip("netns", "del", self.name, check=False)
+        _ip("route", "del", "blackhole", self._subnet, "metric", "4096", check=False)
         self.index = None
 
     def __enter__(self) -> NetNamespace:

@@ -166,6 +166,21 @@ class TestSshd:
                 break
         raise RuntimeError(f"sshd did not start on {self.host}:{self.port}:\n{last_log}")
 
+    def restart(self) -> TestSshd:
+        """Start sshd again with the same keys, config and port (the host came back up)."""
+        self.stop()
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [*self.argv_prefix, SSHD, "-D", "-e", "-f", str(self.config_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
+        if not self._wait_ready():
+            tail = self.log_path.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"sshd did not restart on {self.host}:{self.port}:\n{tail}")
+        return self
+
     def _wait_ready(self) -> bool:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:

@@ -2,7 +2,7 @@
 test host's SSH, a stand-in agent process posting real batches, a signed-webhook receiver.
 
 SIGSTOP of sshd stands in for a dead host, SIGSTOP of the agent for a stalled agent. (The
-netns variant with a cut link is left for the integration pass.)
+netns variant with the real agent and a cut link: test_netns_scenarios.py.)
 """
 
 from __future__ import annotations
