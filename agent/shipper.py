@@ -55,7 +55,14 @@ class Shipper:
         self.interval = interval
         self._wall = wall
         self._mono = mono
-        self.agent_info = {"version": __version__, "pid": os.getpid(), "started_at": wall()}
+        # boot_id: the boot this agent runs in, so a catch-up batch of an older boot is not
+        # taken for the host's present.
+        self.agent_info = {
+            "version": __version__,
+            "pid": os.getpid(),
+            "started_at": wall(),
+            "boot_id": boot_id,
+        }
         # Highest kseq handed off (acked or spooled) for this boot: re-read records are skipped.
         hints = [k for k in (state.kseq_acked, spool.max_kseq.get(boot_id)) if k is not None]
         self.kseq_skip: int | None = max(hints) if hints else None

@@ -6,7 +6,8 @@ A batch is one JSON object (optionally gzip-encoded) POSTed to ``INGEST_PATH`` w
     {
       "host": "spark-01",
       "boot_id": "0b3c…",                      # /proc/sys/kernel/random/boot_id
-      "agent": {"version": "0.1.0", "pid": 812, "started_at": 1764400000.0},
+      "agent": {"version": "0.1.0", "pid": 812, "started_at": 1764400000.0,
+                "boot_id": "0b3c…"},                 # the boot the agent runs in
       "samples": [{"seq": 1, "ts": 1764400001.0, "burst": false,
                    "mem": {...}, "psi": {...}, "vmstat": {...}, "load": {...},
                    "gpu": {...} | null, "vllm": {...} | null}],
@@ -49,7 +50,9 @@ log stream with ``fields {"container", "stream"}``, a followed file ``{"file"}``
 unit's journal ``{"unit", "pid", "identifier"}``), ``journal`` for NVML Xid events and for
 pstore files (``fields {"pstore_file", "pstore_dir", "line_no"}``). A batch may carry an
 earlier ``boot_id`` than the agent's current one: the catch-up of the previous boot
-(``agent.catchup``) and spooled batches replayed after a reboot.
+(``agent.catchup``; its ``agent.boot_id`` names the current boot) and spooled batches
+replayed after a reboot (they keep the ``agent`` of the agent that spooled them). The
+collector never moves a host's current boot back to a boot it saw before the current one.
 
 The collector answers 200 with ``{"stored": {stream: n}, "duplicates": {stream: n},
 "resume": {"kseq": <highest kernel seq stored for this boot> | null}}``.

@@ -20,6 +20,8 @@ class AgentInfo(BaseModel):
     version: str = Field(max_length=64)
     pid: int | None = None
     started_at: float | None = None
+    # The boot the agent runs in; differs from the batch's boot_id for a catch-up batch.
+    boot_id: str | None = Field(None, max_length=64)
 
 
 class WireSample(BaseModel):

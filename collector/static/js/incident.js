@@ -6,6 +6,8 @@
     "snapshot": {"samples": [sample dicts as /samples returns], "lines": [line dicts],
                  "markers"?: [timeline markers], "vllm_phase"?: str,
                  "matrix"?: {"run_id", "profile"}},
+    "kernel_alive": {"last_netconsole_at", "seconds_after_last_heartbeat"} | null,
+    "late_evidence": [line dicts of the incident's boot received after it opened],
     "probes": [{"at", "probe", "ok", "detail"}],
     "artifacts": [{"id", "name", "size", "collected_at", "url"}]   (url serves it inline;
                   url + "?download=1" as an attachment),
@@ -44,6 +46,7 @@
       ["vLLM phase", snap.vllm_phase || "–"],
       ["Matrix run", snap.matrix ? el("a", { href: `/matrix/${snap.matrix.run_id}` }, `#${snap.matrix.run_id} ${snap.matrix.profile || ""}`) : "–"],
     ];
+    if (inc.kernel_alive) facts.push(["Kernel alive", `last netconsole line ${Math.round(inc.kernel_alive.seconds_after_last_heartbeat)} s after the last heartbeat (${clock(inc.kernel_alive.last_netconsole_at)})`]);
     if (inc.boot_id_before) facts.push(["Boot", `${inc.boot_id_before} → ${inc.boot_id_after || "?"}`]);
     document.getElementById("inc-summary").replaceChildren(el("dl", { class: "kv" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])));
 
@@ -62,6 +65,7 @@
       if (!lines.length) lines = (await api(`${path}/lines`, { params: { since, until, limit: 1000 } })).lines || [];
     }
     table("inc-lines", lines, [(l) => td(clock(l.ts), "mono"), (l) => td(l.source), (l) => td(l.priority), (l) => td(l.text, "mono text")], "No lines in the last 120 s.");
+    table("inc-late", listOf(inc.late_evidence, "late_evidence"), [(l) => td(clock(l.ts), "mono"), (l) => td(clock(l.received_at), "mono"), (l) => td(l.fields && l.fields.pstore_file ? `pstore ${l.fields.pstore_file}` : l.source), (l) => td(l.text, "mono text")], "Nothing of this boot arrived after the incident opened.");
     table("inc-probes", listOf(inc.probes, "probes"), [(p) => td(clock(p.at)), (p) => td(p.probe || p.kind), (p) => td(p.ok ? "ok" : "failed", p.ok ? "status-up" : "status-lost"), (p) => td(p.detail, "mono")], "No probes recorded.");
     table("inc-artifacts", listOf(inc.artifacts, "artifacts"), [(a) => td(a.name, "mono"), (a) => td(size(a.size), "num"), (a) => td(clock(a.collected_at)),
       (a) => el("td", {}, el("a", { href: a.url }, "view"), " · ", el("a", { href: `${a.url}${a.url.includes("?") ? "&" : "?"}download=1`, download: a.name }, "download"))], "No artifacts (collected after a reboot).");
