@@ -63,6 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 bind=settings.netconsole_bind,
                 keep_days=settings.netconsole_keep_days,
                 fragment_timeout_s=settings.netconsole_fragment_timeout_s,
+                settings=settings,
             )
             app.state.netconsole.start()
         runner = start_matrix_runner(app, settings)

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from sqlalchemy import insert
 from sqlalchemy.orm import Session, sessionmaker
 
 from agent.wire import MAX_LINE_BYTES
@@ -36,10 +37,12 @@ from collector.matrix.spec import (
     ToolConversationSpec,
 )
 from collector.matrix.workload import ToolConversation, summarize_command_result
-from collector.models import Host, Line, MatrixRun, MatrixStep
+from collector.models import CHANNEL_AGENT, Host, Line, MatrixRun, MatrixStep
 from collector.services import matrix_runs
 from collector.services.hosts import boot_pk
-from collector.services.ingest import LINE_COLUMNS, insert_ignoring_duplicates, line_row
+from collector.services.telemetry_ingest import record_vllm_lines
+from collector.services.vllm_log import VllmLogParser
+from collector.services.vllm_store import VllmStream
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +64,12 @@ def host_target(host: Host) -> ssh.SSHTarget:
 
 
 class _LineSink:
-    """Buffers the server's output lines and writes them to the store every `flush_s`."""
+    """Buffers the server's output lines and writes them to the store every `flush_s`.
+
+    Stored lines then go through the vLLM part of the telemetry hook with this server's own
+    parser (one sink per server start), so the run's starts, phases and startup plans are
+    vLLM starts of the host like those of the agent's log stream.
+    """
 
     def __init__(
         self,
@@ -74,11 +82,14 @@ class _LineSink:
         flush_s: float = 0.5,
     ) -> None:
         self._factory = factory
-        self._common = (host_id, boot)
+        self._host_id = host_id
+        self._boot = boot
         self._tags = tags
         self._clock = clock
-        self._rows: list[tuple[Any, ...]] = []
+        self._rows: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()  # the loop and close() never feed the parser twice
+        self._stream = VllmStream(VllmLogParser())
         self._stop = threading.Event()
         self._flush_s = flush_s
         self._thread = threading.Thread(target=self._loop, name="matrix-lines", daemon=True)
@@ -94,29 +105,46 @@ class _LineSink:
             truncated = len(raw) > MAX_LINE_BYTES
             if truncated:
                 text = raw[:MAX_LINE_BYTES].decode("utf-8", "ignore")
-            row = line_row(
-                (*self._common, now),
-                seq=None,
-                kseq=None,
-                ts=now,
-                source="vllm",
-                priority=None,
-                facility=None,
-                text=text,
-                truncated=truncated,
-                fields=fields,
-            )
+            row = {
+                "host_id": self._host_id,
+                "boot_pk": self._boot,
+                "received_at": now,
+                "ts": now,
+                "source": "vllm",
+                "text": text,
+                "truncated": truncated,
+                "fields": fields,
+                "channels": CHANNEL_AGENT,
+                "agent_received_at": now,
+            }
             with self._lock:
                 self._rows.append(row)
 
         return add
 
     def flush(self) -> None:
-        with self._lock:
-            rows, self._rows = self._rows, []
-        if rows:
+        with self._flush_lock:
+            with self._lock:
+                rows, self._rows = self._rows, []
+            if not rows:
+                return
             with session_scope(self._factory) as session:
-                insert_ignoring_duplicates(session, Line.__table__, LINE_COLUMNS, rows)
+                ids = session.scalars(
+                    insert(Line).returning(Line.id, sort_by_parameter_order=True), rows
+                ).all()
+                stored = [(pk, row["ts"], row["text"]) for pk, row in zip(ids, rows, strict=True)]
+                try:
+                    with session.begin_nested():  # a parser failure never costs the lines
+                        record_vllm_lines(
+                            session,
+                            host_id=self._host_id,
+                            boot_pk=self._boot,
+                            stream=self._stream,
+                            lines=stored,
+                        )
+                except Exception:
+                    log.exception("vLLM telemetry of matrix server lines failed")
+                    self._stream = VllmStream(VllmLogParser())  # ahead of the rollback
 
     def _loop(self) -> None:
         while not self._stop.wait(self._flush_s):

@@ -132,15 +132,19 @@ def enqueue_incident(
     now: datetime,
     settings: Settings,
 ) -> int:
-    from collector.services.incidents import incident_dict
+    from collector.services.incidents import incident_dict, kernel_alive, kernel_alive_text
 
     link = incident_link(settings, incident.id)
+    alive = kernel_alive(session, incident=incident)
+    summary = incident_dict(incident, host_name=host.name)
+    if alive is not None:  # known only once netconsole brought a line after the last heartbeat
+        summary["kernel_alive"] = alive
     payload = {
         "type": event,
         "event": event,
         "timestamp": now.isoformat(),
         "host": {"name": host.name, "status": host.status, "boot_id": host.current_boot_id},
-        "incident": incident_dict(incident, host_name=host.name),
+        "incident": summary,
         "last_sample": _last_sample(session, host.id),
         "kernel_lines": _last_kernel_lines(session, host.id),
         "url": link,
@@ -150,6 +154,8 @@ def enqueue_incident(
     else:
         extra = f", stalled {incident.stall_s:.1f} s" if incident.stall_s else ""
         text = f"freezewatch: {host.name} is back ({incident.resolution}{extra}) — {link}"
+    if alive is not None:
+        text += f" ({kernel_alive_text(alive)})"
     return enqueue(
         session,
         event=event,

@@ -31,8 +31,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import session_scope
-from collector.models import CollectorRun, Host, HostSilence, Incident
-from collector.services import incidents, probes
+from collector.models import Boot, CollectorRun, Host, HostSilence, Incident
+from collector.services import hosts, incidents, probes
 from collector.services.preprobes import PreProbes, lead_s
 from collector.settings import Settings
 
@@ -50,18 +50,34 @@ def record_heartbeat(
     now: datetime,
     settings: Settings,
     stopping: dict[str, Any] | None = None,
+    live_boot_id: str | None = None,
 ) -> None:
     """Every accepted batch is a heartbeat: push the overdue time forward, close a silence.
 
+    ``boot_id`` is the batch's boot; ``live_boot_id`` the boot the sending agent runs in
+    (``agent.boot_id``; a catch-up batch of the previous boot differs). The host's current
+    boot only moves forward: to a boot first seen after it. An older boot's batch (catch-up,
+    a replayed spool) still proves the agent alive, but says nothing of the boot it runs in.
     ``stopping`` is the data of an ``agent_stopping`` event in this batch (planned silence).
     """
     # Lock the row so a checker's late → lost cannot slip between our read and write.
     session.refresh(host, with_for_update=True)
     host.last_seen_at = now
     host.overdue_at = now + timedelta(seconds=host.grace_s or settings.grace_s)
+    live = live_boot_id or boot_id
+    previous = host.current_boot_id
+    forward = previous is None or live == previous or _first_seen_after(session, host, live)
     if host.status in SILENT:
-        incidents.mark_returned(session, host=host, boot_id=boot_id, now=now, settings=settings)
-    host.current_boot_id = boot_id
+        returned_boot = live if forward else previous
+        assert returned_boot is not None
+        incidents.mark_returned(
+            session, host=host, boot_id=returned_boot, now=now, settings=settings
+        )
+    elif forward and previous is not None and live != previous:
+        # Back first with the old boot (catch-up before the live stream): now the new boot.
+        incidents.mark_rebooted(session, host=host, boot_id=live, now=now, settings=settings)
+    if forward:
+        host.current_boot_id = live
     if host.status != "up":
         host.status = "up"
         host.status_since = now
@@ -76,6 +92,16 @@ def record_heartbeat(
     elif silence is not None:
         session.delete(silence)
     session.flush()
+
+
+def _first_seen_after(session: Session, host: Host, boot_id: str) -> bool:
+    """Was ``boot_id`` first seen after the host's current boot? (boots rows are created on
+    first sight, so their ids are in first-seen order.)"""
+    candidate = hosts.boot_pk(session, host=host, boot_id=boot_id)
+    current = session.scalar(
+        select(Boot.id).where(Boot.host_id == host.id, Boot.boot_id == host.current_boot_id)
+    )
+    return current is None or candidate > current
 
 
 def stopping_event(batch: Any) -> dict[str, Any] | None:

@@ -19,14 +19,25 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.errors import NotFound
-from collector.models import Artifact, Delivery, Host, Incident, IncidentSnapshot, WebhookTarget
-from collector.services.incidents import incident_dict
+from collector.models import (
+    Artifact,
+    Boot,
+    Delivery,
+    Host,
+    Incident,
+    IncidentSnapshot,
+    Line,
+    WebhookTarget,
+)
+from collector.services.incidents import incident_dict, kernel_alive
 from collector.services.postmortem import artifact_dict
+from collector.services.telemetry import line_dict
 from collector.services.timeline import kernel_markers, matrix_windows, phase_bands
 from collector.services.webhooks import delivery_dict
 from collector.timeutil import from_epoch, to_epoch
 
 WINDOW_AFTER_S = 5.0
+LATE_EVIDENCE_MAX_LINES = 5000
 
 
 def list_incidents(
@@ -112,6 +123,8 @@ def incident_detail(session: Session, *, incident_id: int) -> dict[str, Any]:
             "lines": snapshot.lines,
             "context": snapshot.context,
         },
+        "kernel_alive": kernel_alive(session, incident=incident),
+        "late_evidence": late_evidence(session, incident=incident),
         "artifacts": [
             {**artifact_dict(a), "url": artifact_url(incident.id, a.name)} for a in artifacts
         ],
@@ -121,6 +134,32 @@ def incident_detail(session: Session, *, incident_id: int) -> dict[str, Any]:
 
 def artifact_url(incident_id: int, name: str) -> str:
     return f"/api/v1/incidents/{incident_id}/artifacts/{quote(name)}"
+
+
+def late_evidence(session: Session, *, incident: Incident) -> list[dict[str, Any]]:
+    """Lines of the incident's boot that reached us after it opened, oldest first.
+
+    What the host kept of a frozen boot and shipped after the reboot (the agent's catch-up
+    of the previous boot's kernel journal and pstore files, spooled batches) lands here
+    without any SSH access. When the host came back on the same boot, only lines from
+    inside the silence count (``ts`` up to the return), not everything that boot said later.
+    """
+    if incident.boot_id is None:
+        return []
+    boot = session.scalar(
+        select(Boot.id).where(Boot.host_id == incident.host_id, Boot.boot_id == incident.boot_id)
+    )
+    if boot is None:
+        return []
+    # boot_pk leads the (boot_pk, seq) unique index: no scan of the host's other boots.
+    query = select(Line).where(
+        Line.boot_pk == boot, Line.received_at > to_epoch(incident.opened_at)
+    )
+    returned = to_epoch(incident.returned_at)
+    if returned is not None and incident.return_boot_id == incident.boot_id:
+        query = query.where(Line.ts <= returned)
+    rows = session.scalars(query.order_by(Line.ts, Line.id).limit(LATE_EVIDENCE_MAX_LINES))
+    return [line_dict(x) for x in rows]
 
 
 def get_artifact(session: Session, *, incident_id: int, name: str) -> Artifact:

@@ -19,11 +19,19 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import session_scope
-from collector.models import Boot, Host, Incident, IncidentSnapshot, Line, Sample
+from collector.models import (
+    CHANNEL_NETCONSOLE,
+    Boot,
+    Host,
+    Incident,
+    IncidentSnapshot,
+    Line,
+    Sample,
+)
 from collector.services import alerts
 from collector.services.telemetry import line_dict, sample_dict
 from collector.settings import Settings
@@ -33,6 +41,7 @@ log = logging.getLogger(__name__)
 
 SNAPSHOT_MAX_SAMPLES = 2000
 SNAPSHOT_MAX_LINES = 5000
+KERNEL_ALIVE_TS_SLACK_S = 60.0
 
 
 def open_incident(
@@ -178,6 +187,26 @@ def mark_returned(
     return incident
 
 
+def mark_rebooted(
+    session: Session, *, host: Host, boot_id: str, now: datetime, settings: Settings
+) -> Incident | None:
+    """A new boot after the host came back on its old one (the agent shipped the frozen boot's
+    catch-up or spool first): an incident still settling on that old boot was a reboot."""
+    incident = session.scalar(
+        select(Incident)
+        .where(Incident.host_id == host.id, Incident.state == "resolving")
+        .order_by(Incident.id.desc())
+        .limit(1)
+    )
+    if incident is None or incident.boot_id is None or incident.boot_id == boot_id:
+        return None
+    incident.return_boot_id = boot_id
+    resolve(
+        session, incident=incident, host=host, now=now, settings=settings, resolution="rebooted"
+    )
+    return incident
+
+
 def resolve(
     session: Session,
     *,
@@ -275,6 +304,38 @@ def settle_incidents(
                 continue
             decided.append(incident_id)
     return decided
+
+
+def kernel_alive(session: Session, *, incident: Incident) -> dict[str, Any] | None:
+    """The host's last netconsole line after its last heartbeat (up to its return), or None.
+
+    A host whose agent went silent while its kernel still printed shows it here. Lines are
+    looked up through the (host, ts) index: netconsole-first rows carry their arrival as
+    ``ts``; ``KERNEL_ALIVE_TS_SLACK_S`` leaves room for agent-clock rows merged later.
+    """
+    heartbeat = to_epoch(incident.last_heartbeat_at)
+    if heartbeat is None:
+        return None
+    query = select(func.max(Line.netconsole_received_at)).where(
+        Line.host_id == incident.host_id,
+        Line.ts >= heartbeat - KERNEL_ALIVE_TS_SLACK_S,
+        Line.channels.op("&")(CHANNEL_NETCONSOLE) != 0,
+        Line.netconsole_received_at > heartbeat,
+    )
+    returned = to_epoch(incident.returned_at)
+    if returned is not None:
+        query = query.where(Line.netconsole_received_at <= returned)
+    last = session.scalar(query)
+    if last is None:
+        return None
+    return {"last_netconsole_at": last, "seconds_after_last_heartbeat": round(last - heartbeat, 3)}
+
+
+def kernel_alive_text(alive: dict[str, Any] | None) -> str:
+    if alive is None:
+        return ""
+    seconds = alive["seconds_after_last_heartbeat"]
+    return f"kernel alive: last netconsole line {seconds:.0f} s after the last heartbeat"
 
 
 def downtime_s(incident: Incident) -> float | None:

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -23,6 +24,7 @@ from collector import db
 from collector.models import (
     CHANNEL_NETCONSOLE,
     Host,
+    Line,
     NetconsoleDatagram,
     NetconsoleStats,
 )
@@ -35,6 +37,11 @@ from collector.netconsole.receiver import (
     RawDatagram,
     ReceivedRecord,
 )
+from collector.services.alerts import enqueue_kernel_events
+from collector.services.kernel_events import KernelEvent, classify_kernel_line
+from collector.services.telemetry_ingest import store_kernel_events
+from collector.settings import Settings
+from collector.timeutil import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -169,9 +176,11 @@ class NetconsoleStore:
         *,
         keep_days: float = 7.0,
         clock: Callable[[], float] = time.time,
+        settings: Settings | None = None,
     ) -> None:
         self._factory = factory
         self._keep_s = keep_days * 86400
+        self._settings = settings  # None: kernel events are stored but do not alert
         self._clock = clock
         self._last_prune: float | None = None
         self._boots: dict[tuple[int, str], int] = {}
@@ -239,6 +248,7 @@ class NetconsoleStore:
 
     def store_records(self, session: Session, records: list[ReceivedRecord]) -> None:
         keyed, plain = [], []
+        hits: list[_Hit] = []  # records naming a kernel event (a few substring tests each)
         hosts: dict[int, Host | None] = {}
         stats: dict[int, list[float]] = {}  # host id → [received, lost delta, incomplete, last]
         for rec in records:
@@ -276,6 +286,9 @@ class NetconsoleStore:
                 rec.received_at,
             )
             (keyed if r.kseq is not None else plain).append(row)
+            event = classify_kernel_line(r.text)
+            if event is not None:
+                hits.append(_Hit(host, boot_pk, r.boot or host.current_boot_id, rec, event))
         mark = _mark(session)
         conn = session.connection()
         if keyed:
@@ -296,6 +309,36 @@ class NetconsoleStore:
             row.incomplete += int(incomplete)
             row.last_line_at = max(row.last_line_at or 0.0, last)
         session.flush()
+        if hits:
+            self._kernel_events(session, hits)
+
+    def _kernel_events(self, session: Session, hits: list[_Hit]) -> None:
+        """Ingest's kernel-event hook for the records just stored: classify, correlate, alert.
+
+        A record the agent brought first already has its event (the unique ``line_id``
+        skips it), so a record arriving by both channels is one event.
+        """
+        groups: dict[tuple[int, int], list[tuple[int, float, KernelEvent]]] = {}
+        boot_ids: dict[tuple[int, int], str | None] = {}
+        for hit in hits:
+            stored = _stored_line(session, hit)
+            if stored is not None:
+                key = (hit.host.id, hit.boot_pk)
+                groups.setdefault(key, []).append((*stored, hit.event))
+                boot_ids[key] = hit.boot_id
+        for (host_id, boot_pk), found in groups.items():
+            events = store_kernel_events(session, host_id=host_id, boot_pk=boot_pk, hits=found)
+            host = session.get(Host, host_id)
+            if events and host is not None and self._settings is not None:
+                enqueue_kernel_events(
+                    session,
+                    host=host,
+                    events=events,
+                    boot_id=boot_ids[(host_id, boot_pk)] or UNKNOWN_BOOT,
+                    now=utcnow(),
+                    settings=self._settings,
+                )
+        session.flush()
 
     def _boot_pk(self, session: Session, host: Host, boot_id: str) -> int:
         key = (host.id, boot_id)
@@ -309,6 +352,35 @@ class NetconsoleStore:
     def forget_boots(self) -> None:
         """Drop the boot-id cache (a rolled-back transaction may have created cached rows)."""
         self._boots.clear()
+
+
+@dataclass(frozen=True)
+class _Hit:
+    """A netconsole record that names a kernel event, before its line id is known."""
+
+    host: Host
+    boot_pk: int
+    boot_id: str | None
+    rec: ReceivedRecord
+    event: KernelEvent
+
+
+def _stored_line(session: Session, hit: _Hit) -> tuple[int, float] | None:
+    """(id, ts) of the row the record went into: by (boot, kseq), else by its arrival."""
+    r = hit.rec.record
+    query = select(Line.id, Line.ts).where(Line.boot_pk == hit.boot_pk)
+    if r.kseq is not None:
+        query = query.where(Line.kseq == r.kseq)
+    else:
+        query = query.where(
+            Line.host_id == hit.host.id,
+            Line.kseq.is_(None),
+            Line.source == "netconsole",
+            Line.received_at == hit.rec.received_at,
+            Line.text == r.text,
+        )
+    row = session.execute(query.order_by(Line.id.desc()).limit(1)).first()
+    return None if row is None else (row[0], row[1])
 
 
 def prune_datagrams(session: Session, *, before: float) -> int:
@@ -335,9 +407,10 @@ class NetconsoleChannel:
         fragment_timeout_s: float = 2.0,
         allowlist_refresh_s: float = 5.0,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
+        settings: Settings | None = None,
     ) -> None:
         self.allowlist = HostAllowlist(factory, refresh_s=allowlist_refresh_s)
-        self.store = NetconsoleStore(factory, keep_days=keep_days)
+        self.store = NetconsoleStore(factory, keep_days=keep_days, settings=settings)
         self._reassembler = Reassembler(timeout_s=fragment_timeout_s)
         # The receive thread only drains the socket and stores raw datagrams; the receiver's
         # parse thread stores the lines, which may lag during a storm while the raw copy not.

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from collector.models import HostEvent, KernelEventRow, Line, VllmStart
@@ -21,7 +22,12 @@ from collector.schemas import Batch, WireLine, WireSample
 from collector.services.event_context import WINDOW_S, correlate
 from collector.services.kernel_events import KernelEvent, classify_kernel_line
 from collector.services.vllm_hang import HangDetector
-from collector.services.vllm_store import VllmStream, load_stream, store_vllm_lines
+from collector.services.vllm_store import (
+    StoredLine,
+    VllmStream,
+    load_stream,
+    store_vllm_lines,
+)
 
 KERNEL_SOURCES = frozenset({"kmsg", "netconsole"})
 # vLLM lines may reach us after the kernel line they explain (another channel, a polled file):
@@ -110,7 +116,8 @@ def record_telemetry(
                 classified=classified,
             )
             if vllm_lines:
-                _recorrelate_after(session, host_id, vllm_lines, outcome.kernel_events)
+                stamps = [ln.ts for ln in vllm_lines]
+                _recorrelate_after(session, host_id, stamps, outcome.kernel_events)
             outcome.host_events += observe_samples(
                 session,
                 host_id=host_id,
@@ -156,26 +163,56 @@ def new_kernel_events(
     ids = stored_line_ids(
         session, boot_pk=boot_pk, received_at=received_at, seqs=[ln.seq for ln, _ in classified]
     )
+    hits = [
+        (stored[0], stored[1], event)
+        for line, event in classified
+        # None: a duplicate (replay, or the same record over another channel)
+        if (stored := ids.get(line.seq)) is not None
+    ]
+    return store_kernel_events(session, host_id=host_id, boot_pk=boot_pk, hits=hits)
+
+
+def store_kernel_events(
+    session: Session,
+    *,
+    host_id: int,
+    boot_pk: int,
+    hits: Sequence[tuple[int, float, KernelEvent]],
+) -> list[KernelEventRow]:
+    """Store (line id, line ts, event) as correlated events; returns the ones stored.
+
+    Every channel calls this for the lines it stored or merged; a line that already has its
+    event (the same kernel record brought by the other channel first) is skipped by the unique
+    ``line_id``, also against a concurrent writer.
+    """
+    if not hits:
+        return []
     rows = []
-    for line, event in classified:
-        stored = ids.get(line.seq)
-        if stored is None:
-            continue  # a duplicate (replay, or the same record over another channel)
+    for line_id, ts, event in hits:
         fields = asdict(event)
         fields.pop("detail")
         for name, size in COLUMN_SIZES.items():
             if fields[name] is not None:
                 fields[name] = fields[name][:size]
         rows.append(
-            KernelEventRow(
-                host_id=host_id, boot_pk=boot_pk, line_id=stored[0], ts=stored[1], **fields
-            )
+            KernelEventRow(host_id=host_id, boot_pk=boot_pk, line_id=line_id, ts=ts, **fields)
         )
-    if rows:
-        session.add_all(rows)
-        correlate(session, host_id=host_id, events=rows)
-        session.flush()
-    return rows
+    correlate(session, host_id=host_id, events=rows)  # sets attributes only: rows stay transient
+    insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
+    columns = [c.key for c in KernelEventRow.__table__.columns if c.key != "id"]
+    stored = []
+    for row in rows:  # few per batch: classified lines are rare
+        values = {name: getattr(row, name) for name in columns}
+        pk = session.execute(
+            insert(KernelEventRow)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=["line_id"])
+            .returning(KernelEventRow.id)
+        ).scalar()
+        if pk is not None:
+            row.id = pk
+            stored.append(row)
+    return stored
 
 
 def _vllm(
@@ -208,12 +245,31 @@ def _vllm(
     return events
 
 
+def record_vllm_lines(
+    session: Session,
+    *,
+    host_id: int,
+    boot_pk: int,
+    stream: VllmStream,
+    lines: list[StoredLine],
+) -> list[HostEvent]:
+    """The vLLM part of the hook for lines stored outside ingest (the matrix runner's server
+    output): starts, phases and stats from ``stream``'s parser, then kernel events around
+    the lines correlated again. ``lines`` are (id, ts, text) in ts order."""
+    if not lines:
+        return []
+    events = store_vllm_lines(session, host_id=host_id, boot_pk=boot_pk, stream=stream, lines=lines)
+    session.flush()
+    _recorrelate_after(session, host_id, [ts for _id, ts, _text in lines], ())
+    return events
+
+
 def _recorrelate_after(
-    session: Session, host_id: int, vllm_lines: list[WireLine], fresh: Iterable[KernelEventRow]
+    session: Session, host_id: int, stamps: Sequence[float], fresh: Iterable[KernelEventRow]
 ) -> None:
     """Kernel events stored before the vLLM lines around them arrived: correlate them again."""
-    lo = min(ln.ts for ln in vllm_lines) - WINDOW_S
-    hi = max(ln.ts for ln in vllm_lines) + LATE_VLLM_S
+    lo = min(stamps) - WINDOW_S
+    hi = max(stamps) + LATE_VLLM_S
     skip = {e.id for e in fresh}
     earlier = [
         e

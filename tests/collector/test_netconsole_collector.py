@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from agent.canary import canary_text
 from agent.wire import INGEST_PATH
 from collector import cli, db
-from collector.models import Boot, Host, Line, NetconsoleDatagram
+from collector.models import Boot, Delivery, Host, KernelEventRow, Line, NetconsoleDatagram
 from tests.collector.conftest import Collector, make_collector
 
 BOOT = "6f1c3a52-8c1e-4d4e-9f8a-1b2c3d4e5f60"
@@ -302,3 +302,76 @@ def test_a_burst_sent_as_fast_as_possible_is_all_persisted_and_parsed(nc: Collec
 
     wait_until(lambda: stats()["store_queue"] == 0, "the parse backlog to drain")
     assert stats()["datagrams"] == n and stats()["unparsed"] == 0
+
+
+def kernel_events(c: Collector) -> list[dict[str, Any]]:
+    r = c.client.get("/api/v1/hosts/spark-01/events", params={"kind": "xid"}, headers=c.admin)
+    assert r.status_code == 200, r.text
+    return r.json()["events"]
+
+
+def kernel_alerts(c: Collector) -> list[Delivery]:
+    with session(c) as s:
+        return list(s.scalars(select(Delivery).where(Delivery.event == "kernel.event")))
+
+
+@pytest.fixture
+def nc_hooked(db_url: str) -> Iterator[Collector]:
+    """A netconsole collector with one webhook target (deliveries are queued, never sent)."""
+    yield from make_collector(
+        db_url,
+        netconsole_bind=f"{ME}:{free_udp_port()}",
+        netconsole_fragment_timeout_s=0.3,
+        webhook_urls="http://127.0.0.1:9/hook",
+    )
+
+
+@pytest.mark.parametrize("first", ["udp", "http"])
+def test_a_kernel_record_from_both_channels_is_one_kernel_event(
+    nc_hooked: Collector, first: str
+) -> None:
+    c = nc_hooked
+    token = add_nc_host(c)
+    agent_batch(c, token, [])  # the host's boot is known
+    text = "NVRM: Xid (PCI:000f:01:00): 31, pid=4711, name=python3, Ch 00000008, MMU Fault"
+    datagram = ext(900, body(text.encode(), msgid=1))
+    if first == "udp":
+        send(c, [datagram])
+        wait_until(lambda: len(kernel_events(c)) == 1, "the netconsole record's kernel event")
+        agent_batch(c, token, [kline(1, 900, text)])
+    else:
+        agent_batch(c, token, [kline(1, 900, text)])
+        send(c, [datagram])
+        wait_until(lambda: any(x.netconsole_received_at for x in nc_lines(c)), "the merge")
+    events = kernel_events(c)
+    assert len(events) == 1, events
+    event = events[0]
+    assert event["kind"] == "xid" and event["xid"] == 31 and event["pid"] == 4711
+    assert event["pci"] == "000f:01:00"
+    with session(c) as s:
+        line = s.scalars(select(Line).where(Line.kseq == 900)).one()
+        assert line.channels == 3
+        assert s.scalar(select(func.count()).select_from(KernelEventRow)) == 1
+        assert s.scalar(select(KernelEventRow.line_id)) == line.id
+    # The GPU fault alerts once, from whichever channel classified it.
+    alerts = kernel_alerts(c)
+    assert len(alerts) == 1 and alerts[0].dedup_key == f"kernel.event:xid:{line.id}"
+    # A second, different Xid over netconsole only is a second event.
+    send(c, [ext(901, body(b"NVRM: Xid (PCI:000f:01:00): 13, Graphics Exception", msgid=2))])
+    wait_until(lambda: len(kernel_events(c)) == 2, "the second event")
+
+
+def test_a_plain_netconsole_line_is_classified_too(nc: Collector) -> None:
+    token = add_nc_host(nc)
+    agent_batch(nc, token, [])
+    send(nc, [b"INFO: task python3:4242 blocked for more than 122 seconds.\n"])
+
+    def hung() -> list[dict[str, Any]]:
+        r = nc.client.get(
+            "/api/v1/hosts/spark-01/events", params={"kind": "hung_task"}, headers=nc.admin
+        )
+        return r.json()["events"]
+
+    wait_until(lambda: len(hung()) == 1, "the hung_task event")
+    event = hung()[0]
+    assert event["pid"] == 4242 and event["process"] == "python3"

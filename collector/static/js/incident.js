@@ -9,7 +9,9 @@
                    "error", "attempts", "collected_at", "url"}]   (url + "?download=1": attachment),
     "deliveries": [{"event", "target", "state", "attempts", "last_status", "last_error",
                     "delivered_at", "next_attempt_at", "log": [{"at", "attempt", "ok", "status", "error"}]}],
-    "postmortem": {"state", "attempts"}, "collector_down", "shutdown", "agent_restart"}.
+    "postmortem": {"state", "attempts"}, "collector_down", "shutdown", "agent_restart",
+    "kernel_alive": {"last_netconsole_at", "seconds_after_last_heartbeat"} | null,
+    "late_evidence": [line dicts of the incident's boot received after it opened]}.
    Without snapshot samples the charts fall back to the host timeline API for the window. */
 (function () {
   "use strict";
@@ -67,6 +69,7 @@
     facts.push(["Boot", `${inc.boot_id || "?"}${inc.return_boot_id && inc.return_boot_id !== inc.boot_id ? ` → ${inc.return_boot_id}` : ""}`]);
     facts.push(["vLLM", [vllmText(snap.context), lastPhase ? ` · ${lastPhase.label || lastPhase.phase}` : ""]]);
     if (runs.length) facts.push(["Matrix run", runs.map((r) => el("a", { href: r.url }, `#${r.run_id} ${r.profile} (${r.kind === "startup" ? "startup" : r.workload}) `))]);
+    if (inc.kernel_alive) facts.push(["Kernel alive", `last netconsole line ${Math.round(inc.kernel_alive.seconds_after_last_heartbeat)} s after the last heartbeat (${clock(inc.kernel_alive.last_netconsole_at)})`]);
     if (inc.agent_restart) facts.push(["Agent restart", inc.agent_restart.ok ? "restarted over SSH" : `failed: ${inc.agent_restart.error || inc.agent_restart.stderr || "?"}`]);
     const notes = [];
     if (inc.collector_down) {
@@ -74,6 +77,12 @@
     }
     if (inc.shutdown) notes.push(el("p", { class: "notice" }, "The agent announced a shutdown before the silence."));
     document.getElementById("inc-summary").replaceChildren(...notes, el("dl", { class: "kv" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])));
+  }
+
+  function lateEvidence(inc) {
+    table("inc-late", listOf(inc.late_evidence, "late_evidence"), [(l) => td(clock(l.ts), "mono"), (l) => td(clock(l.received_at), "mono"),
+      (l) => td(l.fields && l.fields.pstore_file ? `pstore ${l.fields.pstore_file}` : l.source), (l) => td(l.text, "mono text")],
+      "Nothing of this boot arrived after the incident opened.");
   }
 
   async function charts(inc) {
@@ -136,6 +145,7 @@
       return;
     }
     summary(inc);
+    lateEvidence(inc);
     probes(inc);
     artifacts(inc);
     deliveries(inc);
