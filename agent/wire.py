@@ -61,7 +61,8 @@ the boot it runs in: the collector counts the batch as a heartbeat of that boot 
 of the old boot is not the old boot coming back). Older agents omit it; then ``boot_id``.
 
 The collector answers 200 with ``{"stored": {stream: n}, "duplicates": {stream: n},
-"resume": {"kseq": <highest kernel seq stored for this boot> | null}}``.
+"resume": {"kseq": <highest kernel seq the agent stored for this boot> | null}}``; ``resume``
+is answered to a batch carrying ``agent_started`` (null for every other batch).
 """
 
 from __future__ import annotations

@@ -30,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import ADMIN, add_host, running_collector
 from collector import db
 from collector.models import Line, NetconsoleDatagram
-from collector.schemas import HostPatch
 from collector.services import hosts
 
 BOOT = "bench-boot-0000"
@@ -56,7 +55,7 @@ def allow_loopback(db_url: str) -> None:
     engine = db.make_engine(db_url)
     with db.session_scope(db.make_sessionmaker(engine)) as session:
         host = hosts.get_host(session, name="bench")
-        hosts.update_host(session, host=host, patch=HostPatch(netconsole_from=["127.0.0.1"]))
+        hosts.set_netconsole_from(session, host=host, addrs=["127.0.0.1"])
     engine.dispose()
 
 

@@ -3,9 +3,10 @@
 vLLM lines from a followed log file carry the time the agent read them (a little after vLLM
 wrote them, and one read stamps several lines alike), while kernel records carry the kernel's
 own time. So a phase entered at most ``VLLM_LINE_LAG_S`` after an event counts as already in
-force at the event (one phase step, no more): a GPU fault logged right at "Loading drafter
-model..." belongs to the drafter load. Among lines sharing the nearest timestamp, the line
-that entered that phase is the context shown.
+force at the event (one phase step, no more) when it began closer to the event than the phase
+before it: a GPU fault logged right at "Loading drafter model..." belongs to the drafter load.
+Among lines sharing the nearest timestamp, the line that entered that phase is the context
+shown.
 """
 
 from __future__ import annotations
@@ -59,10 +60,19 @@ def correlate(session: Session, *, host_id: int, events: Sequence[KernelEventRow
     line_ts = [row.ts for row in lines]
     for event in events:
         i = bisect.bisect_right(phase_ts, event.ts)
-        if i < len(phases) and phases[i].ts <= event.ts + VLLM_LINE_LAG_S:
-            entered = phases[i]
+        before = phases[i - 1] if i else None
+        after = phases[i] if i < len(phases) else None
+        # The next phase counts when it began within the lag AND closer to the event than the
+        # current one did: a fault right at "Loading drafter model..." read a moment late
+        # belongs to the drafter, a fault just after it does not belong to profiling.
+        if (
+            after is not None
+            and after.ts - event.ts <= VLLM_LINE_LAG_S
+            and (before is None or after.ts - event.ts < event.ts - before.ts)
+        ):
+            entered = after
         else:
-            entered = phases[i - 1] if i else None
+            entered = before
         near = lines[
             bisect.bisect_left(line_ts, event.ts - WINDOW_S) : bisect.bisect_right(
                 line_ts, event.ts + WINDOW_S

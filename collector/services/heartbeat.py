@@ -60,8 +60,10 @@ def record_heartbeat(
     a replayed spool) still proves the agent alive, but says nothing of the boot it runs in.
     ``stopping`` is the data of an ``agent_stopping`` event in this batch (planned silence).
     """
-    # Lock the row so a checker's late → lost cannot slip between our read and write.
-    session.refresh(host, with_for_update=True)
+    # Lock the row so a checker's late → lost cannot slip between our read and write. SQLite
+    # needs no row lock: its transactions here begin IMMEDIATE, holding the database's one.
+    if session.get_bind().dialect.name != "sqlite":
+        session.refresh(host, with_for_update=True)
     host.last_seen_at = now
     host.overdue_at = now + timedelta(seconds=host.grace_s or settings.grace_s)
     live = live_boot_id or boot_id

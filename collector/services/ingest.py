@@ -231,7 +231,9 @@ def ingest_batch(
         lines=len(batch.lines) - stored.lines,
         events=len(batch.events) - stored.events,
     )
-    resume = {"kseq": resume_kseq(session, boot_pk=boot)}
+    # Only a starting agent needs to know where to resume; every other batch skips the query.
+    starting = any(e.kind == "agent_started" for e in batch.events)
+    resume = {"kseq": resume_kseq(session, boot_pk=boot) if starting else None}
     return IngestResult(stored=stored, duplicates=duplicates, resume=resume)
 
 

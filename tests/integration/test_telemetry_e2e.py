@@ -5,9 +5,9 @@ driver's NV_ERR_NO_MEMORY record to the kmsg file the agent reads, at that momen
 plan, its phases and the kernel event correlated with "Loading drafter model" must come back
 through the API.
 
-The agent has no ``--vllm-log`` flag on this branch yet: a follower thread here ships the
-stand-in's log as ``source="vllm"`` lines in the agent's batch format (read-time ``ts``, like
-the agent's file follower), with the agent's boot id and a seq range of its own.
+The agent follows the stand-in's log file (``--vllm-log``) and polls its HTTP side
+(``--vllm-url``); the loading phase and the driver error put the agent in burst mode, whose
+10 Hz samples arrive marked as such.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -84,42 +83,6 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
     procs.stop()
 
 
-class LogShipper(threading.Thread):
-    """Follows the stand-in's log file and posts its lines as the agent's file follower would."""
-
-    def __init__(self, path: Path, url: str, token: str) -> None:
-        super().__init__(daemon=True)
-        self.path, self.url, self.token = path, url, token
-        self.stop = threading.Event()
-        self.seq = 10**12  # far from the agent's own seq range for this boot
-        self.shipped = 0
-
-    def run(self) -> None:
-        headers = {"Authorization": f"Bearer {self.token}"}
-        with httpx.Client(base_url=self.url, headers=headers, timeout=10) as client:
-            while not self.path.exists() and not self.stop.wait(0.01):
-                pass
-            with open(self.path, encoding="utf-8") as f:
-                buffer = ""
-                while not self.stop.is_set():
-                    chunk = f.read()
-                    if not chunk:
-                        self.stop.wait(0.01)
-                        continue
-                    now = time.time()
-                    *complete, buffer = (buffer + chunk).split("\n")
-                    self._post(client, complete, now)
-
-    def _post(self, client: httpx.Client, texts: list[str], ts: float) -> None:
-        lines = []
-        for text in texts:
-            self.seq += 1
-            lines.append({"seq": self.seq, "ts": ts, "source": "vllm", "priority": 6, "text": text})
-        body = {"host": HOST, "boot_id": BOOT, "agent": {"version": "e2e-shipper"}, "lines": lines}
-        client.post("/api/v1/ingest", json=body).raise_for_status()
-        self.shipped += len(lines)
-
-
 def test_plan_phases_and_correlated_nv_err_through_the_api(
     tmp_path: Path, processes: Processes
 ) -> None:
@@ -145,6 +108,8 @@ def test_plan_phases_and_correlated_nv_err_through_the_api(
 
     kmsg, vllm_log = tmp_path / "kmsg", tmp_path / "vllm.log"
     kmsg.write_bytes(b"6,1,1000,-;Linux version 6.11.0-1016-nvidia (buildd@ubuntu)\n")
+    vllm_log.touch()
+    vllm_port = free_port()
     processes.start(
         "agent",
         [
@@ -163,6 +128,17 @@ def test_plan_phases_and_correlated_nv_err_through_the_api(
             str(PROC),
             "--state-dir",
             str(tmp_path / "state"),
+            "--vllm-log",
+            str(vllm_log),
+            "--vllm-url",
+            f"http://127.0.0.1:{vllm_port}",
+            "--no-gpu",
+            "--container-label",
+            "",
+            "--docker-socket",
+            str(tmp_path / "no-docker.sock"),
+            "--canary-interval",
+            "0",
         ],
         {"FREEZEWATCH_AGENT_TOKEN": token},
     )
@@ -172,9 +148,6 @@ def test_plan_phases_and_correlated_nv_err_through_the_api(
         what="the agent's first kernel line",
     )
 
-    shipper = LogShipper(vllm_log, url, token)
-    shipper.start()
-    vllm_port = free_port()
     processes.start(
         "vllm",
         [
@@ -205,9 +178,28 @@ def test_plan_phases_and_correlated_nv_err_through_the_api(
             ],
             what="the NV_ERR_NO_MEMORY kernel event",
         )
+        burst = wait_for(
+            lambda: _at_least(
+                10,
+                [
+                    x
+                    for x in admin.get(
+                        f"/api/v1/hosts/{HOST}/samples", params={"limit": 2000}
+                    ).json()["samples"]
+                    if x["burst"]
+                ],
+            ),
+            what="burst samples",
+        )
+        health = wait_for(
+            lambda: [
+                e
+                for e in admin.get(f"/api/v1/hosts/{HOST}/vllm").json()["health"]["endpoints"]
+                if e.get("health") == 200
+            ],
+            what="vLLM /health 200 polled by the agent",
+        )
     finally:
-        shipper.stop.set()
-        shipper.join(10)
         admin.close()
 
     plan = status["plan"]
@@ -231,6 +223,10 @@ def test_plan_phases_and_correlated_nv_err_through_the_api(
     assert event["vllm"]["phase"] == "loading_drafter"
     assert "Loading drafter model" in event["vllm"]["line"]
     assert abs(event["vllm"]["line_ts"] - event["ts"]) <= 2.0
+    # Burst samples: memory and pressure at 10 Hz, marked, at least a second's worth.
+    assert len(burst) >= 10
+    assert all(x["mem_available"] is not None for x in burst)
+    assert health[0]["url"] == f"http://127.0.0.1:{vllm_port}"
 
 
 def _healthy(url: str) -> bool:
@@ -243,3 +239,7 @@ def _healthy(url: str) -> bool:
 def _serving(status: dict[str, Any]) -> dict[str, Any] | None:
     plan = status.get("plan")
     return status if plan and plan["outcome"] == "started" else None
+
+
+def _at_least(n: int, items: list[Any]) -> list[Any] | None:
+    return items if len(items) >= n else None

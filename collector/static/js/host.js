@@ -67,7 +67,21 @@
     status.textContent = h.status; status.className = `status status-${h.status}`;
     document.getElementById("host-seen").textContent = ago(h.last_seen);
     document.getElementById("host-boot").textContent = h.boot_id || "–";
+    pipeline(h);
   }
+
+  // "Is the pipeline itself healthy?": canary latency and loss per channel, netconsole loss.
+  function pipeline(h) {
+    const parts = Object.entries(h.canary || {}).map(([channel, c]) =>
+      `${channel} canary p50 ${fmtMs(c.p50_ms)} / p99 ${fmtMs(c.p99_ms)}, ${c.lost} lost of ${c.received + c.lost}`);
+    const nc = h.netconsole;
+    if (nc && nc.received) parts.push(`netconsole ${nc.received} records, ${nc.lost_msgid} lost (msgid gaps)`);
+    document.getElementById("pipeline-figures").textContent = parts.length ? parts.join(" · ") : "no canary yet";
+  }
+
+  function fmtMs(ms) { return ms == null ? "–" : `${Math.round(ms)} ms`; }
+
+  refreshHost();
 
   // Live tail: refetch the moving window at about the step (2 s … 30 s); zoomed views stay put.
   poll(async () => {
