@@ -320,8 +320,14 @@ class NetconsoleStore:
         """
         groups: dict[tuple[int, int], list[tuple[int, float, KernelEvent]]] = {}
         boot_ids: dict[tuple[int, int], str | None] = {}
+        keyed = _stored_keyed_lines(session, [h for h in hits if h.rec.record.kseq is not None])
         for hit in hits:
-            stored = _stored_line(session, hit)
+            r = hit.rec.record
+            stored = (
+                keyed.get((hit.boot_pk, r.kseq))
+                if r.kseq is not None
+                else _stored_line(session, hit)
+            )
             if stored is not None:
                 key = (hit.host.id, hit.boot_pk)
                 groups.setdefault(key, []).append((*stored, hit.event))
@@ -363,6 +369,26 @@ class _Hit:
     boot_id: str | None
     rec: ReceivedRecord
     event: KernelEvent
+
+
+def _stored_keyed_lines(
+    session: Session, hits: list[_Hit]
+) -> dict[tuple[int, int], tuple[int, float]]:
+    """(boot_pk, kseq) → (id, ts) of the rows these records went into, a few queries in all."""
+    wanted: dict[int, set[int]] = {}
+    for hit in hits:
+        wanted.setdefault(hit.boot_pk, set()).add(int(hit.rec.record.kseq or 0))
+    found: dict[tuple[int, int], tuple[int, float]] = {}
+    for boot_pk, kseqs in wanted.items():
+        ordered = sorted(kseqs)
+        for i in range(0, len(ordered), 500):
+            rows = session.execute(
+                select(Line.kseq, Line.id, Line.ts).where(
+                    Line.boot_pk == boot_pk, Line.kseq.in_(ordered[i : i + 500])
+                )
+            ).all()
+            found.update({(boot_pk, kseq): (line_id, ts) for kseq, line_id, ts in rows})
+    return found
 
 
 def _stored_line(session: Session, hit: _Hit) -> tuple[int, float] | None:

@@ -200,17 +200,19 @@ def store_kernel_events(
     correlate(session, host_id=host_id, events=rows)  # sets attributes only: rows stay transient
     insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
     columns = [c.key for c in KernelEventRow.__table__.columns if c.key != "id"]
+    # One multi-row statement (an Xid storm is thousands of events); RETURNING names the rows
+    # stored, by line id.
+    stmt = (
+        insert(KernelEventRow)
+        .on_conflict_do_nothing(index_elements=["line_id"])
+        .returning(KernelEventRow.id, KernelEventRow.line_id)
+    )
+    values = [{name: getattr(row, name) for name in columns} for row in rows]
+    ids = {line_id: pk for pk, line_id in session.execute(stmt, values).all()}
     stored = []
-    for row in rows:  # few per batch: classified lines are rare
-        values = {name: getattr(row, name) for name in columns}
-        pk = session.execute(
-            insert(KernelEventRow)
-            .values(**values)
-            .on_conflict_do_nothing(index_elements=["line_id"])
-            .returning(KernelEventRow.id)
-        ).scalar()
-        if pk is not None:
-            row.id = pk
+    for row in rows:
+        if row.line_id in ids:
+            row.id = ids[row.line_id]
             stored.append(row)
     return stored
 
