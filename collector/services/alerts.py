@@ -11,16 +11,19 @@ import json
 import logging
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from collector.models import Delivery, Host, Incident, KernelEventRow, Line, Sample, WebhookTarget
+from collector.models import Delivery, Host, Incident, Line, Sample, WebhookTarget
 from collector.services.kernel_events import GPU_FAULT_KINDS
 from collector.services.telemetry import line_dict, sample_dict
 from collector.settings import Settings
+
+if TYPE_CHECKING:  # telemetry_ingest reaches alerts through ingest
+    from collector.services.telemetry_ingest import NewKernelEvent
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +175,7 @@ def enqueue_kernel_events(
     session: Session,
     *,
     host: Host,
-    events: list[KernelEventRow],
+    events: list[NewKernelEvent],
     boot_id: str,
     now: datetime,
     settings: Settings,
@@ -186,7 +189,7 @@ def enqueue_kernel_events(
         line.id: line
         for line in session.scalars(select(Line).where(Line.id.in_([e.line_id for e in faults])))
     }
-    by_kind: dict[str, list[tuple[Line, KernelEventRow]]] = {}
+    by_kind: dict[str, list[tuple[Line, NewKernelEvent]]] = {}
     for event in sorted(faults, key=lambda e: e.ts):
         if event.line_id in lines:
             by_kind.setdefault(event.kind, []).append((lines[event.line_id], event))
@@ -237,6 +240,6 @@ KERNEL_EVENT_FIELDS = (
 )  # fmt: skip
 
 
-def kernel_event_dict(event: KernelEventRow) -> dict[str, Any]:
+def kernel_event_dict(event: NewKernelEvent) -> dict[str, Any]:
     values = {name: getattr(event, name) for name in KERNEL_EVENT_FIELDS}
     return {name: value for name, value in values.items() if value is not None}

@@ -13,19 +13,24 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from collector.models import KernelEventRow, Line, VllmPhase
+from collector.models import Line, VllmPhase
 from collector.services.correlate import nearest_vllm_context
 
 WINDOW_S = 2.0  # a kernel event's nearest vLLM line is at most this far away
 VLLM_LINE_LAG_S = 0.5
 
 
-def correlate(session: Session, *, host_id: int, events: Sequence[KernelEventRow]) -> None:
-    """Set each event's vllm_phase and nearest vLLM line (within ±WINDOW_S) from storage."""
+def correlate(session: Session, *, host_id: int, events: Sequence[Any]) -> None:
+    """Set each event's vllm_phase and nearest vLLM line (within ±WINDOW_S) from storage.
+
+    ``events``: stored ``KernelEventRow`` rows or events about to be stored; anything with
+    ``ts`` and the ``vllm_*`` attributes.
+    """
     if not events:
         return
     lo = min(e.ts for e in events)

@@ -35,6 +35,31 @@ KERNEL_SOURCES = frozenset({"kmsg", "netconsole"})
 LATE_VLLM_S = 60.0
 MAX_RECORRELATE = 1000
 COLUMN_SIZES = {"kind": 32, "pci": 32, "process": 255, "nv_err": 64, "call_site": 255}
+EVENT_FIELDS = ("kind", "xid", "pci", "pid", "process", "meaning", "nv_err", "call_site")
+
+
+@dataclass(slots=True)
+class NewKernelEvent:
+    """A kernel event as stored now (the columns of ``kernel_events``), without an ORM
+    instance: an Xid storm stores thousands at once, and alerting only reads them."""
+
+    host_id: int
+    boot_pk: int
+    line_id: int
+    ts: float
+    kind: str
+    xid: int | None = None
+    pci: str | None = None
+    pid: int | None = None
+    process: str | None = None
+    meaning: str | None = None
+    nv_err: str | None = None
+    call_site: str | None = None
+    vllm_phase: str | None = None
+    vllm_line_id: int | None = None
+    vllm_line_ts: float | None = None
+    vllm_line: str | None = None
+    id: int | None = None
 
 
 @dataclass
@@ -69,7 +94,7 @@ class TelemetryRegistry:
 class TelemetryOutcome:
     """What one batch added: kernel events (alerting hooks on these) and host events."""
 
-    kernel_events: list[KernelEventRow] = field(default_factory=list)
+    kernel_events: list[NewKernelEvent] = field(default_factory=list)
     host_events: list[HostEvent] = field(default_factory=list)
 
 
@@ -155,7 +180,7 @@ def new_kernel_events(
     boot_pk: int,
     received_at: float,
     classified: Sequence[tuple[WireLine, KernelEvent]],
-) -> list[KernelEventRow]:
+) -> list[NewKernelEvent]:
     """Store the classified kernel lines of this batch as correlated events; return them.
 
     The hook for alerting: an event whose ``kind`` is in ``GPU_FAULT_KINDS`` is a GPU fault.
@@ -178,7 +203,7 @@ def store_kernel_events(
     host_id: int,
     boot_pk: int,
     hits: Sequence[tuple[int, float, KernelEvent]],
-) -> list[KernelEventRow]:
+) -> list[NewKernelEvent]:
     """Store (line id, line ts, event) as correlated events; returns the ones stored.
 
     Every channel calls this for the lines it stored or merged; a line that already has its
@@ -189,15 +214,14 @@ def store_kernel_events(
         return []
     rows = []
     for line_id, ts, event in hits:
-        fields = asdict(event)
-        fields.pop("detail")
+        fields = {name: getattr(event, name) for name in EVENT_FIELDS}
         for name, size in COLUMN_SIZES.items():
             if fields[name] is not None:
                 fields[name] = fields[name][:size]
         rows.append(
-            KernelEventRow(host_id=host_id, boot_pk=boot_pk, line_id=line_id, ts=ts, **fields)
+            NewKernelEvent(host_id=host_id, boot_pk=boot_pk, line_id=line_id, ts=ts, **fields)
         )
-    correlate(session, host_id=host_id, events=rows)  # sets attributes only: rows stay transient
+    correlate(session, host_id=host_id, events=rows)
     insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
     columns = [c.key for c in KernelEventRow.__table__.columns if c.key != "id"]
     # One multi-row statement (an Xid storm is thousands of events); RETURNING names the rows
@@ -267,7 +291,7 @@ def record_vllm_lines(
 
 
 def _recorrelate_after(
-    session: Session, host_id: int, stamps: Sequence[float], fresh: Iterable[KernelEventRow]
+    session: Session, host_id: int, stamps: Sequence[float], fresh: Iterable[NewKernelEvent]
 ) -> None:
     """Kernel events stored before the vLLM lines around them arrived: correlate them again."""
     lo = min(stamps) - WINDOW_S
