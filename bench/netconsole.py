@@ -42,11 +42,29 @@ def free_udp_port() -> int:
         return int(s.getsockname()[1])
 
 
+# What a GPU host's kernel prints when it goes down: a driver fault, then a lockup report
+# and its stack, over and over. Two lines in twelve are kernel events (Xid, soft lockup).
+OOPS = (
+    b"NVRM: Xid (PCI:000f:01:00): 79, pid=4242, name=vllm, GPU has fallen off the bus.",
+    b"watchdog: BUG: soft lockup - CPU#7 stuck for 23s! [python3:4242]",
+    b"CPU: 7 PID: 4242 Comm: python3 Tainted: P           OE      6.11.0-1016-nvidia #16",
+    b"pc : _nv012345rm+0x1c/0x60 [nvidia]",
+    b"lr : _nv043210rm+0x88/0x130 [nvidia]",
+    b"Call trace:",
+    b" _nv012345rm+0x1c/0x60 [nvidia]",
+    b" rm_isr_bh+0x30/0x60 [nvidia]",
+    b" nvidia_isr_kthread_bh+0x2c/0x50 [nvidia]",
+    b" os_execute_work_item+0x68/0xa0 [nvidia]",
+    b" kthread+0x110/0x120",
+    b" ret_from_fork+0x10/0x20",
+)
+
+
 def make_datagrams(n: int, first_kseq: int) -> list[bytes]:
-    """An oops-like storm: extended records with msgid and boot userdata, ~150 bytes each."""
+    """An oops storm: extended records with msgid and boot userdata, ~150 bytes each."""
     return [
-        b"4,%d,%d,-;NVRM: Xid (PCI:000f:01:00): 79, pid=4242, name=vllm, GPU has fallen off "
-        b"the bus. record %d\n msgid=%d\n boot=%s" % (k, 1_000_000 + k, k, k, BOOT.encode())
+        b"4,%d,%d,-;%s record %d\n msgid=%d\n boot=%s"
+        % (k, 1_000_000 + k, OOPS[k % len(OOPS)], k, k, BOOT.encode())
         for k in range(first_kseq, first_kseq + n)
     ]
 

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 # A host seen only through netconsole, before its agent ever reported a boot.
 UNKNOWN_BOOT = "unknown"
 PRUNE_EVERY_S = 3600.0
-STORE_CHUNK = 1000  # records per lines transaction
+STORE_CHUNK = 1000
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
