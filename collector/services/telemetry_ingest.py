@@ -226,13 +226,15 @@ def store_kernel_events(
     columns = [c.key for c in KernelEventRow.__table__.columns if c.key != "id"]
     # One multi-row statement (an Xid storm is thousands of events); RETURNING names the rows
     # stored, by line id.
+    table = KernelEventRow.__table__
     stmt = (
-        insert(KernelEventRow)
+        insert(table)
         .on_conflict_do_nothing(index_elements=["line_id"])
-        .returning(KernelEventRow.id, KernelEventRow.line_id)
+        .returning(table.c.id, table.c.line_id)
     )
     values = [{name: getattr(row, name) for name in columns} for row in rows]
-    ids = {line_id: pk for pk, line_id in session.execute(stmt, values).all()}
+    # Core, not the ORM entity: the ORM's bulk path runs one statement per row here.
+    ids = {line_id: pk for pk, line_id in session.connection().execute(stmt, values).all()}
     stored = []
     for row in rows:
         if row.line_id in ids:
