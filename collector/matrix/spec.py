@@ -22,30 +22,9 @@ from pydantic import (
     model_validator,
 )
 
-KERNEL_EVENT_KINDS = (
-    "nv_err",
-    "xid",
-    "gsp",
-    "uvm",
-    "bus_off",
-    "soft_lockup",
-    "hung_task",
-    "rcu_stall",
-    "oom_kill",
-    "alloc_failure",
-)
-KernelKind = Literal[
-    "nv_err",
-    "xid",
-    "gsp",
-    "uvm",
-    "bus_off",
-    "soft_lockup",
-    "hung_task",
-    "rcu_stall",
-    "oom_kill",
-    "alloc_failure",
-]
+from collector.services.kernel_events import EVENT_KINDS
+
+KernelKind = Literal[EVENT_KINDS]  # type: ignore[valid-type]
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
