@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
+from collector.db import session_scope
 from collector.errors import AuthFailed
 from collector.security import bearer_token
 from collector.services import admin
@@ -19,15 +20,9 @@ def get_settings(request: Request) -> Settings:
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    session = request.app.state.sessionmaker()
-    try:
+    """The request's one commit point: commit on success, roll back on error."""
+    with session_scope(request.app.state.sessionmaker) as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -50,14 +50,13 @@ def record_heartbeat(
     now: datetime,
     settings: Settings,
     stopping: dict[str, Any] | None = None,
-    live_boot_id: str | None = None,
 ) -> None:
     """Every accepted batch is a heartbeat: push the overdue time forward, close a silence.
 
-    ``boot_id`` is the batch's boot; ``live_boot_id`` the boot the sending agent runs in
-    (``agent.boot_id``; a catch-up batch of the previous boot differs). The host's current
-    boot only moves forward: to a boot first seen after it. An older boot's batch (catch-up,
-    a replayed spool) still proves the agent alive, but says nothing of the boot it runs in.
+    ``boot_id`` is the boot the sending agent runs in (``Batch.sender_boot_id``). The host's
+    current boot only moves forward, to a boot first seen after it: a batch from an agent
+    that does not name its boot may carry an older boot's records (catch-up, spool replay),
+    which prove the agent alive but say nothing of the boot it runs in.
     ``stopping`` is the data of an ``agent_stopping`` event in this batch (planned silence).
     """
     # Lock the row so a checker's late → lost cannot slip between our read and write. SQLite
@@ -66,7 +65,7 @@ def record_heartbeat(
         session.refresh(host, with_for_update=True)
     host.last_seen_at = now
     host.overdue_at = now + timedelta(seconds=host.grace_s or settings.grace_s)
-    live = live_boot_id or boot_id
+    live = boot_id
     previous = host.current_boot_id
     forward = previous is None or live == previous or _first_seen_after(session, host, live)
     if host.status in SILENT:

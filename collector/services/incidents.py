@@ -160,26 +160,16 @@ def mark_returned(
     incident.return_boot_id = boot_id
     new_boot = incident.boot_id is not None and boot_id != incident.boot_id
     if incident.kind in ("planned", "paused"):
-        resolve(
-            session,
-            incident=incident,
-            host=host,
-            now=now,
-            settings=settings,
-            resolution="planned_reboot" if new_boot else "returned",
-        )
+        resolution: str | None = "planned_reboot" if new_boot else "returned"
     elif new_boot:
-        resolve(
-            session, incident=incident, host=host, now=now, settings=settings, resolution="rebooted"
-        )
+        resolution = "rebooted"
     elif incident.kind == "agent_down":
+        resolution = "agent_recovered"
+    else:
+        resolution = None  # partition or stall: the agent's spool replay will tell
+    if resolution is not None:
         resolve(
-            session,
-            incident=incident,
-            host=host,
-            now=now,
-            settings=settings,
-            resolution="agent_recovered",
+            session, incident=incident, host=host, now=now, settings=settings, resolution=resolution
         )
     else:
         incident.state = "resolving"

@@ -210,7 +210,6 @@ def ingest_batch(
         now=now,
         settings=settings,
         stopping=stopping_event(batch),
-        live_boot_id=batch.agent.boot_id,
     )
     enqueue_kernel_events(
         session,

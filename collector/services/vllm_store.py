@@ -14,22 +14,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.models import HostEvent, Line, VllmPhase, VllmStart
-from collector.services.vllm_log import StartupPlan, VllmLogParser
+from collector.services.vllm_log import PLAN_FIELDS, StartupPlan, VllmLogParser
 
 # The StartupPlan fields stored as columns of vllm_starts (the `inspect --json` contract).
-PLAN_COLUMNS = (
-    "vllm_version",
-    "model_load_gib",
-    "model_load_s",
-    "drafter_loaded",
-    "cuda_graph_estimate_gib",
-    "kv_cache_gib",
-    "kv_cache_tokens",
-    "max_concurrency",
-    "max_concurrency_tokens",
-    "cuda_graph_pool_actual_gib",
-    "cuda_graph_pool_estimated_gib",
-)
+PLAN_COLUMNS = tuple(f for f in PLAN_FIELDS if f not in ("outcome", "error", "phases"))
 PLAN_EXTRAS = ("cuda_graph_capture_gib", "cuda_graph_capture_s", "init_engine_s")
 # Periodic log lines stored as host_events, by parser fact kind.
 STAT_EVENT_KINDS = {"stats": "vllm_stats", "spec_decode": "spec_decode"}
