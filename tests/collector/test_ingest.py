@@ -87,6 +87,31 @@ def test_kernel_record_reread_under_new_seq_is_a_duplicate(collector: Collector)
     assert resp.json()["duplicates"]["lines"] == 1
 
 
+def test_overlapping_replay_stores_only_the_new_records_of_every_stream(
+    collector: Collector,
+) -> None:
+    """A spool replay overlapping what arrived live: the new half of each stream is stored,
+    the old half counted as duplicates, and the same transaction goes on to the next stream
+    (on PostgreSQL the optimistic COPY fails on the first duplicate and is undone)."""
+    token = collector.add_host("spark-01")
+    live = batch(samples=[sample(s) for s in (1, 2)], lines=[kline(s, 100 + s) for s in (1, 2)])
+    assert post(collector, token, live).json()["stored"] == {"samples": 2, "lines": 2, "events": 0}
+
+    replay = batch(
+        samples=[sample(s) for s in (1, 2, 3, 4)],
+        lines=[kline(s, 100 + s) for s in (1, 2, 3, 4)],
+        events=[{"seq": 1, "ts": 1764400001.0, "kind": "spool_dropped", "data": {"samples": 0}}],
+    )
+    resp = post(collector, token, replay).json()
+    assert resp["stored"] == {"samples": 2, "lines": 2, "events": 1}
+    assert resp["duplicates"] == {"samples": 2, "lines": 2, "events": 0}
+
+    after = post(collector, token, batch(lines=[kline(5, 105)])).json()
+    assert after["stored"]["lines"] == 1
+    lines = collector.client.get("/api/v1/hosts/spark-01/lines", headers=collector.admin).json()
+    assert [line["kseq"] for line in lines["lines"]] == [101, 102, 103, 104, 105]
+
+
 def test_malformed_batch_is_rejected_whole_naming_the_field(collector: Collector) -> None:
     token = collector.add_host("spark-01")
     bad = batch(lines=[kline(1, 1), {**kline(2, 2), "source": "carrier-pigeon"}])
