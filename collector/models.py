@@ -23,6 +23,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -134,6 +135,12 @@ class Sample(Base):
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
+# vLLM's own lines among a host's kernel storm: kernel-event correlation and the vLLM
+# parser read them by time, and the (host, ts) index would walk every line of the window.
+# Partial, so other lines pay nothing.
+VLLM_LINES_WHERE = "source = 'vllm'"
+
+
 class Line(Base):
     """A log line. Kernel records are unique per (boot, kseq) whichever channel brought them."""
 
@@ -142,6 +149,13 @@ class Line(Base):
         UniqueConstraint("boot_pk", "seq"),
         UniqueConstraint("boot_pk", "kseq"),
         Index("ix_lines_host_ts", "host_id", "ts"),
+        Index(
+            "ix_lines_vllm_host_ts",
+            "host_id",
+            "ts",
+            sqlite_where=text(VLLM_LINES_WHERE),
+            postgresql_where=text(VLLM_LINES_WHERE),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)

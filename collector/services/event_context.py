@@ -18,8 +18,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from collector.models import Line, VllmPhase
+from collector.models import VllmPhase
 from collector.services.correlate import nearest_vllm_context
+from collector.services.vllm_store import vllm_lines
 
 WINDOW_S = 2.0  # a kernel event's nearest vLLM line is at most this far away
 VLLM_LINE_LAG_S = 0.5
@@ -35,16 +36,7 @@ def correlate(session: Session, *, host_id: int, events: Sequence[Any]) -> None:
         return
     lo = min(e.ts for e in events)
     hi = max(e.ts for e in events)
-    lines = session.execute(
-        select(Line.ts, Line.id, Line.text)
-        .where(
-            Line.host_id == host_id,
-            Line.source == "vllm",
-            Line.ts >= lo - WINDOW_S,
-            Line.ts <= hi + WINDOW_S,
-        )
-        .order_by(Line.ts, Line.id)
-    ).all()
+    lines = session.execute(vllm_lines(host_id, since=lo - WINDOW_S, until=hi + WINDOW_S)).all()
     columns = (VllmPhase.ts, VllmPhase.phase, VllmPhase.line_id)
     phases = session.execute(
         select(*columns)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from collector.models import HostEvent, Line, VllmPhase, VllmStart
@@ -24,6 +24,17 @@ STAT_EVENT_KINDS = {"stats": "vllm_stats", "spec_decode": "spec_decode"}
 REPLAY_LIMIT = 50_000
 
 StoredLine = tuple[int, float, str]  # (lines.id, ts, text)
+
+
+def vllm_lines(host_id: int, *, since: float, until: float | None = None) -> Select[Any]:
+    """(id, ts, text) of a host's vLLM lines from ``since`` on, in order: through the partial
+    vLLM-lines index, not a walk of every kernel line in the window."""
+    query = select(Line.id, Line.ts, Line.text).where(
+        Line.host_id == host_id, Line.source == "vllm", Line.ts >= since
+    )
+    if until is not None:
+        query = query.where(Line.ts <= until)
+    return query.order_by(Line.ts, Line.id)
 
 
 @dataclass
@@ -48,12 +59,7 @@ def load_stream(session: Session, *, host_id: int, exclude_ids: set[int]) -> Vll
     stream = VllmStream(VllmLogParser())
     if start is None:
         return stream
-    rows = session.execute(
-        select(Line.id, Line.ts, Line.text)
-        .where(Line.host_id == host_id, Line.source == "vllm", Line.ts >= start.started_ts)
-        .order_by(Line.ts, Line.id)
-        .limit(REPLAY_LIMIT)
-    )
+    rows = session.execute(vllm_lines(host_id, since=start.started_ts).limit(REPLAY_LIMIT))
     for line_id, ts, text in rows:
         if line_id in exclude_ids:
             continue

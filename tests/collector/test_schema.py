@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
 from collector import db
 from collector.models import Base
+from collector.services.vllm_store import vllm_lines
 from tests.collector.conftest import Collector
 from tests.collector.test_ingest import batch, kline, post, sample
 
@@ -35,3 +38,24 @@ def test_delete_host_removes_its_rows(collector: Collector) -> None:
     token = collector.add_host("spark-01")
     resp = post(collector, token, batch(samples=[sample(1)], lines=[kline(1, 1)]))
     assert resp.json()["stored"] == {"samples": 1, "lines": 1, "events": 0}
+
+
+def test_vllm_lines_are_read_through_their_partial_index(db_url: str) -> None:
+    """During a kernel storm correlation reads vLLM lines by time: the plan must use the
+    partial index, not walk every line of the window."""
+    db.migrate(db_url)
+    engine = db.make_engine(db_url)
+    compiled = vllm_lines(1, since=1764400000.0, until=1764400004.0).compile(engine)
+    # Bound as the app binds them.
+    params: Any = compiled.params
+    if compiled.positiontup is not None:
+        params = tuple(compiled.params[name] for name in compiled.positiontup)
+    with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("SET enable_seqscan = off")  # an empty table: no cost contest
+            plan = conn.exec_driver_sql(f"EXPLAIN {compiled}", params).scalars().all()
+        else:
+            explain = f"EXPLAIN QUERY PLAN {compiled}"
+            plan = [row[-1] for row in conn.exec_driver_sql(explain, params)]
+    engine.dispose()
+    assert any("ix_lines_vllm_host_ts" in step for step in plan), plan
