@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
+import time
 from typing import Any
 
+from sqlalchemy import func, select
+
 from agent.wire import INGEST_PATH, MAX_LINE_BYTES
+from collector import db
+from collector.models import Host, Line
+from collector.schemas import Batch
+from collector.services import hosts
+from collector.services.ingest import ingest_batch
+from collector.settings import Settings
 from tests.collector.conftest import Collector
 
 BOOT = "6f1c3a52-8c1e-4d4e-9f8a-1b2c3d4e5f60"
@@ -218,3 +228,49 @@ def test_host_detail_shows_heartbeat_boot_and_latest_sample(collector: Collector
     assert detail["agent"]["pid"] == 4242
     assert detail["latest_sample"]["mem_available"] == 20 * 2**30
     assert collector.client.get("/api/v1/hosts/nope", headers=collector.admin).status_code == 404
+
+
+def test_one_batch_ingested_twice_at_once_is_stored_once(db_url: str) -> None:
+    """A retry racing its original (the agent timed out on a slow commit): the second
+    transaction meets the first one's uncommitted rows, waits, and after the commit counts
+    every record as a duplicate. On PostgreSQL that is the optimistic COPY failing on a
+    unique violation and falling back, on SQLite the second writer waiting its turn."""
+    db.migrate(db_url)
+    engine = db.make_engine(db_url)
+    factory = db.make_sessionmaker(engine)
+    settings = Settings(db_url=db_url)
+    with db.session_scope(factory) as session:
+        host_id = hosts.create_host(session, name="spark-01")[0].id
+    wire = Batch.model_validate(batch(lines=[kline(s, 1000 + s) for s in range(1, 301)]))
+    first_stored, second_started = threading.Event(), threading.Event()
+    stored: dict[str, int] = {}
+
+    def ingest(name: str) -> None:
+        with db.session_scope(factory) as session:
+            if name == "second":
+                second_started.set()
+            result = ingest_batch(
+                session,
+                host=session.get_one(Host, host_id),
+                batch=wire,
+                received_at=1764400400.0,
+                settings=settings,
+            )
+            stored[name] = result.stored.lines
+            if name == "first":
+                first_stored.set()
+                second_started.wait(10)
+                time.sleep(0.3)  # let the second reach the rows it must wait for
+
+    first = threading.Thread(target=ingest, args=("first",))
+    first.start()
+    assert first_stored.wait(10)
+    second = threading.Thread(target=ingest, args=("second",))
+    second.start()
+    first.join(30)
+    second.join(30)
+    with db.session_scope(factory) as session:
+        count = session.scalar(select(func.count()).select_from(Line))
+    engine.dispose()
+    assert stored == {"first": 300, "second": 0}
+    assert count == 300
