@@ -11,19 +11,24 @@ SIM_ARGS = --simulated-host $(SIM_HOST) --sim-command '["{python}","-m","tests.s
 
 .PHONY: venv demo test lint format bench agent-bundle clean
 
-$(VENV)/.installed: pyproject.toml
+# The app (all `make demo` needs) in its own stamp; the test extra goes on top of it.
+$(VENV)/.app: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
 		{ echo "freezewatch needs Python >= 3.10 (make PYTHON=python3.11 ...)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV) || \
 		{ rm -rf $(VENV); echo "cannot create a venv: install python3-venv (Debian/Ubuntu)"; exit 1; }
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[gpu]'
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.app
 	$(PY) -m pip install -q -e '.[test,gpu]'
 	touch $@
 
 venv: $(VENV)/.installed
 
 # Ctrl-C stops the collector, the agent and the simulated host; SIM=0 leaves the latter out.
-demo: venv
+demo: $(VENV)/.app
 	$(PY) -m collector demo --port $(PORT) $(if $(filter 1,$(SIM)),$(SIM_ARGS))
 
 test: venv
