@@ -13,7 +13,8 @@ Dedup contract. journald does not store the kmsg seq, so journal records get no 
 Instead the agent persists, next to ``kseq_acked``, the kernel monotonic usec of that record
 (``kmsg_usec_acked``, flushed at most every 10 s while kernel lines flow, and at stop); only
 journal records with ``_SOURCE_MONOTONIC_TIMESTAMP`` strictly after it are shipped (so up to
-~10 s of lines before a crash may arrive twice: once with kseq, once without). Each shipped
+~10 s of lines before a crash are sent twice: once with kseq, once without; the collector
+knows the second copy by its kernel usec and text, as it knows netconsole's). Each shipped
 record gets a *stable* line seq: the previous boot's reserved seq high-water mark plus its
 index in the journal's order, fixed in ``catchup.json`` before anything is sent. A catch-up
 interrupted by a crash is redone with the same seqs and the collector's (host, boot, stream,

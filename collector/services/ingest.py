@@ -16,6 +16,7 @@ from collector.services.alerts import enqueue_kernel_events
 from collector.services.downsample import refresh_rollups
 from collector.services.heartbeat import record_heartbeat, stopping_event
 from collector.services.hosts import boot_pk as get_boot_pk
+from collector.services.kernel_copies import stored_copies, unkeyed_kernel_usec
 from collector.services.telemetry_ingest import TelemetryRegistry, record_telemetry
 from collector.settings import Settings
 from collector.timeutil import from_epoch, utcnow
@@ -186,26 +187,35 @@ def ingest_batch(
     if batch.samples:
         stamps = [s.ts for s in batch.samples]
         refresh_rollups(session, host_id=host.id, since=min(stamps), until=max(stamps))
-    line_rows = []
+    line_rows: list[tuple[Any, ...]] = []
+    journal: list[tuple[int, tuple[Any, ...]]] = []  # kernel records without a kseq
     for line in batch.lines:
         text, truncated = line.truncated_text()
-        line_rows.append(
-            line_row(
-                common,
-                seq=line.seq,
-                kseq=line.kseq,
-                ts=line.ts,
-                source=line.source,
-                priority=line.priority,
-                facility=line.facility,
-                text=text,
-                truncated=truncated,
-                fields=line.fields,
-            )
+        row = line_row(
+            common,
+            seq=line.seq,
+            kseq=line.kseq,
+            ts=line.ts,
+            source=line.source,
+            priority=line.priority,
+            facility=line.facility,
+            text=text,
+            truncated=truncated,
+            fields=line.fields,
         )
-    lines_stored = insert_ignoring_duplicates(session, Line.__table__, LINE_COLUMNS, line_rows)
-    if lines_stored < len(line_rows):
-        lines_stored += merge_into_netconsole_lines(session, line_rows)
+        usec = unkeyed_kernel_usec(line)
+        if usec is None:
+            line_rows.append(row)
+        else:
+            journal.append((usec, row))
+    lines_stored = 0
+    if journal:
+        new, lines_stored = place_journal_records(session, boot_pk=boot, records=journal)
+        line_rows += new
+    stored_now = insert_ignoring_duplicates(session, Line.__table__, LINE_COLUMNS, line_rows)
+    if stored_now < len(line_rows):
+        stored_now += merge_into_netconsole_lines(session, line_rows)
+    lines_stored += stored_now
     events_stored = insert_ignoring_duplicates(
         session,
         AgentEvent.__table__,
@@ -273,13 +283,41 @@ def resume_kseq(session: Session, *, boot_pk: int) -> int | None:
 # Agent copy of a kernel record netconsole brought first: the agent's fields win (full text,
 # its clock, its seq), the row keeps its first arrival and gains the agent channel. Guarded
 # so an agent seq already used by another row (state dir lost mid-boot) is not a failure.
-_MERGE_SQL = (
+_MERGE_SET = (
     "UPDATE lines SET seq = {m}, ts = {m}, source = {m}, priority = {m}, facility = {m}, "
     "text = {m}, truncated = {m}, fields = {m}, channels = channels | {agent}, "
     "agent_received_at = {m} "
-    "WHERE boot_pk = {m} AND kseq = {m} AND seq IS NULL "
+)
+_SEQ_FREE = (
+    "AND seq IS NULL "
     "AND NOT EXISTS (SELECT 1 FROM lines AS other WHERE other.boot_pk = {m} AND other.seq = {m})"
 )
+_MERGE_BY_KSEQ_SQL = _MERGE_SET + "WHERE boot_pk = {m} AND kseq = {m} " + _SEQ_FREE
+_MERGE_BY_ID_SQL = _MERGE_SET + "WHERE id = {m} " + _SEQ_FREE
+_COLUMN = {name: i for i, name in enumerate(LINE_COLUMNS)}
+_AGENT_FIELDS = tuple(
+    _COLUMN[name]
+    for name in (
+        "seq", "ts", "source", "priority", "facility", "text", "truncated", "fields",
+        "received_at",
+    )
+)  # fmt: skip
+
+
+def _merge(session: Session, sql: str, updates: list[tuple[Any, ...]]) -> int:
+    if not updates:
+        return 0
+    mark = "%s" if session.get_bind().dialect.name == "postgresql" else "?"
+    result = session.connection().exec_driver_sql(sql.format(m=mark, agent=CHANNEL_AGENT), updates)
+    return max(result.rowcount, 0)
+
+
+def _agent_fields(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(row[i] for i in _AGENT_FIELDS)
+
+
+def _seq_key(row: tuple[Any, ...]) -> tuple[Any, Any]:
+    return row[_COLUMN["boot_pk"]], row[_COLUMN["seq"]]
 
 
 def merge_into_netconsole_lines(session: Session, line_rows: list[tuple[Any, ...]]) -> int:
@@ -290,29 +328,29 @@ def merge_into_netconsole_lines(session: Session, line_rows: list[tuple[Any, ...
     A merged line counts as stored (the agent had not delivered it before); a line whose
     row already knew the agent channel stays a duplicate.
     """
-    index = {name: i for i, name in enumerate(LINE_COLUMNS)}
+    boot, kseq = _COLUMN["boot_pk"], _COLUMN["kseq"]
     updates = [
-        (
-            row[index["seq"]],
-            row[index["ts"]],
-            row[index["source"]],
-            row[index["priority"]],
-            row[index["facility"]],
-            row[index["text"]],
-            row[index["truncated"]],
-            row[index["fields"]],
-            row[index["received_at"]],
-            row[index["boot_pk"]],
-            row[index["kseq"]],
-            row[index["boot_pk"]],
-            row[index["seq"]],
-        )
+        (*_agent_fields(row), row[boot], row[kseq], *_seq_key(row))
         for row in line_rows
-        if row[index["kseq"]] is not None
+        if row[kseq] is not None
     ]
-    if not updates:
-        return 0
-    mark = "%s" if session.get_bind().dialect.name == "postgresql" else "?"
-    sql = _MERGE_SQL.format(m=mark, agent=CHANNEL_AGENT)
-    result = session.connection().exec_driver_sql(sql, updates)
-    return max(result.rowcount, 0)
+    return _merge(session, _MERGE_BY_KSEQ_SQL, updates)
+
+
+def place_journal_records(
+    session: Session, *, boot_pk: int, records: list[tuple[int, tuple[Any, ...]]]
+) -> tuple[list[tuple[Any, ...]], int]:
+    """Journal records (usec, row) without a kseq: insert the new ones, merge the ones only
+    netconsole stored, drop the ones the agent already sent. Returns (rows to insert, merged).
+    """
+    text = _COLUMN["text"]
+    copies = stored_copies(
+        session, boot_pk=boot_pk, records=[(usec, row[text]) for usec, row in records]
+    )
+    new, merges = [], []
+    for (_, row), copy in zip(records, copies, strict=True):
+        if copy is None:
+            new.append(row)
+        elif not copy.channels & CHANNEL_AGENT:
+            merges.append((*_agent_fields(row), copy.id, *_seq_key(row)))
+    return new, _merge(session, _MERGE_BY_ID_SQL, merges)

@@ -374,3 +374,48 @@ def test_a_plain_netconsole_line_is_classified_too(nc: Collector) -> None:
     wait_until(lambda: len(hung()) == 1, "the hung_task event")
     event = hung()[0]
     assert event["pid"] == 4242 and event["process"] == "python3"
+
+
+def test_the_frozen_boots_journal_joins_the_copies_already_stored(nc_hooked: Collector) -> None:
+    """After the reboot the agent's catch-up ships the frozen boot's journal: records without
+    kseq (journald drops it), named by the kernel usec every channel carries. The ones the
+    agent sent live are duplicates, the ones only netconsole brought gain the agent channel
+    (one row, one kernel event, one alert), the ones nobody had are new."""
+    c = nc_hooked
+    token = add_nc_host(c)
+    xid = "NVRM: Xid (PCI:000f:01:00): 79, pid=4242, name=vllm, GPU has fallen off the bus."
+    texts = {1: "first", 2: "second", 3: "third", 4: "hung_task warning", 5: xid, 6: "last"}
+
+    def usec(kseq: int) -> int:
+        return 1_000_000 + kseq  # as ext() stamps it
+
+    def live(kseq: int) -> dict[str, Any]:
+        fields = {"_SOURCE_MONOTONIC_TIMESTAMP": str(usec(kseq))}
+        return {**kline(kseq, kseq, texts[kseq], ts=1764400000.0 + kseq), "fields": fields}
+
+    def journal(kseq: int) -> dict[str, Any]:
+        fields = {"_SOURCE_MONOTONIC_TIMESTAMP": str(usec(kseq)), "via": "journal"}
+        line = {"seq": 1000 + kseq, "ts": 1764400000.2 + kseq, "source": "kmsg"}
+        return {**line, "priority": 3, "facility": 0, "text": texts[kseq], "fields": fields}
+
+    agent_batch(c, token, [live(k) for k in (1, 2, 3)])
+    # The agent goes silent; the kernel still prints over netconsole.
+    send(c, [ext(k, body(texts[k].encode(), msgid=k)) for k in (4, 5)])
+    wait_until(lambda: len(kernel_events(c)) == 1, "the netconsole Xid's kernel event")
+
+    catchup = [journal(k) for k in (2, 3, 4, 5, 6)]
+    result = agent_batch(c, token, catchup)
+    assert result["stored"]["lines"] == 3 and result["duplicates"]["lines"] == 2
+    rows = {line.text: line for line in nc_lines(c)}
+    assert len(nc_lines(c)) == 6
+    for k in (4, 5):  # netconsole's rows, now the agent's too
+        row = rows[texts[k]]
+        assert row.kseq == k and row.seq == 1000 + k and row.channels == 3
+        assert row.netconsole_received_at is not None and row.agent_received_at is not None
+    assert rows["last"].kseq is None and rows["last"].seq == 1006 and rows["last"].channels == 1
+    assert rows["second"].seq == 2  # the live copy stays as it was
+    assert len(kernel_events(c)) == 1 and len(kernel_alerts(c)) == 1
+
+    replay = agent_batch(c, token, catchup)
+    assert replay["stored"]["lines"] == 0 and replay["duplicates"]["lines"] == 5
+    assert len(nc_lines(c)) == 6

@@ -1,0 +1,49 @@
+"""stored_copies: a journal record finds the row another channel stored for it, by the kernel
+usec and text, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from collector import db
+from collector.models import Line
+from collector.services import kernel_copies
+from collector.services.kernel_copies import StoredCopy, kernel_usec, stored_copies
+from tests.collector.conftest import Collector
+from tests.collector.test_ingest import batch, kline, post
+
+
+def live(seq: int, usec: int, text: str) -> dict[str, Any]:
+    return {**kline(seq, seq, text), "fields": {"_SOURCE_MONOTONIC_TIMESTAMP": str(usec)}}
+
+
+def test_kernel_usec_of_every_channel() -> None:
+    assert kernel_usec({"_SOURCE_MONOTONIC_TIMESTAMP": "1234"}) == 1234  # kmsg, journald
+    assert kernel_usec({"usec": 1234, "msgid": 7}) == 1234  # netconsole
+    assert kernel_usec({"_SOURCE_MONOTONIC_TIMESTAMP": "n/a"}) is None
+    assert kernel_usec(None) is None
+
+
+def test_equal_records_pair_in_kernel_order_across_pages(
+    collector: Collector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kernel_copies, "SCAN_PAGE", 2)  # several pages for seven rows
+    token = collector.add_host("spark-01")
+    # Two records printed in the same microsecond with the same text, and older ones.
+    lines = [live(s, 1000 + s, "older") for s in range(1, 5)]
+    lines += [live(5, 2000, "Xid 79"), live(6, 2000, "Xid 79"), live(7, 3000, "after")]
+    assert post(collector, token, batch(lines=lines)).json()["stored"]["lines"] == 7
+    factory = collector.client.app.state.sessionmaker  # type: ignore[attr-defined]
+    with db.session_scope(factory) as session:
+        rows = list(session.scalars(select(Line)))
+        ids, boot = {ln.seq: ln.id for ln in rows}, rows[0].boot_pk
+        found = stored_copies(
+            session,
+            boot_pk=boot,
+            records=[(2000, "Xid 79"), (2000, "Xid 79"), (2000, "Xid 79"), (1003, "older")],
+        )
+        assert found == [StoredCopy(ids[5], 1), StoredCopy(ids[6], 1), None, StoredCopy(ids[3], 1)]
+        assert stored_copies(session, boot_pk=boot, records=[(1003, "other text")]) == [None]
