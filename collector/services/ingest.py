@@ -11,7 +11,7 @@ from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
 from collector.models import CHANNEL_AGENT, AgentEvent, Host, Line, Sample
-from collector.schemas import Batch, IngestResult, StreamCounts, WireSample
+from collector.schemas import Batch, IngestResult, StreamCounts, WireLine, WireSample
 from collector.services.alerts import enqueue_kernel_events
 from collector.services.downsample import refresh_rollups
 from collector.services.heartbeat import record_heartbeat, stopping_event
@@ -165,6 +165,40 @@ def _num(value: Any) -> Any:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def store_lines(session: Session, *, common: tuple[int, int, float], lines: list[WireLine]) -> int:
+    """Insert a batch's lines, merging into the rows another channel stored; returns how many
+    the batch added (``common`` is (host_id, boot_pk, received_at))."""
+    line_rows: list[tuple[Any, ...]] = []
+    journal: list[tuple[int, tuple[Any, ...]]] = []  # kernel records without a kseq
+    for line in lines:
+        text, truncated = line.truncated_text()
+        row = line_row(
+            common,
+            seq=line.seq,
+            kseq=line.kseq,
+            ts=line.ts,
+            source=line.source,
+            priority=line.priority,
+            facility=line.facility,
+            text=text,
+            truncated=truncated,
+            fields=line.fields,
+        )
+        usec = unkeyed_kernel_usec(line)
+        if usec is None:
+            line_rows.append(row)
+        else:
+            journal.append((usec, row))
+    stored = 0
+    if journal:
+        new, stored = place_journal_records(session, boot_pk=common[1], records=journal)
+        line_rows += new
+    inserted = insert_ignoring_duplicates(session, Line.__table__, LINE_COLUMNS, line_rows)
+    if inserted < len(line_rows):
+        inserted += merge_into_netconsole_lines(session, line_rows)
+    return stored + inserted
+
+
 def ingest_batch(
     session: Session,
     *,
@@ -187,35 +221,7 @@ def ingest_batch(
     if batch.samples:
         stamps = [s.ts for s in batch.samples]
         refresh_rollups(session, host_id=host.id, since=min(stamps), until=max(stamps))
-    line_rows: list[tuple[Any, ...]] = []
-    journal: list[tuple[int, tuple[Any, ...]]] = []  # kernel records without a kseq
-    for line in batch.lines:
-        text, truncated = line.truncated_text()
-        row = line_row(
-            common,
-            seq=line.seq,
-            kseq=line.kseq,
-            ts=line.ts,
-            source=line.source,
-            priority=line.priority,
-            facility=line.facility,
-            text=text,
-            truncated=truncated,
-            fields=line.fields,
-        )
-        usec = unkeyed_kernel_usec(line)
-        if usec is None:
-            line_rows.append(row)
-        else:
-            journal.append((usec, row))
-    lines_stored = 0
-    if journal:
-        new, lines_stored = place_journal_records(session, boot_pk=boot, records=journal)
-        line_rows += new
-    stored_now = insert_ignoring_duplicates(session, Line.__table__, LINE_COLUMNS, line_rows)
-    if stored_now < len(line_rows):
-        stored_now += merge_into_netconsole_lines(session, line_rows)
-    lines_stored += stored_now
+    lines_stored = store_lines(session, common=common, lines=batch.lines)
     events_stored = insert_ignoring_duplicates(
         session,
         AgentEvent.__table__,
