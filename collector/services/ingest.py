@@ -191,7 +191,7 @@ def store_lines(session: Session, *, common: tuple[int, int, float], lines: list
             journal.append((usec, row))
     stored = 0
     if journal:
-        new, stored = place_journal_records(session, boot_pk=common[1], records=journal)
+        new, stored = place_journal_records(session, records=journal)
         line_rows += new
     inserted = insert_ignoring_duplicates(session, Line.__table__, LINE_COLUMNS, line_rows)
     if inserted < len(line_rows):
@@ -344,14 +344,21 @@ def merge_into_netconsole_lines(session: Session, line_rows: list[tuple[Any, ...
 
 
 def place_journal_records(
-    session: Session, *, boot_pk: int, records: list[tuple[int, tuple[Any, ...]]]
+    session: Session, *, records: list[tuple[int, tuple[Any, ...]]]
 ) -> tuple[list[tuple[Any, ...]], int]:
     """Journal records (usec, row) without a kseq: insert the new ones, merge the ones only
     netconsole stored, drop the ones the agent already sent. Returns (rows to insert, merged).
     """
-    text = _COLUMN["text"]
+    text, ts = _COLUMN["text"], _COLUMN["ts"]
+    host_id, boot_pk = records[0][1][_COLUMN["host_id"]], records[0][1][_COLUMN["boot_pk"]]
+    stamps = [row[ts] for _, row in records]
     copies = stored_copies(
-        session, boot_pk=boot_pk, records=[(usec, row[text]) for usec, row in records]
+        session,
+        host_id=host_id,
+        boot_pk=boot_pk,
+        records=[(usec, row[text]) for usec, row in records],
+        since=min(stamps),
+        until=max(stamps),
     )
     new, merges = [], []
     for (_, row), copy in zip(records, copies, strict=True):

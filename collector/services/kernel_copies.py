@@ -6,7 +6,8 @@ key that joins the agent's and netconsole's copies of one record: the lines netc
 brought during the freeze, and the last seconds the agent had already sent, would be stored
 twice (and a GPU fault alert twice). What every copy does carry is the kernel's monotonic
 usec (``_SOURCE_MONOTONIC_TIMESTAMP`` from kmsg and journald, ``usec`` from netconsole) and
-the text: within a boot, (usec, text) names the record.
+the text: within a boot, (usec, text) names the record. The copies are looked up through
+the (host, ts) index, in a window wide enough for the two hosts' clocks to disagree.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from sqlalchemy.orm import Session
 from collector.models import Line
 from collector.schemas import WireLine
 
-SCAN_PAGE = 2000
-# Rows read back for one batch at most: a catch-up is the tail of its boot, not all of it.
-SCAN_LIMIT = 200_000
+# The copies are looked for among the boot's keyed rows stamped near the records: netconsole
+# rows carry the collector's clock, journal and kmsg rows the host's, so the window allows
+# this much clock difference between the two hosts.
+CLOCK_SKEW_S = 300.0
+SCAN_LIMIT = 200_000  # rows read back for one batch at most
 
 RecordKey = tuple[int, str]  # (kernel usec, stored text)
 
@@ -51,41 +54,37 @@ def unkeyed_kernel_usec(line: WireLine) -> int | None:
 
 
 def stored_copies(
-    session: Session, *, boot_pk: int, records: Sequence[RecordKey]
+    session: Session,
+    *,
+    host_id: int,
+    boot_pk: int,
+    records: Sequence[RecordKey],
+    since: float,
+    until: float,
 ) -> list[StoredCopy | None]:
     """For each (usec, text), in order, the row another channel stored for that record.
 
-    Reads the boot's keyed rows from the newest kseq down to the oldest usec asked for (kseq
-    and usec grow together). Equal records pair up in kernel order, each copy used once.
+    ``since``/``until``: the host-clock span of the records. Equal records pair up in kernel
+    order, each copy used once.
     """
     if not records:
         return []
     wanted = set(records)
-    oldest = min(usec for usec, _ in records)
-    found: dict[RecordKey, list[StoredCopy]] = {}
-    below: int | None = None
-    scanned = 0
-    while scanned < SCAN_LIMIT:
-        query = select(Line.id, Line.kseq, Line.text, Line.fields, Line.channels).where(
-            Line.boot_pk == boot_pk, Line.kseq.is_not(None)
+    rows = session.execute(
+        select(Line.id, Line.text, Line.fields, Line.channels)
+        .where(
+            Line.host_id == host_id,
+            Line.ts >= since - CLOCK_SKEW_S,
+            Line.ts <= until + CLOCK_SKEW_S,
+            Line.boot_pk == boot_pk,
+            Line.kseq.is_not(None),
         )
-        if below is not None:
-            query = query.where(Line.kseq < below)
-        rows = session.execute(query.order_by(Line.kseq.desc()).limit(SCAN_PAGE)).all()
-        scanned += len(rows)
-        past_oldest = False
-        for line_id, _kseq, text, fields, channels in rows:
-            usec = kernel_usec(fields)
-            if usec is None:
-                continue
-            if usec < oldest:
-                past_oldest = True
-                break
-            if (usec, text) in wanted:
-                found.setdefault((usec, text), []).append(StoredCopy(line_id, channels))
-        if past_oldest or len(rows) < SCAN_PAGE:
-            break
-        below = rows[-1].kseq
-    for copies in found.values():
-        copies.reverse()  # read newest first; pair oldest first
+        .order_by(Line.kseq)
+        .limit(SCAN_LIMIT)
+    )
+    found: dict[RecordKey, list[StoredCopy]] = {}
+    for line_id, text, fields, channels in rows:
+        usec = kernel_usec(fields)
+        if usec is not None and (usec, text) in wanted:
+            found.setdefault((usec, text), []).append(StoredCopy(line_id, channels))
     return [found[key].pop(0) if found.get(key) else None for key in records]

@@ -386,16 +386,18 @@ def test_the_frozen_boots_journal_joins_the_copies_already_stored(nc_hooked: Col
     xid = "NVRM: Xid (PCI:000f:01:00): 79, pid=4242, name=vllm, GPU has fallen off the bus."
     texts = {1: "first", 2: "second", 3: "third", 4: "hung_task warning", 5: xid, 6: "last"}
 
+    printed = time.time() - 10  # the host's clock: netconsole rows carry the collector's
+
     def usec(kseq: int) -> int:
         return 1_000_000 + kseq  # as ext() stamps it
 
     def live(kseq: int) -> dict[str, Any]:
         fields = {"_SOURCE_MONOTONIC_TIMESTAMP": str(usec(kseq))}
-        return {**kline(kseq, kseq, texts[kseq], ts=1764400000.0 + kseq), "fields": fields}
+        return {**kline(kseq, kseq, texts[kseq], ts=printed + kseq), "fields": fields}
 
     def journal(kseq: int) -> dict[str, Any]:
         fields = {"_SOURCE_MONOTONIC_TIMESTAMP": str(usec(kseq)), "via": "journal"}
-        line = {"seq": 1000 + kseq, "ts": 1764400000.2 + kseq, "source": "kmsg"}
+        line = {"seq": 1000 + kseq, "ts": printed + kseq + 0.002, "source": "kmsg"}
         return {**line, "priority": 3, "facility": 0, "text": texts[kseq], "fields": fields}
 
     agent_batch(c, token, [live(k) for k in (1, 2, 3)])

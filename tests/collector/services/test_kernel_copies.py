@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from sqlalchemy import select
 
 from collector import db
@@ -27,10 +26,7 @@ def test_kernel_usec_of_every_channel() -> None:
     assert kernel_usec(None) is None
 
 
-def test_equal_records_pair_in_kernel_order_across_pages(
-    collector: Collector, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(kernel_copies, "SCAN_PAGE", 2)  # several pages for seven rows
+def test_equal_records_pair_in_kernel_order_within_the_clock_window(collector: Collector) -> None:
     token = collector.add_host("spark-01")
     # Two records printed in the same microsecond with the same text, and older ones.
     lines = [live(s, 1000 + s, "older") for s in range(1, 5)]
@@ -39,11 +35,17 @@ def test_equal_records_pair_in_kernel_order_across_pages(
     factory = collector.client.app.state.sessionmaker  # type: ignore[attr-defined]
     with db.session_scope(factory) as session:
         rows = list(session.scalars(select(Line)))
-        ids, boot = {ln.seq: ln.id for ln in rows}, rows[0].boot_pk
-        found = stored_copies(
-            session,
-            boot_pk=boot,
-            records=[(2000, "Xid 79"), (2000, "Xid 79"), (2000, "Xid 79"), (1003, "older")],
-        )
+        ids, host, boot = {ln.seq: ln.id for ln in rows}, rows[0].host_id, rows[0].boot_pk
+
+        def find(records: list[tuple[int, str]], at: float) -> list[StoredCopy | None]:
+            return stored_copies(
+                session, host_id=host, boot_pk=boot, records=records, since=at, until=at + 1
+            )
+
+        # The rows are stamped 1764400001..7; the journal's clock is two minutes ahead.
+        records = [(2000, "Xid 79"), (2000, "Xid 79"), (2000, "Xid 79"), (1003, "older")]
+        found = find(records, 1764400000.0 + 120)
         assert found == [StoredCopy(ids[5], 1), StoredCopy(ids[6], 1), None, StoredCopy(ids[3], 1)]
-        assert stored_copies(session, boot_pk=boot, records=[(1003, "other text")]) == [None]
+        assert find([(1003, "other text")], 1764400000.0) == [None]
+        far = 1764400000.0 + kernel_copies.CLOCK_SKEW_S + 60
+        assert find([(1003, "older")], far) == [None]
