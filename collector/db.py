@@ -54,6 +54,11 @@ def _tune_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def param_mark(session: Session) -> str:
+    """The DB-API placeholder of the session's driver, for raw ``exec_driver_sql`` statements."""
+    return "%s" if session.get_bind().dialect.name == "postgresql" else "?"
+
+
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 

@@ -10,6 +10,7 @@ import psycopg
 from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
+from collector.db import param_mark
 from collector.models import CHANNEL_AGENT, AgentEvent, Host, Line, Sample
 from collector.schemas import Batch, IngestResult, StreamCounts, WireLine, WireSample
 from collector.services.alerts import enqueue_kernel_events
@@ -191,7 +192,9 @@ def store_lines(session: Session, *, common: tuple[int, int, float], lines: list
             journal.append((usec, row))
     stored = 0
     if journal:
-        new, stored = place_journal_records(session, records=journal)
+        new, stored = place_journal_records(
+            session, host_id=common[0], boot_pk=common[1], records=journal
+        )
         line_rows += new
     inserted = insert_ignoring_duplicates(session, Line.__table__, LINE_COLUMNS, line_rows)
     if inserted < len(line_rows):
@@ -313,8 +316,8 @@ _AGENT_FIELDS = tuple(
 def _merge(session: Session, sql: str, updates: list[tuple[Any, ...]]) -> int:
     if not updates:
         return 0
-    mark = "%s" if session.get_bind().dialect.name == "postgresql" else "?"
-    result = session.connection().exec_driver_sql(sql.format(m=mark, agent=CHANNEL_AGENT), updates)
+    sql = sql.format(m=param_mark(session), agent=CHANNEL_AGENT)
+    result = session.connection().exec_driver_sql(sql, updates)
     return max(result.rowcount, 0)
 
 
@@ -344,13 +347,12 @@ def merge_into_netconsole_lines(session: Session, line_rows: list[tuple[Any, ...
 
 
 def place_journal_records(
-    session: Session, *, records: list[tuple[int, tuple[Any, ...]]]
+    session: Session, *, host_id: int, boot_pk: int, records: list[tuple[int, tuple[Any, ...]]]
 ) -> tuple[list[tuple[Any, ...]], int]:
     """Journal records (usec, row) without a kseq: insert the new ones, merge the ones only
     netconsole stored, drop the ones the agent already sent. Returns (rows to insert, merged).
     """
     text, ts = _COLUMN["text"], _COLUMN["ts"]
-    host_id, boot_pk = records[0][1][_COLUMN["host_id"]], records[0][1][_COLUMN["boot_pk"]]
     stamps = [row[ts] for _, row in records]
     copies = stored_copies(
         session,

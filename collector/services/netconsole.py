@@ -221,7 +221,7 @@ class NetconsoleStore:
         """Stored datagrams with ids in [first, last], oldest first, at most ``limit``; the
         datagram is None where its host has been deleted since."""
         with db.session_scope(self._factory) as session:
-            mark = _mark(session)
+            mark = db.param_mark(session)
             result = session.connection().exec_driver_sql(
                 f"SELECT id, {RAW_NAMES} FROM netconsole_datagrams "
                 f"WHERE id >= {mark} AND id <= {mark} ORDER BY id LIMIT {mark}",
@@ -289,7 +289,7 @@ class NetconsoleStore:
             event = classify_kernel_line(r.text)
             if event is not None:
                 hits.append(_Hit(host, boot_pk, r.boot or host.current_boot_id, rec, event))
-        mark = _mark(session)
+        mark = db.param_mark(session)
         conn = session.connection()
         if keyed:
             conn.exec_driver_sql(_upsert_sql(mark), keyed)
@@ -415,10 +415,6 @@ def prune_datagrams(session: Session, *, before: float) -> int:
         delete(NetconsoleDatagram).where(NetconsoleDatagram.received_at < before)
     )
     return max(getattr(result, "rowcount", 0) or 0, 0)
-
-
-def _mark(session: Session) -> str:
-    return "%s" if session.get_bind().dialect.name == "postgresql" else "?"
 
 
 class NetconsoleChannel:
