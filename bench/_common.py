@@ -27,7 +27,7 @@ def free_port() -> int:
 
 def add_host(db_url: str, name: str) -> str:
     from collector import db
-    from collector.services import hosts
+    from collector.hosts import registry as hosts
 
     db.migrate(db_url)
     engine = db.make_engine(db_url)

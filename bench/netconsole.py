@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import ADMIN, add_host, running_collector
 from collector import db
+from collector.hosts import registry as hosts
 from collector.models import Line, NetconsoleDatagram
-from collector.services import hosts
 
 BOOT = "bench-boot-0000"
 CHUNK = 100  # datagrams sent back to back between pacing checks

@@ -27,7 +27,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from collector import db
-from collector.services.downsample import nice_step, refresh_rollups
+from collector.readback.downsample import nice_step, refresh_rollups
 
 ADMIN = "fwa_bench-admin-token"
 HOST = "spark-bench"

@@ -147,9 +147,9 @@ def cmd_add_host(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from collector.errors import AppError
+    from collector.hosts import registry as hosts
+    from collector.hosts.config import configure_host
     from collector.schemas import HostPatch
-    from collector.services import hosts
-    from collector.services.host_config import configure_host
     from collector.timeutil import utcnow
 
     settings = settings_from(args)
@@ -205,7 +205,7 @@ def cmd_add_host(args: argparse.Namespace) -> int:
 def cmd_agent_bundle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from collector.bundle import build_agent_bundle
+    from collector.deploy.bundle import build_agent_bundle
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

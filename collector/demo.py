@@ -24,7 +24,7 @@ from pathlib import Path
 
 from collector import db
 from collector.errors import NotFound
-from collector.services import hosts
+from collector.hosts import registry as hosts
 
 
 def _secret_file(path: Path, make: str) -> str:

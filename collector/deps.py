@@ -8,9 +8,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
+from collector.auth import bearer_token
 from collector.db import session_scope
 from collector.errors import AuthFailed
-from collector.security import bearer_token
 from collector.services import admin
 from collector.settings import Settings
 

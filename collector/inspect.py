@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from collector.services.kernel_events import classify_kernel_line
-from collector.services.vllm_log import parse_vllm_log
+from collector.kernel.classify import classify_kernel_line
+from collector.vllm.log_parser import parse_vllm_log
 
 _PRIO = re.compile(r"^<\d{1,3}>")
 _KMSG = re.compile(r"^\d+,\d+,\d+,[^;]*;")

@@ -13,14 +13,17 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from collector import db
+from collector.alerts import outbox as alerts
 from collector.api import health, hosts, incidents, ingest, matrix, netconsole, webhooks
 from collector.errors import AppError, AuthFailed
+from collector.ingest.derive import TelemetryRegistry
+from collector.liveness import heartbeat
+from collector.matrix import store as matrix_runs
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.schedule import register_matrix_schedules
+from collector.netconsole.store import NetconsoleChannel
 from collector.scheduler import build_scheduler
-from collector.services import admin, alerts, heartbeat, matrix_runs
-from collector.services.netconsole import NetconsoleChannel
-from collector.services.telemetry_ingest import TelemetryRegistry
+from collector.services import admin
 from collector.settings import Settings
 from collector.timeutil import utcnow
 from collector.web import pages

@@ -10,8 +10,11 @@ from apscheduler.events import EVENT_SCHEDULER_SHUTDOWN
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.services import heartbeat, incidents, postmortem, webhooks
-from collector.services.preprobes import PreProbes
+from collector.alerts import delivery as webhooks
+from collector.incidents import lifecycle as incidents
+from collector.incidents import postmortem
+from collector.liveness import heartbeat
+from collector.liveness.preprobes import PreProbes
 from collector.settings import Settings
 from collector.timeutil import utcnow
 

@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     check_interval_s: float = Field(0.25, gt=0)
     probe_deadline_s: float = Field(2.0, gt=0)
     # Probes start this long before grace ends (at most half the grace), so the incident opens
-    # at grace instead of grace + probe deadline; see collector.services.heartbeat.
+    # at grace instead of grace + probe deadline; see collector.liveness.heartbeat.
     probe_lead_s: float = Field(1.0, ge=0)
     # A "late" claim older than this is re-taken (its checker died mid-probe).
     late_reclaim_s: float = Field(30.0, gt=0)

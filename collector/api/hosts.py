@@ -9,14 +9,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.deps import AdminDep, SessionDep, SettingsDep
+from collector.hosts import config as host_config
+from collector.hosts import registry as host_service
+from collector.kernel import read as event_service
 from collector.models import Host, Incident, Sample
+from collector.netconsole import health as channels
+from collector.readback import series as telemetry
+from collector.readback import timeline
+from collector.readback.downsample import bucketed_samples
 from collector.schemas import HostPatch
-from collector.services import channels, host_config, telemetry, timeline
-from collector.services import events as event_service
-from collector.services import hosts as host_service
-from collector.services.downsample import bucketed_samples
-from collector.services.vllm_status import vllm_status
 from collector.timeutil import epoch, to_epoch, utcnow
+from collector.vllm.status import vllm_status
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
 
@@ -178,7 +181,7 @@ def get_timeline(
     step: int | None = None,
 ) -> dict[str, Any]:
     """One request for the host page: bucketed series, kernel markers, vLLM phase bands,
-    incident spans and matrix-run windows (shapes in ``collector.services.timeline``)."""
+    incident spans and matrix-run windows (shapes in ``collector.readback.timeline``)."""
     host = host_service.get_host(session, name=name)
     return timeline.host_timeline(session, host=host, since=since, until=until, step=step)
 

@@ -1,6 +1,6 @@
 """Incidents API: list, detail, post-mortem artifact download (admin token).
 
-Shapes: :mod:`collector.services.incident_views`. An artifact is served as text inline (to view
+Shapes: :mod:`collector.incidents.read`. An artifact is served as text inline (to view
 in the browser) or, with ``?download=1``, as an attachment named after the artifact.
 """
 
@@ -14,7 +14,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from collector.deps import AdminDep, SessionDep
-from collector.services import incident_views
+from collector.incidents import read as incident_views
 
 router = APIRouter(prefix="/api/v1/incidents", tags=["incidents"])
 

@@ -10,14 +10,14 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from agent.wire import INGEST_PATH, MAX_BATCH_RECORDS
+from collector.auth import bearer_token
 from collector.deps import SessionDep, SettingsDep
 from collector.errors import AuthFailed, BadRequest, Forbidden, PayloadTooLarge
+from collector.hosts.registry import host_for_token
+from collector.ingest.batch import ingest_batch
+from collector.ingest.derive import TelemetryRegistry
 from collector.models import Host
 from collector.schemas import Batch, IngestResult
-from collector.security import bearer_token
-from collector.services.hosts import host_for_token
-from collector.services.ingest import ingest_batch
-from collector.services.telemetry_ingest import TelemetryRegistry
 from collector.settings import Settings
 
 router = APIRouter(tags=["ingest"])

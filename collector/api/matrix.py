@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from collector.deps import AdminDep, SessionDep
 from collector.errors import NotFound
+from collector.matrix import store as matrix_runs
 from collector.matrix.latency import profile_latencies
 from collector.matrix.presets import get_preset, preset_summary
 from collector.matrix.report import render_markdown
@@ -18,7 +19,6 @@ from collector.matrix.results import MatrixReport
 from collector.matrix.runner import run_report
 from collector.matrix.spec import MatrixSpec, SpecError
 from collector.models import Host
-from collector.services import matrix_runs
 
 router = APIRouter(prefix="/api/v1/matrix-runs", tags=["matrix"])
 presets_router = APIRouter(prefix="/api/v1/matrix-presets", tags=["matrix"])

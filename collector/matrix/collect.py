@@ -12,15 +12,15 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
+from collector.kernel.classify import classify_kernel_line
 from collector.matrix.argv import describe_profile, remote_argv
 from collector.matrix.gates import evaluate_gates
 from collector.matrix.results import STARTUP_PHASE, STARTUP_PLAN_KEYS, MatrixReport, ProfileReport
 from collector.matrix.spec import MatrixSpec
 from collector.matrix.telemetry import windowed_telemetry
 from collector.models import Host, Line, MatrixRun, MatrixStep, Sample
-from collector.services.kernel_events import classify_kernel_line
-from collector.services.vllm_log import parse_vllm_log
 from collector.timeutil import to_epoch
+from collector.vllm.log_parser import parse_vllm_log
 
 KERNEL_SOURCES = ("kmsg", "netconsole")
 JOURNAL_KERNEL_FACILITY = 0

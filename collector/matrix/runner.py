@@ -26,8 +26,10 @@ from sqlalchemy import insert
 from sqlalchemy.orm import Session, sessionmaker
 
 from agent.wire import MAX_LINE_BYTES
-from collector import ssh
 from collector.db import session_scope
+from collector.hosts.registry import boot_pk
+from collector.ingest.derive import record_vllm_lines
+from collector.matrix import store as matrix_runs
 from collector.matrix.argv import remote_argv, served_model, stop_argv
 from collector.matrix.collect import build_report
 from collector.matrix.report import render_json
@@ -38,11 +40,9 @@ from collector.matrix.spec import (
 )
 from collector.matrix.workload import ToolConversation, summarize_command_result
 from collector.models import CHANNEL_AGENT, Host, Line, MatrixRun, MatrixStep
-from collector.services import matrix_runs
-from collector.services.hosts import boot_pk
-from collector.services.telemetry_ingest import record_vllm_lines
-from collector.services.vllm_log import VllmLogParser
-from collector.services.vllm_store import VllmStream
+from collector.remote import ssh
+from collector.vllm.log_parser import VllmLogParser
+from collector.vllm.store import VllmStream
 
 log = logging.getLogger(__name__)
 

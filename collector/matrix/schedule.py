@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import session_scope
+from collector.matrix import store as matrix_runs
 from collector.models import MatrixSchedule
-from collector.services import matrix_runs
 
 log = logging.getLogger(__name__)
 

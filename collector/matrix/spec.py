@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from collector.services.kernel_events import EVENT_KINDS
+from collector.kernel.classify import EVENT_KINDS
 
 KernelKind = Literal[EVENT_KINDS]  # type: ignore[valid-type]
 

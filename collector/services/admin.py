@@ -8,8 +8,8 @@ from fastapi import Request
 from itsdangerous import BadSignature, SignatureExpired, TimestampSigner
 from sqlalchemy.orm import Session
 
+from collector.auth import hash_token, new_token, token_matches
 from collector.models import Meta
-from collector.security import hash_token, new_token, token_matches
 
 ADMIN_KEY = "admin_token_sha256"
 COOKIE_SECRET_KEY = "cookie_secret"

@@ -12,8 +12,9 @@ from fastapi.templating import Jinja2Templates
 
 import templates as templates_pkg
 from collector.deps import AdminDep, SessionDep
-from collector.services import admin, telemetry
-from collector.services import hosts as host_service
+from collector.hosts import registry as host_service
+from collector.readback import series as telemetry
+from collector.services import admin
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=Path(templates_pkg.__file__).resolve().parent)

@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from collector import db
+from collector.hosts import registry as hosts
 from collector.main import create_app
-from collector.services import hosts
 from collector.settings import Settings
 
 ADMIN_TOKEN = "fwa_test-admin-token"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.bundle import build_agent_bundle
+from collector.deploy.bundle import build_agent_bundle
 
 
 def require_pynvml() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from collector import db
 from collector.demo import expand, port_free, register_hosts
-from collector.services import hosts
+from collector.hosts import registry as hosts
 
 
 def test_tokens_are_kept_across_runs_and_replaced_when_stale(tmp_path: Path) -> None:

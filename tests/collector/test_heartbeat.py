@@ -12,8 +12,9 @@ import time_machine
 from sqlalchemy import func, select
 
 from collector import db
+from collector.alerts import delivery as webhooks
+from collector.liveness import heartbeat
 from collector.models import CollectorRun, Delivery, Host, Incident, IncidentSnapshot
-from collector.services import heartbeat, webhooks
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector, make_collector
 from tests.collector.freeze_support import BOOT_A, factory, kline, post, receiver, sample

@@ -14,11 +14,11 @@ from sqlalchemy import select, update
 
 from agent.wire import INGEST_PATH
 from collector import db
+from collector.liveness import heartbeat
 from collector.models import Delivery, Host, Incident
 from collector.netconsole.parse import NetconsoleRecord
 from collector.netconsole.receiver import ReceivedRecord
-from collector.services import heartbeat
-from collector.services.netconsole import NetconsoleStore
+from collector.netconsole.store import NetconsoleStore
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector, make_collector
 from tests.collector.freeze_support import BOOT_A, BOOT_B, factory, sample

@@ -10,8 +10,9 @@ import pytest
 from sqlalchemy import select
 
 from collector import db
+from collector.incidents import lifecycle as incidents
+from collector.liveness import heartbeat
 from collector.models import Artifact, Host, Incident
-from collector.services import heartbeat, incidents
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector
 from tests.collector.freeze_support import BOOT_A, BOOT_B, factory, kline, post, sample

@@ -12,10 +12,10 @@ from sqlalchemy import func, select
 
 from agent.wire import INGEST_PATH, MAX_LINE_BYTES
 from collector import db
+from collector.hosts import registry as hosts
+from collector.ingest.batch import ingest_batch
 from collector.models import Host, Line
 from collector.schemas import Batch
-from collector.services import hosts
-from collector.services.ingest import ingest_batch
 from collector.settings import Settings
 from tests.collector.conftest import Collector
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from collector.services.kernel_events import GPU_FAULT_KINDS, classify_kernel_line
-from collector.services.xid_table import XID_TABLE, xid_meaning
+from collector.kernel.classify import GPU_FAULT_KINDS, classify_kernel_line
+from collector.kernel.xid_table import XID_TABLE, xid_meaning
 
 NV_ERR_580 = (
     "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "

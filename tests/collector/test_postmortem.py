@@ -9,8 +9,9 @@ from typing import Any
 from sqlalchemy import select
 
 from collector import db
+from collector.incidents import postmortem
+from collector.liveness import heartbeat
 from collector.models import Artifact, Incident
-from collector.services import heartbeat, postmortem
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector
 from tests.collector.freeze_support import BOOT_B, factory, post

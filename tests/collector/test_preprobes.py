@@ -1,6 +1,6 @@
 """Probing ahead of grace, with an injected clock, on SQLite and PostgreSQL.
 
-The rule (collector.services.heartbeat): probes start after ``grace - lead`` of silence, the
+The rule (collector.liveness.heartbeat): probes start after ``grace - lead`` of silence, the
 incident opens at grace from them, a host heard from before grace leaves nothing behind.
 """
 
@@ -19,9 +19,10 @@ import time_machine
 from sqlalchemy import func, select
 
 from collector import db
+from collector.alerts import delivery as webhooks
+from collector.liveness import heartbeat
+from collector.liveness.preprobes import PreProbes, lead_s
 from collector.models import Delivery, Host, Incident
-from collector.services import heartbeat, webhooks
-from collector.services.preprobes import PreProbes, lead_s
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector, make_collector
 from tests.collector.freeze_support import factory, post, receiver

@@ -10,7 +10,7 @@ from sqlalchemy import create_engine
 
 from collector import db
 from collector.models import Base
-from collector.services.vllm_store import vllm_lines
+from collector.vllm.store import vllm_lines
 from tests.collector.conftest import Collector
 from tests.collector.test_ingest import batch, kline, post, sample
 

@@ -1,4 +1,4 @@
-"""collector.ssh against a real OpenSSH sshd (tests.support.sshd)."""
+"""collector.remote.ssh against a real OpenSSH sshd (tests.support.sshd)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from collector.ssh import (
+from collector.remote.ssh import (
     HostKeyMismatch,
     HostKeyUnknown,
     SSHConnectError,

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from collector.services.telemetry_ingest import TelemetryRegistry
+from collector.ingest.derive import TelemetryRegistry
 from tests.collector.conftest import Collector
 from tests.collector.test_ingest import batch, post
 

@@ -9,7 +9,7 @@ import pytest
 
 from collector import db
 from collector.models import Host, MatrixRun, MatrixStep
-from collector.services.downsample import nice_step
+from collector.readback.downsample import nice_step
 from tests.collector.conftest import Collector
 from tests.collector.freeze_support import BOOT_B, sample
 from tests.collector.freeze_support import post as post_batch

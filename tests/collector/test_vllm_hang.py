@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collector.services.vllm_hang import HangDetector
+from collector.vllm.hang import HangDetector
 
 
 def test_hung_once_then_resumed_once() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.services.vllm_log import PLAN_FIELDS, VllmLogParser, parse_vllm_log
+from collector.vllm.log_parser import PLAN_FIELDS, VllmLogParser, parse_vllm_log
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "vllm"
 

@@ -11,8 +11,10 @@ from sqlalchemy import select
 from standardwebhooks import Webhook
 
 from collector import db
+from collector.alerts import delivery as webhooks
+from collector.alerts import outbox as alerts
+from collector.liveness import heartbeat
 from collector.models import Delivery
-from collector.services import alerts, heartbeat, webhooks
 from collector.settings import Settings
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector, make_collector

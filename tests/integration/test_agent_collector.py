@@ -20,8 +20,8 @@ import pytest
 from sqlalchemy import func, select
 
 from collector import db
+from collector.hosts import registry as hosts
 from collector.models import Line, Sample
-from collector.services import hosts
 from tests.support import postgres as pg_support
 from tests.support.ports import free_port
 

@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from collector import db
-from collector.services import hosts
+from collector.hosts import registry as hosts
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

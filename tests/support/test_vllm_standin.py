@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.services.kernel_events import classify_kernel_line
-from collector.services.vllm_log import parse_vllm_log
+from collector.kernel.classify import classify_kernel_line
+from collector.vllm.log_parser import parse_vllm_log
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = '{"method":"mtp","num_speculative_tokens":3,"moe_backend":"triton"}'

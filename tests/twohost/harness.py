@@ -17,8 +17,8 @@ import httpx
 import uvicorn
 
 from collector import db
+from collector.hosts import registry as hosts
 from collector.main import create_app
-from collector.services import hosts
 from collector.settings import Settings
 from tests.support.ports import free_port
 

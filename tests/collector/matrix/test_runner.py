@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from collector import db
+from collector.matrix import store as matrix_runs
 from collector.matrix.argv import remote_argv
 from collector.matrix.presets import get_preset
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.spec import MatrixSpec
 from collector.models import Host, MatrixRun
-from collector.services import matrix_runs
 from tests.collector.conftest import Collector, make_collector
 from tests.support.ports import free_port
 from tests.support.sshd import TestSshd

@@ -1,5 +1,5 @@
+from collector.netconsole.canary import CanaryStats, parse_canary
 from collector.netconsole.parse import parse_datagram
-from collector.services.canary import CanaryStats, parse_canary
 
 SENT = 1764400000.0
 

@@ -8,9 +8,9 @@ from typing import Any
 from sqlalchemy import select
 
 from collector import db
+from collector.ingest import journal_copies as kernel_copies
+from collector.ingest.journal_copies import StoredCopy, kernel_usec, stored_copies
 from collector.models import Line
-from collector.services import kernel_copies
-from collector.services.kernel_copies import StoredCopy, kernel_usec, stored_copies
 from tests.collector.conftest import Collector
 from tests.collector.test_ingest import batch, kline, post
 

@@ -17,13 +17,13 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from collector.kernel.classify import GPU_FAULT_KINDS
 from collector.models import Delivery, Host, Incident, Line, Sample, WebhookTarget
-from collector.services.kernel_events import GPU_FAULT_KINDS
-from collector.services.telemetry import line_dict, sample_dict
+from collector.readback.series import line_dict, sample_dict
 from collector.settings import Settings
 
 if TYPE_CHECKING:  # telemetry_ingest reaches alerts through ingest
-    from collector.services.telemetry_ingest import NewKernelEvent
+    from collector.ingest.derive import NewKernelEvent
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def enqueue_incident(
     now: datetime,
     settings: Settings,
 ) -> int:
-    from collector.services.incidents import incident_dict, kernel_alive, kernel_alive_text
+    from collector.incidents.lifecycle import incident_dict, kernel_alive, kernel_alive_text
 
     link = incident_link(settings, incident.id)
     alive = kernel_alive(session, incident=incident)

@@ -21,6 +21,9 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector import db
+from collector.alerts.outbox import enqueue_kernel_events
+from collector.ingest.derive import store_kernel_events
+from collector.kernel.classify import KernelEvent, classify_kernel_line
 from collector.models import (
     CHANNEL_NETCONSOLE,
     Host,
@@ -37,9 +40,6 @@ from collector.netconsole.receiver import (
     RawDatagram,
     ReceivedRecord,
 )
-from collector.services.alerts import enqueue_kernel_events
-from collector.services.kernel_events import KernelEvent, classify_kernel_line
-from collector.services.telemetry_ingest import store_kernel_events
 from collector.settings import Settings
 from collector.timeutil import utcnow
 
@@ -350,7 +350,7 @@ class NetconsoleStore:
         key = (host.id, boot_id)
         pk = self._boots.get(key)
         if pk is None:
-            from collector.services.hosts import boot_pk
+            from collector.hosts.registry import boot_pk
 
             pk = self._boots[key] = boot_pk(session, host=host, boot_id=boot_id)
         return pk

@@ -1,12 +1,12 @@
 """Reading incidents back: filtered lists and the full detail (probes, snapshot, artifacts,
 deliveries) shared by the JSON API and the pages.
 
-Beyond :func:`collector.services.incidents.incident_dict` both carry ``simulated`` (the host's
+Beyond :func:`collector.incidents.lifecycle.incident_dict` both carry ``simulated`` (the host's
 flag), ``url`` (the incident page), ``start`` (last heartbeat, else when it went late) and
 ``end`` (returned, else resolved; null while open), the span the pages draw. The detail adds
 ``window`` ``{"since", "until"}`` (the snapshot's 120 s on the agent's clock, +5 s), the host's
 classified kernel events, vLLM phase bands and matrix-run windows in it as ``markers``,
-``phases`` and ``matrix`` (shapes of :mod:`collector.services.timeline`) and each artifact's
+``phases`` and ``matrix`` (shapes of :mod:`collector.readback.timeline`) and each artifact's
 ``url`` (``?download=1`` serves it as an attachment).
 """
 
@@ -18,7 +18,10 @@ from urllib.parse import quote
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from collector.alerts.delivery import delivery_dict
 from collector.errors import NotFound
+from collector.incidents.lifecycle import incident_dict, kernel_alive
+from collector.incidents.postmortem import artifact_dict
 from collector.models import (
     Artifact,
     Boot,
@@ -29,11 +32,8 @@ from collector.models import (
     Line,
     WebhookTarget,
 )
-from collector.services.incidents import incident_dict, kernel_alive
-from collector.services.postmortem import artifact_dict
-from collector.services.telemetry import line_dict
-from collector.services.timeline import kernel_markers, matrix_windows, phase_bands
-from collector.services.webhooks import delivery_dict
+from collector.readback.series import line_dict
+from collector.readback.timeline import kernel_markers, matrix_windows, phase_bands
 from collector.timeutil import from_epoch, to_epoch
 
 WINDOW_AFTER_S = 5.0

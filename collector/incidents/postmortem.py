@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import session_scope
 from collector.models import Artifact, Host, Incident
-from collector.services import probes
+from collector.remote import probes
 from collector.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -8,9 +8,9 @@ from sqlalchemy import delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from collector.auth import hash_token, new_token
 from collector.errors import Conflict, NotFound
 from collector.models import AgentEvent, Boot, Host, Line, Sample, VllmStart
-from collector.security import hash_token, new_token
 from collector.timeutil import utcnow
 
 

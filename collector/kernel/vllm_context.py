@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from collector.models import VllmPhase
 from collector.services.correlate import nearest_vllm_context
-from collector.services.vllm_store import vllm_lines
+from collector.vllm.store import vllm_lines
 
 WINDOW_S = 2.0  # a kernel event's nearest vLLM line is at most this far away
 VLLM_LINE_LAG_S = 0.5

@@ -31,9 +31,11 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import session_scope
+from collector.hosts import registry as hosts
+from collector.incidents import lifecycle as incidents
+from collector.liveness.preprobes import PreProbes, lead_s
 from collector.models import Boot, CollectorRun, Host, HostSilence, Incident
-from collector.services import hosts, incidents, probes
-from collector.services.preprobes import PreProbes, lead_s
+from collector.remote import probes
 from collector.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -7,9 +7,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from collector.hosts.registry import latest_sample
 from collector.models import Host, HostEvent, VllmPhase, VllmStart
-from collector.services.hosts import latest_sample
-from collector.services.vllm_store import PLAN_COLUMNS, PLAN_EXTRAS
+from collector.vllm.store import PLAN_COLUMNS, PLAN_EXTRAS
 
 HEALTH_KEYS = (
     "url",

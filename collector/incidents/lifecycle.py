@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from collector.alerts import outbox as alerts
 from collector.db import session_scope
 from collector.models import (
     CHANNEL_NETCONSOLE,
@@ -32,8 +33,7 @@ from collector.models import (
     Line,
     Sample,
 )
-from collector.services import alerts
-from collector.services.telemetry import line_dict, sample_dict
+from collector.readback.series import line_dict, sample_dict
 from collector.settings import Settings
 from collector.timeutil import to_epoch
 

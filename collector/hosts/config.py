@@ -10,13 +10,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
+from collector.incidents import lifecycle as incidents
 from collector.models import Host
-from collector.services import incidents
 from collector.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# (host, port, timeout) -> (key_line, fingerprint); collector.ssh.fetch_host_key by default.
+# (host, port, timeout) -> (key_line, fingerprint); collector.remote.ssh.fetch_host_key by default.
 KeyFetcher = Callable[[str, int, float], tuple[str, str]]
 
 
@@ -41,7 +41,7 @@ def parse_ssh_spec(spec: str) -> tuple[str, str, int]:
 
 
 def _default_fetcher(host: str, port: int, timeout: float) -> tuple[str, str]:
-    from collector.ssh import fetch_host_key
+    from collector.remote.ssh import fetch_host_key
 
     return fetch_host_key(host, port, timeout)
 

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from agent.canary import CANARY_PREFIX
 from collector.models import CHANNEL_AGENT, CHANNEL_NETCONSOLE, Line, NetconsoleStats
-from collector.services.canary import CanaryStats, parse_canary
+from collector.netconsole.canary import CanaryStats, parse_canary
 
 CANARY_WINDOW_S = 3600.0
 # Channel names as the API shows them: the agent's kmsg reader, the kernel's netconsole.

@@ -2,7 +2,7 @@
 
 Shapes (all times epoch seconds; lists sorted by time; the UI ignores unknown keys):
 
-- ``series``: see :func:`collector.services.downsample.bucketed_samples`.
+- ``series``: see :func:`collector.readback.downsample.bucketed_samples`.
 - ``markers``: classified kernel events ``{"ts", "kind", "text", "priority", "source",
   "line_id", "meaning", "vllm_phase"}``; ``kind`` as in ``kernel_events`` (xid, nv_err, gsp,
   uvm, bus_off, soft_lockup, hung_task, rcu_stall, oom_kill, alloc_failure).
@@ -23,7 +23,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from collector.models import Host, Incident, KernelEventRow, Line, MatrixRun, MatrixStep, VllmPhase
-from collector.services.downsample import bucketed_samples, nice_step
+from collector.readback.downsample import bucketed_samples, nice_step
 from collector.timeutil import epoch, from_epoch, to_epoch
 
 DEFAULT_SPAN_S = 3600.0

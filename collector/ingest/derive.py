@@ -17,12 +17,12 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from collector.kernel.classify import KernelEvent, classify_kernel_line
+from collector.kernel.vllm_context import WINDOW_S, correlate
 from collector.models import HostEvent, KernelEventRow, Line, VllmStart
 from collector.schemas import Batch, WireLine, WireSample
-from collector.services.event_context import WINDOW_S, correlate
-from collector.services.kernel_events import KernelEvent, classify_kernel_line
-from collector.services.vllm_hang import HangDetector
-from collector.services.vllm_store import (
+from collector.vllm.hang import HangDetector
+from collector.vllm.store import (
     StoredLine,
     VllmStream,
     load_stream,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from collector.services.xid_table import xid_meaning
+from collector.kernel.xid_table import xid_meaning
 
 GPU_FAULT_KINDS = frozenset({"xid", "nv_err", "gsp", "uvm", "bus_off"})
 EVENT_KINDS = (

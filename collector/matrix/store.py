@@ -12,10 +12,10 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from collector.errors import Conflict, NotFound
+from collector.hosts.registry import get_host
 from collector.matrix.argv import stop_argv
 from collector.matrix.spec import MatrixSpec
 from collector.models import Host, MatrixRun, MatrixSchedule, MatrixStep
-from collector.services.hosts import get_host
 from collector.timeutil import to_epoch, utcnow
 
 ACTIVE = ("queued", "running")

@@ -14,7 +14,7 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from collector.models import HostEvent, Line, VllmPhase, VllmStart
-from collector.services.vllm_log import PLAN_FIELDS, StartupPlan, VllmLogParser
+from collector.vllm.log_parser import PLAN_FIELDS, StartupPlan, VllmLogParser
 
 # The StartupPlan fields stored as columns of vllm_starts (the `inspect --json` contract).
 PLAN_COLUMNS = tuple(f for f in PLAN_FIELDS if f not in ("outcome", "error", "phases"))

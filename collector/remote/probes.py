@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 BOOT_ID_ARGV = ("cat", "/proc/sys/kernel/random/boot_id")
 RESTART_AGENT_ARGV = ("systemctl", "restart", "freezewatch-agent")
 
-# (target, argv, timeout) -> collector.ssh.RunResult; injected by tests, collector.ssh by default.
+# (target, argv, timeout) -> ssh.RunResult; injected by tests, collector.remote.ssh by default.
 SSHRunner = Callable[[Any, Sequence[str], float], Any]
 
 
@@ -56,7 +56,7 @@ class ProbeTarget:
         return bool(self.ssh_user and self.ssh_host)
 
     def ssh_target(self) -> Any:
-        from collector.ssh import SSHTarget
+        from collector.remote.ssh import SSHTarget
 
         return SSHTarget(
             user=self.ssh_user or "",
@@ -68,7 +68,7 @@ class ProbeTarget:
 
 
 def default_ssh_runner(target: Any, argv: Sequence[str], timeout: float) -> Any:
-    from collector import ssh
+    from collector.remote import ssh
 
     return ssh.run(target, argv, timeout=timeout, connect_timeout=timeout, max_output=64 * 1024)
 

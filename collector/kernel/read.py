@@ -9,8 +9,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
+from collector.kernel.classify import EVENT_KINDS, GPU_FAULT_KINDS
 from collector.models import HostEvent, KernelEventRow, Line
-from collector.services.kernel_events import EVENT_KINDS, GPU_FAULT_KINDS
 
 MAX_LIMIT = 10_000
 

@@ -10,15 +10,15 @@ import psycopg
 from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
+from collector.alerts.outbox import enqueue_kernel_events
 from collector.db import param_mark
+from collector.hosts.registry import boot_pk as get_boot_pk
+from collector.ingest.derive import TelemetryRegistry, record_telemetry
+from collector.ingest.journal_copies import stored_copies, unkeyed_kernel_usec
+from collector.liveness.heartbeat import record_heartbeat, stopping_event
 from collector.models import CHANNEL_AGENT, AgentEvent, Host, Line, Sample
+from collector.readback.downsample import refresh_rollups
 from collector.schemas import Batch, IngestResult, StreamCounts, WireLine, WireSample
-from collector.services.alerts import enqueue_kernel_events
-from collector.services.downsample import refresh_rollups
-from collector.services.heartbeat import record_heartbeat, stopping_event
-from collector.services.hosts import boot_pk as get_boot_pk
-from collector.services.kernel_copies import stored_copies, unkeyed_kernel_usec
-from collector.services.telemetry_ingest import TelemetryRegistry, record_telemetry
 from collector.settings import Settings
 from collector.timeutil import from_epoch, utcnow
 
