@@ -8,10 +8,21 @@ import logging
 import sys
 import zipfile
 from collections.abc import Sequence
+from pathlib import Path
+
+import uvicorn
+from pydantic import ValidationError
 
 from collector import db
+from collector.demo import run_demo
+from collector.deploy.bundle import build_agent_bundle
+from collector.errors import AppError
+from collector.hosts import registry
+from collector.hosts.config import HostPatch, configure_host
 from collector.inspect import add_inspect_parser, run_inspect
+from collector.main import create_app
 from collector.matrix.cli import add_matrix_parser, run_matrix_cli
+from collector.remote.ssh import SSHClient
 from collector.settings import Settings
 
 log = logging.getLogger("freezewatch")
@@ -118,10 +129,6 @@ def tune_gc() -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from collector.main import create_app
-
     settings = settings_from(args)
     app = create_app(settings)
     tune_gc()
@@ -144,14 +151,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_add_host(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from collector.errors import AppError
-    from collector.hosts import registry as hosts
-    from collector.hosts.config import configure_host
-    from collector.schemas import HostPatch
-    from collector.timeutil import utcnow
-
     settings = settings_from(args)
     db.migrate(settings.db_url)
     engine = db.make_engine(settings.db_url)
@@ -160,20 +159,19 @@ def cmd_add_host(args: argparse.Namespace) -> int:
         addrs = HostPatch(netconsole_from=args.netconsole_from).netconsole_from or []
         with db.session_scope(db.make_sessionmaker(engine)) as session:
             if args.rotate_token or args.update:
-                host = hosts.get_host(session, name=args.name)
+                host = registry.get_host(session, name=args.name)
                 if args.rotate_token:
-                    token = hosts.rotate_token(session, host=host)
+                    token = registry.rotate_token(session, host=host)
             else:
-                host, token = hosts.create_host(
+                host, token = registry.create_host(
                     session, name=args.name, simulated=args.simulated, netconsole_from=addrs
                 )
             if args.update and addrs:
-                hosts.set_netconsole_from(session, host=host, addrs=addrs)
+                registry.set_netconsole_from(session, host=host, addrs=addrs)
             facts = configure_host(
                 session,
                 host=host,
-                settings=settings,
-                now=utcnow(),
+                fetch_key=SSHClient().fetch_host_key,
                 ssh=args.ssh,
                 key_path=args.key,
                 trust_host_key=args.trust_host_key,
@@ -203,10 +201,6 @@ def cmd_add_host(args: argparse.Namespace) -> int:
 
 
 def cmd_agent_bundle(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from collector.deploy.bundle import build_agent_bundle
-
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     build_agent_bundle(out, include_nvml=not args.no_nvml)
@@ -218,8 +212,6 @@ def cmd_agent_bundle(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from collector.demo import run_demo
-
     return run_demo(
         data_dir=args.data_dir,
         port=args.port,

@@ -1,18 +1,28 @@
-"""Engine, sessions and migrations: the one place that knows which database we are on."""
+"""Engine, sessions, migrations and every statement that differs between SQLite and PostgreSQL.
+
+The rest of the collector writes dialect-neutral SQLAlchemy; where the two engines need
+different SQL (bulk loads, upserts, row locks, time bucketing) it calls a helper from here.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import psycopg
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, Float, Table, create_engine, event, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql.expression import FunctionElement
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+AFTER_COMMIT = "after_commit"
 
 
 def normalize_url(url: str) -> str:
@@ -40,7 +50,7 @@ def _tune_sqlite(engine: Engine) -> None:
     """
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # pysqlite: let SQLAlchemy emit BEGIN itself
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
@@ -50,13 +60,8 @@ def _tune_sqlite(engine: Engine) -> None:
         cur.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
+    def _on_begin(conn: Any) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-def param_mark(session: Session) -> str:
-    """The DB-API placeholder of the session's driver, for raw ``exec_driver_sql`` statements."""
-    return "%s" if session.get_bind().dialect.name == "postgresql" else "?"
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
@@ -65,7 +70,8 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
 
 @contextmanager
 def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """The commit point of a background job: commit on success, roll back on error."""
+    """The one commit point of a request or a background job: commit on success, roll back on
+    error; then run what ``after_commit`` queued (work that must see the committed rows)."""
     session = factory()
     try:
         yield session
@@ -74,7 +80,149 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         session.rollback()
         raise
     finally:
+        callbacks = session.info.pop(AFTER_COMMIT, [])
         session.close()
+    for callback in callbacks:
+        callback()
+
+
+def after_commit(session: Session, callback: Callable[[], object]) -> None:
+    """Run ``callback`` once the session's transaction has committed (never on rollback)."""
+    session.info.setdefault(AFTER_COMMIT, []).append(callback)
+
+
+def ping(session: Session) -> None:
+    """A round trip to the database (liveness)."""
+    session.execute(text("SELECT 1"))
+
+
+def is_postgres(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def param_mark(session: Session) -> str:
+    """The DB-API placeholder of the session's driver, for raw ``exec_driver_sql`` statements."""
+    return "%s" if is_postgres(session) else "?"
+
+
+def insert(session: Session, table: Any) -> Any:
+    """The dialect's INSERT construct, which knows ``on_conflict_do_nothing/_update``."""
+    return (postgresql.insert if is_postgres(session) else sqlite.insert)(table)
+
+
+def lock_for_update(session: Session, row: Any) -> None:
+    """Re-read ``row`` under a row lock. SQLite needs none: its transactions here begin
+    IMMEDIATE, holding the database's one write lock."""
+    if not is_postgres(session):
+        return
+    session.refresh(row, with_for_update=True)
+
+
+def copy_rows(
+    session: Session, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """Append plain tuples in ``columns`` order: one COPY on PostgreSQL (rows encoded in C by
+    psycopg), one prepared executemany on SQLite; no per-row SQLAlchemy work."""
+    if not rows:
+        return
+    conn = session.connection()
+    names = ", ".join(columns)
+    if conn.dialect.name == "postgresql":
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        with cursor, cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    marks = ", ".join("?" * len(columns))
+    conn.exec_driver_sql(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(rows))
+
+
+def insert_ignoring_duplicates(
+    session: Session, table: Table, columns: Sequence[str], rows: list[tuple[Any, ...]]
+) -> int:
+    """INSERT ... ON CONFLICT DO NOTHING for many rows; returns how many were stored.
+
+    The hot path of ingest: rows arrive as tuples in ``columns`` order (JSON already encoded)
+    and bypass SQLAlchemy's per-row parameter processing, which costs more than the write
+    itself at thousands of rows per batch. SQLite takes one prepared executemany; PostgreSQL
+    takes a COPY, see ``_copy_insert``.
+    """
+    if not rows:
+        return 0
+    conn = session.connection()
+    names = ", ".join(columns)
+    if conn.dialect.name == "postgresql":
+        return _copy_insert(conn, table.name, names, rows)
+    marks = ", ".join("?" * len(columns))
+    sql = f"INSERT INTO {table.name} ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+    return max(conn.exec_driver_sql(sql, rows).rowcount, 0)
+
+
+def _copy_insert(conn: Any, table: str, names: str, rows: list[tuple[Any, ...]]) -> int:
+    """COPY straight into ``table`` under a savepoint; on a unique violation, undo it and
+    go through a staging table with INSERT ... SELECT ... ON CONFLICT DO NOTHING.
+
+    Almost every batch is new data (a duplicate is a retry or a replay), and a plain COPY
+    costs the server half of the staged path: optimistic first, exact always.
+    """
+    cursor = conn.connection.driver_connection.cursor()
+    with cursor:
+        cursor.execute("SAVEPOINT fw_copy")
+        try:
+            with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        except psycopg.errors.UniqueViolation:
+            cursor.execute("ROLLBACK TO SAVEPOINT fw_copy")
+            cursor.execute("RELEASE SAVEPOINT fw_copy")
+            return _staged_insert(cursor, table, names, rows)
+        cursor.execute("RELEASE SAVEPOINT fw_copy")
+    return len(rows)
+
+
+def _staged_insert(cursor: Any, table: str, names: str, rows: list[tuple[Any, ...]]) -> int:
+    staging = f"staging_{table}"
+    cursor.execute(
+        f"CREATE TEMP TABLE IF NOT EXISTS {staging} "
+        f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+    )
+    with cursor.copy(f"COPY {staging} ({names}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+    cursor.execute(
+        f"INSERT INTO {table} ({names}) SELECT {names} FROM {staging} ON CONFLICT DO NOTHING"
+    )
+    stored = max(cursor.rowcount, 0)
+    # Rows of this batch must not meet the next batch of the same transaction.
+    cursor.execute(f"DELETE FROM {staging}")
+    return stored
+
+
+class epoch_bucket(FunctionElement[float]):
+    """``floor(ts / step) * step``: SQLite has no floor() unless compiled with math functions;
+    for the non-negative epoch seconds stored here an integer cast truncates to the same value."""
+
+    type = Float()
+    inherit_cache = True
+    name = "epoch_bucket"
+
+
+@compiles(epoch_bucket)
+def _bucket_default(element: epoch_bucket, compiler: Any, **kw: Any) -> str:
+    ts, step = list(element.clauses)
+    return (
+        f"(CAST(({compiler.process(ts, **kw)}) / ({compiler.process(step, **kw)}) AS INTEGER)"
+        f" * ({compiler.process(step, **kw)}))"
+    )
+
+
+@compiles(epoch_bucket, "postgresql")
+def _bucket_postgres(element: epoch_bucket, compiler: Any, **kw: Any) -> str:
+    ts, step = list(element.clauses)
+    return (
+        f"(floor(({compiler.process(ts, **kw)}) / ({compiler.process(step, **kw)}))"
+        f" * ({compiler.process(step, **kw)}))"
+    )
 
 
 def alembic_config(url: str) -> Config:

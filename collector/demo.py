@@ -23,8 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from collector import db
+from collector.auth import host_for_token
 from collector.errors import NotFound
-from collector.hosts import registry as hosts
+from collector.hosts import registry
 
 
 def _secret_file(path: Path, make: str) -> str:
@@ -49,13 +50,13 @@ def register_hosts(db_url: str, data: Path, names: dict[str, bool]) -> dict[str,
                 token_file = data / _token_file_name(name, simulated)
                 saved = token_file.read_text().strip() if token_file.exists() else ""
                 try:
-                    host = hosts.get_host(session, name=name)
+                    host = registry.get_host(session, name=name)
                 except NotFound:
-                    _host, token = hosts.create_host(session, name=name, simulated=simulated)
+                    _host, token = registry.create_host(session, name=name, simulated=simulated)
                 else:
                     host.simulated = simulated
-                    owner = hosts.host_for_token(session, token=saved) if saved else None
-                    token = saved if owner is host else hosts.rotate_token(session, host=host)
+                    owner = host_for_token(session, token=saved) if saved else None
+                    token = saved if owner is host else registry.rotate_token(session, host=host)
                 if token != saved:
                     token_file.write_text(token + "\n")
                     token_file.chmod(0o600)

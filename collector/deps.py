@@ -1,18 +1,26 @@
-"""FastAPI dependencies: the request's session (the request's one commit point) and auth."""
+"""FastAPI dependencies: the request's session (its one commit point), auth, and the resources
+the app's lifespan built (matrix runner, netconsole channel, vLLM state, SSH layer, clock)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Annotated
 
+from apscheduler.schedulers.base import BaseScheduler
 from fastapi import Depends, Request
+from fastapi.templating import Jinja2Templates
 from sqlalchemy.orm import Session
 
-from collector.auth import bearer_token
+from collector import auth
 from collector.db import session_scope
 from collector.errors import AuthFailed
-from collector.services import admin
+from collector.matrix.runner import MatrixRunner
+from collector.netconsole.channel import NetconsoleChannel
+from collector.remote.ssh import SSHClient
 from collector.settings import Settings
+from collector.timeutil import from_epoch
+from collector.vllm.state import VllmStates
 
 
 def get_settings(request: Request) -> Settings:
@@ -20,22 +28,65 @@ def get_settings(request: Request) -> Settings:
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    """The request's one commit point: commit on success, roll back on error."""
+    """The request's one commit point: commit on success, roll back on error; work queued
+    with ``db.after_commit`` runs once the commit is done."""
     with session_scope(request.app.state.sessionmaker) as session:
         yield session
+
+
+def get_clock(request: Request) -> Callable[[], float]:
+    """The app's clock, epoch seconds (injected by ``create_app``)."""
+    return request.app.state.clock
+
+
+def get_now(request: Request) -> datetime:
+    """One reading of the app's clock."""
+    return from_epoch(request.app.state.clock())
+
+
+def get_runner(request: Request) -> MatrixRunner | None:
+    return getattr(request.app.state, "matrix_runner", None)
+
+
+def get_netconsole(request: Request) -> NetconsoleChannel | None:
+    return getattr(request.app.state, "netconsole", None)
+
+
+def get_scheduler(request: Request) -> BaseScheduler | None:
+    return getattr(request.app.state, "scheduler", None)
+
+
+def get_vllm_states(request: Request) -> VllmStates:
+    return request.app.state.vllm_states
+
+
+def get_ssh(request: Request) -> SSHClient:
+    return request.app.state.ssh
+
+
+def get_templates(request: Request) -> Jinja2Templates:
+    return request.app.state.templates
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 # scope="function": commit before the response is sent, so a 200 means stored.
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+NowDep = Annotated[datetime, Depends(get_now)]
+ClockDep = Annotated[Callable[[], float], Depends(get_clock)]
+RunnerDep = Annotated[MatrixRunner | None, Depends(get_runner)]
+NetconsoleDep = Annotated[NetconsoleChannel | None, Depends(get_netconsole)]
+SchedulerDep = Annotated[BaseScheduler | None, Depends(get_scheduler)]
+VllmStatesDep = Annotated[VllmStates, Depends(get_vllm_states)]
+SSHDep = Annotated[SSHClient, Depends(get_ssh)]
+TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
 
 
 def require_admin(request: Request, session: SessionDep) -> None:
     """Admin API and pages: a Bearer admin token, or the signed login cookie of the UI."""
-    token = bearer_token(request.headers.get("authorization"))
-    if token is not None and admin.is_admin_token(session, token=token):
+    token = auth.bearer_token(request.headers.get("authorization"))
+    if token is not None and auth.is_admin_token(session, token=token):
         return
-    if admin.valid_login_cookie(request):
+    if auth.valid_login_cookie(request):
         return
     raise AuthFailed("admin token required")
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -12,57 +13,66 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from collector import db
-from collector.alerts import outbox as alerts
+from collector import auth, db
+from collector.alerts.targets import sync_env_targets
 from collector.api import health, hosts, incidents, ingest, matrix, netconsole, webhooks
 from collector.errors import AppError, AuthFailed
-from collector.ingest.derive import TelemetryRegistry
-from collector.liveness import heartbeat
-from collector.matrix import store as matrix_runs
+from collector.liveness.collector_runs import start_collector_run, stop_collector_run
+from collector.matrix import store as matrix_store
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.schedule import register_matrix_schedules
-from collector.netconsole.store import NetconsoleChannel
+from collector.netconsole.channel import NetconsoleChannel
+from collector.remote.ssh import SSHClient
 from collector.scheduler import build_scheduler
-from collector.services import admin
 from collector.settings import Settings
-from collector.timeutil import utcnow
+from collector.timeutil import from_epoch
+from collector.vllm.state import VllmStates
 from collector.web import pages
+from collector.web.templates import make_templates
 
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    clock: Callable[[], float] = time.time,
+    ssh: SSHClient | None = None,
+) -> FastAPI:
+    """The app; ``clock`` (epoch seconds) and ``ssh`` are the world it runs in."""
     settings = settings or Settings()
+    ssh = ssh or SSHClient()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db.migrate(settings.db_url)
         engine = db.make_engine(settings.db_url)
+        factory = db.make_sessionmaker(engine)
         app.state.engine = engine
-        app.state.sessionmaker = db.make_sessionmaker(engine)
-        with db.session_scope(app.state.sessionmaker) as session:
-            generated = admin.ensure_admin_token(session, configured=settings.admin_token)
-            app.state.cookie_secret = settings.session_secret or admin.cookie_secret(session)
+        app.state.sessionmaker = factory
+        with db.session_scope(factory) as session:
+            generated = auth.ensure_admin_token(session, configured=settings.admin_token)
+            app.state.cookie_secret = settings.session_secret or auth.cookie_secret(session)
+            sync_env_targets(session, settings=settings)
         if generated:
             # Printed once: only its hash is kept.
             print(f"freezewatch: generated admin token (shown once): {generated}", flush=True)
-        with db.session_scope(app.state.sessionmaker) as session:
-            alerts.sync_env_targets(session, settings=settings)
-        run_id = heartbeat.start_collector_run(
-            app.state.sessionmaker, now=utcnow(), settings=settings
-        )
-        app.state.collector_run_id = run_id
+        run_id = start_collector_run(factory, now=from_epoch(clock()), settings=settings)
         http_client = httpx.Client(follow_redirects=False)
         app.state.scheduler = None
         if settings.run_scheduler:
             app.state.scheduler = build_scheduler(
-                app.state.sessionmaker, settings=settings, run_id=run_id, http_client=http_client
+                factory,
+                settings=settings,
+                run_id=run_id,
+                http_client=http_client,
+                ssh=ssh,
+                clock=clock,
             )
-        app.state.netconsole = None
         if settings.netconsole_bind:
             app.state.netconsole = NetconsoleChannel(
-                app.state.sessionmaker,
+                factory,
                 bind=settings.netconsole_bind,
                 keep_days=settings.netconsole_keep_days,
                 fragment_timeout_s=settings.netconsole_fragment_timeout_s,
@@ -80,7 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             runner.shutdown()
             if app.state.netconsole is not None:
                 app.state.netconsole.stop()
-            heartbeat.stop_collector_run(app.state.sessionmaker, run_id=run_id, now=utcnow())
+            stop_collector_run(factory, run_id=run_id, now=from_epoch(clock()))
             http_client.close()
             engine.dispose()
 
@@ -91,16 +101,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Heartbeats, kernel lines and telemetry from GPU inference hosts.",
     )
     app.state.settings = settings
+    app.state.clock = clock
+    app.state.ssh = ssh
     app.state.netconsole = None
-    app.state.telemetry = TelemetryRegistry(hang_stall_s=settings.vllm_hang_s)
-    app.include_router(ingest.router)
-    app.include_router(hosts.router)
-    app.include_router(incidents.router)
-    app.include_router(webhooks.router)
-    app.include_router(health.router)
-    app.include_router(matrix.router)
+    app.state.vllm_states = VllmStates(hang_stall_s=settings.vllm_hang_s)
+    app.state.templates = make_templates(clock)
+    for api in (ingest, hosts, incidents, webhooks, health, matrix, netconsole):
+        app.include_router(api.router)
     app.include_router(matrix.presets_router)
-    app.include_router(netconsole.router)
     app.include_router(pages.router)
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
@@ -131,15 +139,18 @@ def start_matrix_runner(app: FastAPI, settings: Settings) -> MatrixRunner:
     queued ones resume, cron schedules are registered when the app has a scheduler."""
     factory = app.state.sessionmaker
     with db.session_scope(factory) as session:
-        interrupted = matrix_runs.mark_interrupted(session)
+        interrupted = matrix_store.mark_interrupted(session, now=from_epoch(app.state.clock()))
     if interrupted:
         log.warning("matrix runs interrupted by a restart: %s", interrupted)
     runner = MatrixRunner(
-        factory, data_dir=Path(settings.data_dir), settle_s=settings.matrix_settle_s
+        factory,
+        data_dir=Path(settings.data_dir),
+        ssh=app.state.ssh,
+        settle_s=settings.matrix_settle_s,
+        clock=app.state.clock,
     )
     app.state.matrix_runner = runner
     runner.resume_queued()
-    scheduler = getattr(app.state, "scheduler", None)
-    if scheduler is not None:
-        register_matrix_schedules(scheduler, factory, runner)
+    if app.state.scheduler is not None:
+        register_matrix_schedules(app.state.scheduler, factory, runner)
     return runner

@@ -4,7 +4,9 @@ both SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
 from sqlalchemy import (
@@ -28,6 +30,82 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from collector.timeutil import UTCDateTime, utcnow
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # the collector also runs on 3.10, where StrEnum is missing
+
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return str(self.value)
+
+
+class HostStatus(StrEnum):
+    """Liveness on the collector's clock; changed only by ``collector.liveness.status``."""
+
+    UNKNOWN = "unknown"
+    UP = "up"
+    LATE = "late"
+    LOST = "lost"  # an incident is open
+    STOPPED = "stopped"  # the agent announced its stop
+    PAUSED = "paused"  # silenced for maintenance
+
+
+class IncidentKind(StrEnum):
+    UNREACHABLE = "unreachable"
+    AGENT_DOWN = "agent_down"
+    PLANNED = "planned"
+    PAUSED = "paused"
+
+
+class IncidentState(StrEnum):
+    """open → resolving (host back, replay settling) → resolved; see incidents.lifecycle."""
+
+    OPEN = "open"
+    RESOLVING = "resolving"
+    RESOLVED = "resolved"
+
+
+class Resolution(StrEnum):
+    REBOOTED = "rebooted"
+    PLANNED_REBOOT = "planned_reboot"
+    AGENT_RECOVERED = "agent_recovered"
+    NETWORK_PARTITION = "network_partition"
+    STALL = "stall"
+    RETURNED = "returned"
+    UNPAUSED = "unpaused"
+
+
+class PostmortemState(StrEnum):
+    NONE = "none"
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class DeliveryState(StrEnum):
+    PENDING = "pending"
+    SENDING = "sending"
+    DELIVERED = "delivered"
+    FAILED = "failed"  # gave up after the retry window
+
+
+class RunStatus(StrEnum):
+    """queued → running → succeeded | failed | cancelled | interrupted."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+
+# Incidents of these kinds are announced silences: never alerted.
+SILENT_KINDS = (IncidentKind.PLANNED, IncidentKind.PAUSED)
+UNRESOLVED = (IncidentState.OPEN, IncidentState.RESOLVING)
+ACTIVE_RUNS = (RunStatus.QUEUED, RunStatus.RUNNING)
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
@@ -65,7 +143,7 @@ class Host(Base):
     simulated: Mapped[bool] = mapped_column(Boolean, default=False)
 
     # Liveness, always from the collector's clock.
-    status: Mapped[str] = mapped_column(String(16), default="unknown")
+    status: Mapped[str] = mapped_column(String(16), default=HostStatus.UNKNOWN)
     status_since: Mapped[datetime] = mapped_column(default=utcnow)
     last_seen_at: Mapped[datetime | None]
     overdue_at: Mapped[datetime | None]
@@ -139,6 +217,8 @@ class Sample(Base):
 # parser read them by time, and the (host, ts) index would walk every line of the window.
 # Partial, so other lines pay nothing.
 VLLM_LINES_WHERE = "source = 'vllm'"
+# Line.source values of kernel records (the agent's kmsg reader, the kernel's netconsole).
+KERNEL_SOURCES = ("kmsg", "netconsole")
 
 
 class Line(Base):
@@ -262,7 +342,7 @@ class MatrixRun(Base):
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     preset: Mapped[str | None] = mapped_column(String(64))
-    status: Mapped[str] = mapped_column(String(16), default="queued")
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
     ended_at: Mapped[datetime | None]
@@ -461,11 +541,8 @@ class Incident(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
-    # unreachable | agent_down | planned | paused
-    kind: Mapped[str] = mapped_column(String(16))
-    # open → resolving (host is back, replay settling) → resolved
-    state: Mapped[str] = mapped_column(String(16), default="open")
-    # rebooted | planned_reboot | agent_recovered | network_partition | stall | returned
+    kind: Mapped[str] = mapped_column(String(16))  # IncidentKind
+    state: Mapped[str] = mapped_column(String(16), default=IncidentState.OPEN)
     resolution: Mapped[str | None] = mapped_column(String(24))
     last_heartbeat_at: Mapped[datetime | None]
     late_at: Mapped[datetime]
@@ -481,10 +558,19 @@ class Incident(Base):
     collector_down: Mapped[bool] = mapped_column(Boolean, default=False)
     probes: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     agent_restart: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    # none | pending | running | done | failed
-    postmortem_state: Mapped[str] = mapped_column(String(16), default="none")
+    postmortem_state: Mapped[str] = mapped_column(String(16), default=PostmortemState.NONE)
     postmortem_attempts: Mapped[int] = mapped_column(Integer, default=0)
     postmortem_due_at: Mapped[datetime | None]
+
+    @property
+    def silence_start(self) -> datetime:
+        """The last heartbeat before the silence, else when the host went late."""
+        return self.last_heartbeat_at or self.late_at
+
+    @property
+    def silence_end(self) -> datetime | None:
+        """When heartbeats returned, else when resolved; None while the host is silent."""
+        return self.returned_at or self.resolved_at
 
 
 class IncidentSnapshot(Base):
@@ -556,8 +642,7 @@ class Delivery(Base):
     host_id: Mapped[int | None] = mapped_column(ForeignKey("hosts.id", ondelete="SET NULL"))
     incident_id: Mapped[int | None] = mapped_column(ForeignKey("incidents.id", ondelete="SET NULL"))
     body: Mapped[str] = mapped_column(Text)
-    # pending → sending → delivered | failed (gave up after the retry window)
-    state: Mapped[str] = mapped_column(String(16), default="pending")
+    state: Mapped[str] = mapped_column(String(16), default=DeliveryState.PENDING)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime]
     claimed_until: Mapped[datetime | None]

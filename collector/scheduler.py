@@ -1,22 +1,25 @@
-"""The background jobs: APScheduler only calls the idempotent steps of the services."""
+"""The background jobs: APScheduler only calls the idempotent steps of the domains."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 
 import httpx
 from apscheduler.events import EVENT_SCHEDULER_SHUTDOWN
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.alerts import delivery as webhooks
-from collector.incidents import lifecycle as incidents
-from collector.incidents import postmortem
-from collector.liveness import heartbeat
+from collector.alerts.delivery import deliver_due_alerts
+from collector.incidents.lifecycle import settle_incidents
+from collector.incidents.postmortem import collect_postmortems
+from collector.liveness.checker import check_heartbeats, prober, start_pre_probes
+from collector.liveness.collector_runs import tick_collector_alive
 from collector.liveness.preprobes import PreProbes
+from collector.remote.ssh import SSHClient
 from collector.settings import Settings
-from collector.timeutil import utcnow
+from collector.timeutil import from_epoch
 
 log = logging.getLogger(__name__)
 
@@ -39,29 +42,38 @@ def build_scheduler(
     settings: Settings,
     run_id: int,
     http_client: httpx.Client,
+    ssh: SSHClient,
+    clock: Callable[[], float],
 ) -> BackgroundScheduler:
     """A scheduler with every job added, not yet started."""
     scheduler = BackgroundScheduler(
         job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 30}
     )
 
+    def now() -> datetime:
+        return from_epoch(clock())
+
     def add(name: str, seconds: float, step: Callable[[], object]) -> None:
         scheduler.add_job(_guarded(name, step), "interval", seconds=seconds, id=name, name=name)
 
     def deliver() -> None:
-        webhooks.deliver_due_alerts(
-            session_factory, now=utcnow(), http_client=http_client, settings=settings
-        )
+        deliver_due_alerts(session_factory, now=now(), http_client=http_client, settings=settings)
 
     pre_probes = PreProbes()
     scheduler.add_listener(lambda _event: pre_probes.shutdown(), EVENT_SCHEDULER_SHUTDOWN)
+    run_probes = prober(settings, ssh)
 
     def check() -> None:
-        now = utcnow()
-        opened = heartbeat.check_heartbeats(
-            session_factory, now=now, settings=settings, pre_probes=pre_probes
+        at = now()
+        opened = check_heartbeats(
+            session_factory,
+            now=at,
+            settings=settings,
+            probe_runner=run_probes,
+            ssh=ssh,
+            pre_probes=pre_probes,
         )
-        settled = incidents.settle_incidents(session_factory, now=now, settings=settings)
+        settled = settle_incidents(session_factory, now=at, settings=settings)
         if opened or settled:
             deliver()  # don't wait for the delivery tick: seconds matter here
 
@@ -70,23 +82,19 @@ def build_scheduler(
     add(
         "pre_probes",
         settings.check_interval_s,
-        lambda: heartbeat.start_pre_probes(
-            session_factory,
-            now=utcnow(),
-            settings=settings,
-            pre_probes=pre_probes,
-            run=heartbeat.prober(settings),
+        lambda: start_pre_probes(
+            session_factory, now=now(), settings=settings, pre_probes=pre_probes, run=run_probes
         ),
     )
     add("deliver_alerts", settings.delivery_interval_s, deliver)
     add(
         "collector_alive",
         settings.alive_tick_s,
-        lambda: heartbeat.tick_collector_alive(session_factory, run_id=run_id, now=utcnow()),
+        lambda: tick_collector_alive(session_factory, run_id=run_id, now=now()),
     )
     add(
         "postmortems",
         settings.postmortem_interval_s,
-        lambda: postmortem.collect_postmortems(session_factory, now=utcnow(), settings=settings),
+        lambda: collect_postmortems(session_factory, now=now(), settings=settings, ssh=ssh),
     )
     return scheduler

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent.wire import EVENT_KINDS, LINE_SOURCES, MAX_LINE_BYTES
 
@@ -24,6 +24,19 @@ class AgentInfo(BaseModel):
     boot_id: str | None = Field(None, min_length=1, max_length=64)
 
 
+def first_entry(value: Any) -> dict[str, Any]:
+    """The first device of a sample's ``gpu`` or ``vllm`` part (a dict or a list of them), as
+    the one the typed columns and the overview show; {} when there is none."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value if isinstance(value, dict) else {}
+
+
+def number(value: Any) -> int | float | None:
+    """``value`` if it is a real number (not a bool), else None."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 class WireSample(BaseModel):
     model_config = ConfigDict(extra="allow")
     seq: int = Seq
@@ -35,6 +48,12 @@ class WireSample(BaseModel):
     load: dict[str, float | None] | None = None
     gpu: dict[str, Any] | list[dict[str, Any]] | None = None
     vllm: list[dict[str, Any]] | None = None
+
+    def first_gpu(self) -> dict[str, Any]:
+        return first_entry(self.gpu)
+
+    def first_vllm(self) -> dict[str, Any]:
+        return first_entry(self.vllm)
 
 
 class WireLine(BaseModel):
@@ -48,14 +67,17 @@ class WireLine(BaseModel):
     fields: dict[str, Any] | None = None
 
     def truncated_text(self) -> tuple[str, bool]:
-        """Lines over MAX_LINE_BYTES are cut at a character boundary and flagged, not dropped."""
-        text = self.text
-        if len(text) * 4 <= MAX_LINE_BYTES:  # cheap path: cannot exceed the byte limit
-            return text, False
-        raw = text.encode("utf-8", "surrogatepass")
-        if len(raw) <= MAX_LINE_BYTES:
-            return text, False
-        return raw[:MAX_LINE_BYTES].decode("utf-8", "ignore"), True
+        return truncate_line(self.text)
+
+
+def truncate_line(text: str) -> tuple[str, bool]:
+    """Lines over MAX_LINE_BYTES are cut at a character boundary and flagged, not dropped."""
+    if len(text) * 4 <= MAX_LINE_BYTES:  # cheap path: cannot exceed the byte limit
+        return text, False
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= MAX_LINE_BYTES:
+        return text, False
+    return raw[:MAX_LINE_BYTES].decode("utf-8", "ignore"), True
 
 
 class WireEvent(BaseModel):
@@ -90,35 +112,3 @@ class IngestResult(BaseModel):
     stored: StreamCounts
     duplicates: StreamCounts
     resume: dict[str, int | None]
-
-
-class HostPatch(BaseModel):
-    """PATCH /api/v1/hosts/{name}: only the fields sent change; an empty string clears a text
-    field."""
-
-    model_config = ConfigDict(extra="forbid")
-    ssh: str | None = Field(None, description="user@addr[:port]; empty clears it")
-    ssh_key_path: str | None = None
-    ssh_host_key: str | None = Field(None, description="stored host key line, ssh-ed25519 AAAA…")
-    trust_host_key: bool = Field(False, description="fetch and store the current host key (TOFU)")
-    vllm_url: str | None = None
-    grace_s: float | None = Field(None, ge=0, description="0 = the collector default")
-    restart_agent: bool | None = None
-    paused: bool | None = None
-    netconsole_from: list[str] | None = Field(None, max_length=32)
-
-    @field_validator("netconsole_from")
-    @classmethod
-    def _addresses(cls, value: list[str] | None) -> list[str] | None:
-        if value is None:
-            return None
-        import ipaddress
-
-        out: list[str] = []
-        for addr in value:
-            ip = ipaddress.ip_address(addr.strip())  # ValueError → 422
-            if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-                ip = ip.ipv4_mapped
-            if str(ip) not in out:
-                out.append(str(ip))
-        return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
+from typing import overload
 
 from sqlalchemy import DateTime
 from sqlalchemy.types import TypeDecorator
@@ -17,6 +18,12 @@ def epoch() -> float:
     return time.time()
 
 
+@overload
+def from_epoch(ts: float) -> datetime: ...
+@overload
+def from_epoch(ts: None) -> None: ...
+@overload
+def from_epoch(ts: float | None) -> datetime | None: ...
 def from_epoch(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, timezone.utc)
 

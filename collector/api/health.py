@@ -2,34 +2,34 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
-from sqlalchemy import func, select, text
 
-from collector.deps import SessionDep
-from collector.models import Host
+from collector import db
+from collector.deps import NetconsoleDep, SessionDep
+from collector.hosts.registry import count_by_status
+from collector.models import HostStatus
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
 def healthz(session: SessionDep) -> dict[str, str]:
-    session.execute(text("SELECT 1"))
+    db.ping(session)
     return {"status": "ok"}
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
-def metrics(request: Request, session: SessionDep) -> str:
-    counts = dict(session.execute(select(Host.status, func.count()).group_by(Host.status)).all())
+def metrics(session: SessionDep, netconsole: NetconsoleDep) -> str:
+    counts = count_by_status(session)
     out = [
         "# HELP freezewatch_hosts Registered hosts by liveness status.",
         "# TYPE freezewatch_hosts gauge",
     ]
-    for status in ("unknown", "up", "late", "lost"):
-        out.append(f'freezewatch_hosts{{status="{status}"}} {counts.get(status, 0)}')
-    channel = request.app.state.netconsole
-    if channel is not None:
-        stats = channel.stats()
+    for status in (HostStatus.UNKNOWN, HostStatus.UP, HostStatus.LATE, HostStatus.LOST):
+        out.append(f'freezewatch_hosts{{status="{status.value}"}} {counts.get(status, 0)}')
+    if netconsole is not None:
+        stats = netconsole.stats()
         for name, key, help_ in (
             ("datagrams", "datagrams", "Allowlisted netconsole datagrams received."),
             ("records", "records", "Netconsole records parsed and handed to storage."),

@@ -14,7 +14,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from collector.deps import AdminDep, SessionDep
-from collector.incidents import read as incident_views
+from collector.incidents import read
 
 router = APIRouter(prefix="/api/v1/incidents", tags=["incidents"])
 
@@ -29,21 +29,19 @@ def list_incidents(
     until: float | None = None,
     limit: int = 500,
 ) -> list[dict[str, Any]]:
-    return incident_views.list_incidents(
-        session, host=host, kind=kind, since=since, until=until, limit=limit
-    )
+    return read.list_incidents(session, host=host, kind=kind, since=since, until=until, limit=limit)
 
 
 @router.get("/{incident_id}")
 def get_incident(incident_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
-    return incident_views.incident_detail(session, incident_id=incident_id)
+    return read.incident_detail(session, incident_id=incident_id)
 
 
 @router.get("/{incident_id}/artifacts/{name:path}")
 def get_artifact(
     incident_id: int, name: str, session: SessionDep, _: AdminDep, download: bool = False
 ) -> Response:
-    artifact = incident_views.get_artifact(session, incident_id=incident_id, name=name)
+    artifact = read.get_artifact(session, incident_id=incident_id, name=name)
     filename = f"incident-{incident_id}-{name.replace('/', '-')}.txt"
     disposition = "attachment" if download else "inline"
     ascii_name = re.sub(r"[^A-Za-z0-9._-]", "_", filename)

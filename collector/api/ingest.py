@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import time
 import zlib
 
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from agent.wire import INGEST_PATH, MAX_BATCH_RECORDS
-from collector.auth import bearer_token
-from collector.deps import SessionDep, SettingsDep
+from collector.auth import bearer_token, host_for_token
+from collector.deps import ClockDep, SessionDep, SettingsDep, VllmStatesDep
 from collector.errors import AuthFailed, BadRequest, Forbidden, PayloadTooLarge
-from collector.hosts.registry import host_for_token
 from collector.ingest.batch import ingest_batch
-from collector.ingest.derive import TelemetryRegistry
 from collector.models import Host
 from collector.schemas import Batch, IngestResult
 from collector.settings import Settings
+from collector.timeutil import from_epoch
+from collector.vllm.state import VllmStates
 
 router = APIRouter(tags=["ingest"])
 
@@ -46,7 +46,13 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 @router.post(INGEST_PATH, response_model=IngestResult)
-async def ingest(request: Request, session: SessionDep, settings: SettingsDep) -> IngestResult:
+async def ingest(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    clock: ClockDep,
+    vllm_states: VllmStatesDep,
+) -> IngestResult:
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
         raise AuthFailed("missing bearer token")
@@ -62,27 +68,28 @@ async def ingest(request: Request, session: SessionDep, settings: SettingsDep) -
     records = len(batch.samples) + len(batch.lines) + len(batch.events)
     if records > MAX_BATCH_RECORDS:
         raise PayloadTooLarge(f"{records} records in one batch; the limit is {MAX_BATCH_RECORDS}")
+    if host.name != batch.host:
+        raise Forbidden(f"token belongs to host {host.name!r}, batch says {batch.host!r}")
     # The database work is synchronous; run it off the event loop.
-    registry = request.app.state.telemetry
-    return await run_in_threadpool(_store, session, settings, host, batch, registry)
+    return await run_in_threadpool(_store, session, settings, host, batch, clock(), vllm_states)
 
 
 def _store(
-    session: SessionDep,
+    session: Session,
     settings: Settings,
     host: Host,
     batch: Batch,
-    registry: TelemetryRegistry,
+    received_at: float,
+    vllm_states: VllmStates,
 ) -> IngestResult:
-    if host.name != batch.host:
-        raise Forbidden(f"token belongs to host {host.name!r}, batch says {batch.host!r}")
     return ingest_batch(
         session,
         host=host,
         batch=batch,
-        received_at=time.time(),
+        received_at=received_at,
+        now=from_epoch(received_at),
         settings=settings,
-        telemetry=registry,
+        vllm_states=vllm_states,
     )
 
 

@@ -5,18 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from collector.deps import AdminDep, SessionDep
+from collector import db
+from collector.deps import AdminDep, NowDep, RunnerDep, SchedulerDep, SessionDep
 from collector.errors import NotFound
-from collector.matrix import store as matrix_runs
+from collector.matrix import store
 from collector.matrix.latency import profile_latencies
 from collector.matrix.presets import get_preset, preset_summary
 from collector.matrix.report import render_markdown
 from collector.matrix.results import MatrixReport
-from collector.matrix.runner import run_report
+from collector.matrix.schedule import schedule_job
 from collector.matrix.spec import MatrixSpec, SpecError
 from collector.models import Host
 
@@ -84,79 +85,77 @@ def _validate(body: RunRequest) -> MatrixSpec:
         ) from None
 
 
-def _runner(request: Request) -> Any:
-    return getattr(request.app.state, "matrix_runner", None)
-
-
 @router.post("", status_code=201)
 def create_run(
-    body: RunRequest, request: Request, session: SessionDep, _: AdminDep
+    body: RunRequest,
+    session: SessionDep,
+    runner: RunnerDep,
+    scheduler: SchedulerDep,
+    _: AdminDep,
 ) -> dict[str, Any]:
     spec = _validate(body)
     schedule = None
     if spec.schedule is not None:
-        schedule = matrix_runs.save_schedule(session, spec=spec, preset=body.preset)
-    run = matrix_runs.create_run(
+        schedule = store.save_schedule(session, spec=spec, preset=body.preset)
+    run = store.create_run(
         session,
         spec=spec,
         preset=body.preset,
         schedule_id=schedule.id if schedule else None,
     )
-    # Committed before the worker looks for it.
-    session.commit()
-    runner = _runner(request)
+    progress = store.progress(session, [run])[run.id]
     if runner is not None:
-        runner.submit(run.id)
-        if schedule is not None:
-            from collector.matrix.schedule import schedule_job
-
-            scheduler = getattr(request.app.state, "scheduler", None)
-            if scheduler is not None:
-                schedule_job(scheduler, request.app.state.sessionmaker, runner, schedule)
-    progress = matrix_runs.progress(session, [run])[run.id]
-    return {**matrix_runs.run_summary(run), "host": spec.host, "progress": progress}
+        # The worker looks the run up in the database: hand it over after the commit.
+        run_id = run.id
+        db.after_commit(session, lambda: runner.submit(run_id))
+        if schedule is not None and scheduler is not None:
+            schedule_id, cron = schedule.id, schedule.cron
+            db.after_commit(
+                session, lambda: schedule_job(scheduler, runner.factory, runner, schedule_id, cron)
+            )
+    return {**store.run_summary(run), "host": spec.host, "progress": progress}
 
 
 @router.get("")
 def list_runs(session: SessionDep, _: AdminDep, limit: int = 100) -> list[dict[str, Any]]:
-    runs = matrix_runs.list_runs(session, limit=min(max(limit, 1), 1000))
-    progress = matrix_runs.progress(session, runs)
+    runs = store.list_runs(session, limit=min(max(limit, 1), 1000))
+    progress = store.progress(session, runs)
     return [
-        {**matrix_runs.run_summary(r, session.get(Host, r.host_id)), "progress": progress[r.id]}
+        {**store.run_summary(r, session.get(Host, r.host_id)), "progress": progress[r.id]}
         for r in runs
     ]
 
 
 @router.get("/{run_id}")
 def get_run(run_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
-    run = matrix_runs.get_run(session, run_id=run_id)
+    run = store.get_run(session, run_id=run_id)
     return {
-        **matrix_runs.run_summary(run, session.get(Host, run.host_id)),
-        "progress": matrix_runs.progress(session, [run])[run.id],
+        **store.run_summary(run, session.get(Host, run.host_id)),
+        "progress": store.progress(session, [run])[run.id],
         "spec": run.spec,
-        "steps": [matrix_runs.step_dict(s) for s in matrix_runs.list_steps(session, run_id=run_id)],
-        "report": run_report(session, run=run),
+        "steps": [store.step_dict(s) for s in store.list_steps(session, run_id=run_id)],
+        "report": store.run_report(session, run=run),
     }
 
 
 @router.post("/{run_id}/cancel")
-def cancel_run(run_id: int, request: Request, session: SessionDep, _: AdminDep) -> dict[str, Any]:
-    run = matrix_runs.request_cancel(session, run_id=run_id)
-    session.commit()
-    runner = _runner(request)
+def cancel_run(
+    run_id: int, session: SessionDep, runner: RunnerDep, now: NowDep, _: AdminDep
+) -> dict[str, Any]:
+    run = store.request_cancel(session, run_id=run_id, now=now)
     if runner is not None:
-        runner.cancel(run_id)
-    return matrix_runs.run_summary(run)
+        db.after_commit(session, lambda: runner.cancel(run_id))
+    return store.run_summary(run)
 
 
 @router.get("/{run_id}/report.json")
 def report_json(run_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
-    return run_report(session, run=matrix_runs.get_run(session, run_id=run_id))
+    return store.run_report(session, run=store.get_run(session, run_id=run_id))
 
 
 @router.get("/{run_id}/report.md", response_class=PlainTextResponse)
 def report_md(run_id: int, session: SessionDep, _: AdminDep) -> PlainTextResponse:
-    data = run_report(session, run=matrix_runs.get_run(session, run_id=run_id))
+    data = store.run_report(session, run=store.get_run(session, run_id=run_id))
     data = {k: v for k, v in data.items() if k != "profiles"} | {
         "profiles": [{k: v for k, v in p.items() if k != "label"} for p in data["profiles"]]
     }
@@ -168,14 +167,14 @@ def report_md(run_id: int, session: SessionDep, _: AdminDep) -> PlainTextRespons
 @router.get("/{run_id}/latencies")
 def latencies(run_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
     """Per profile x repetition: request latency quantiles and points (s), for plotting."""
-    run = matrix_runs.get_run(session, run_id=run_id)
+    run = store.get_run(session, run_id=run_id)
     path = Path(run.requests_path) if run.requests_path else None
     return {"run_id": run_id, "profiles": profile_latencies(path, run_id=run_id)}
 
 
 @router.get("/{run_id}/requests.jsonl")
 def requests_jsonl(run_id: int, session: SessionDep, _: AdminDep) -> FileResponse:
-    run = matrix_runs.get_run(session, run_id=run_id)
+    run = store.get_run(session, run_id=run_id)
     if not run.requests_path or not Path(run.requests_path).is_file():
         raise NotFound(f"matrix run {run_id} has no request records")
     return FileResponse(run.requests_path, media_type="application/x-ndjson")

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
-from collector.deps import AdminDep
+from collector.deps import AdminDep, NetconsoleDep
 
 router = APIRouter(prefix="/api/v1/netconsole", tags=["netconsole"])
 
 
 @router.get("")
-def netconsole_stats(request: Request, _: AdminDep) -> dict[str, Any]:
-    channel = request.app.state.netconsole
-    if channel is None:
+def netconsole_stats(netconsole: NetconsoleDep, _: AdminDep) -> dict[str, Any]:
+    if netconsole is None:
         return {"enabled": False}
-    return {"enabled": True, **channel.stats()}
+    return {"enabled": True, **netconsole.stats()}

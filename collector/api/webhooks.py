@@ -6,10 +6,9 @@ from typing import Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
-from sqlalchemy import select
 
+from collector.alerts import targets
 from collector.deps import AdminDep, SessionDep
-from collector.errors import Conflict, NotFound
 from collector.models import WebhookTarget
 
 router = APIRouter(prefix="/api/v1/webhooks", tags=["webhooks"])
@@ -41,49 +40,29 @@ def target_dict(t: WebhookTarget) -> dict[str, Any]:
     }
 
 
-def _get(session: SessionDep, target_id: int) -> WebhookTarget:
-    target = session.get(WebhookTarget, target_id)
-    if target is None:
-        raise NotFound(f"no webhook {target_id}")
-    return target
-
-
 @router.get("")
 def list_webhooks(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
-    return [
-        target_dict(t) for t in session.scalars(select(WebhookTarget).order_by(WebhookTarget.id))
-    ]
+    return [target_dict(t) for t in targets.list_targets(session)]
 
 
 @router.post("", status_code=201)
 def create_webhook(body: WebhookIn, session: SessionDep, _: AdminDep) -> dict[str, Any]:
-    target = WebhookTarget(source="api", **body.model_dump())
-    session.add(target)
-    session.flush()
-    return target_dict(target)
+    return target_dict(targets.create_target(session, **body.model_dump()))
 
 
 @router.get("/{target_id}")
 def get_webhook(target_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
-    return target_dict(_get(session, target_id))
+    return target_dict(targets.get_target(session, target_id=target_id))
 
 
 @router.patch("/{target_id}")
 def patch_webhook(
     target_id: int, body: WebhookPatch, session: SessionDep, _: AdminDep
 ) -> dict[str, Any]:
-    target = _get(session, target_id)
-    if target.source == "env":
-        raise Conflict("this target comes from FREEZEWATCH_WEBHOOK_URLS; change it there")
-    for key, value in body.model_dump(exclude_unset=True).items():
-        setattr(target, key, value or None if key == "secret" else value)
-    session.flush()
-    return target_dict(target)
+    changes = body.model_dump(exclude_unset=True)
+    return target_dict(targets.update_target(session, target_id=target_id, changes=changes))
 
 
 @router.delete("/{target_id}", status_code=204)
 def delete_webhook(target_id: int, session: SessionDep, _: AdminDep) -> None:
-    target = _get(session, target_id)
-    if target.source == "env":
-        raise Conflict("this target comes from FREEZEWATCH_WEBHOOK_URLS; remove it there")
-    session.delete(target)
+    targets.delete_target(session, target_id=target_id)

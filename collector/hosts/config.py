@@ -1,23 +1,61 @@
-"""How the collector reaches a host on its own (SSH, vLLM URL) and maintenance pauses."""
+"""How the collector reaches a host on its own: SSH (with a pinned host key), vLLM URL, grace,
+netconsole sender addresses. ``HostPatch`` is the one schema for these settings, used by the
+API's PATCH and by ``add-host``."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
-from collector.incidents import lifecycle as incidents
 from collector.models import Host
-from collector.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# (host, port, timeout) -> (key_line, fingerprint); collector.remote.ssh.fetch_host_key by default.
+# (host, port, timeout) -> (key_line, fingerprint); collector.remote.ssh.fetch_host_key in
+# production (the API and the CLI hand it in).
 KeyFetcher = Callable[[str, int, float], tuple[str, str]]
+
+
+def normalize_addr(addr: str) -> str:
+    """Canonical text of an IP address (IPv4-mapped IPv6 becomes IPv4); ValueError if not one."""
+    ip = ipaddress.ip_address(addr.strip())
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return str(ip)
+
+
+class HostPatch(BaseModel):
+    """PATCH /api/v1/hosts/{name}: only the fields sent change; an empty string clears a text
+    field."""
+
+    model_config = ConfigDict(extra="forbid")
+    ssh: str | None = Field(None, description="user@addr[:port]; empty clears it")
+    ssh_key_path: str | None = None
+    ssh_host_key: str | None = Field(None, description="stored host key line, ssh-ed25519 AAAA…")
+    trust_host_key: bool = Field(False, description="fetch and store the current host key (TOFU)")
+    vllm_url: str | None = None
+    grace_s: float | None = Field(None, ge=0, description="0 = the collector default")
+    restart_agent: bool | None = None
+    paused: bool | None = None
+    netconsole_from: list[str] | None = Field(None, max_length=32)
+
+    @field_validator("netconsole_from")
+    @classmethod
+    def _addresses(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        out: list[str] = []
+        for addr in value:
+            normalized = normalize_addr(addr)  # ValueError → 422
+            if normalized not in out:
+                out.append(normalized)
+        return out
 
 
 def parse_ssh_spec(spec: str) -> tuple[str, str, int]:
@@ -40,18 +78,11 @@ def parse_ssh_spec(spec: str) -> tuple[str, str, int]:
     return user, addr, port
 
 
-def _default_fetcher(host: str, port: int, timeout: float) -> tuple[str, str]:
-    from collector.remote.ssh import fetch_host_key
-
-    return fetch_host_key(host, port, timeout)
-
-
 def configure_host(
     session: Session,
     *,
     host: Host,
-    settings: Settings,
-    now: datetime,
+    fetch_key: KeyFetcher,
     ssh: str | None = None,
     key_path: str | None = None,
     host_key: str | None = None,
@@ -59,8 +90,6 @@ def configure_host(
     vllm_url: str | None = None,
     grace_s: float | None = None,
     restart_agent: bool | None = None,
-    paused: bool | None = None,
-    fetch_key: KeyFetcher | None = None,
 ) -> dict[str, Any]:
     """Apply the given changes; returns facts worth telling the operator (fingerprint)."""
     facts: dict[str, Any] = {}
@@ -77,7 +106,7 @@ def configure_host(
         if not host.ssh_host:
             raise BadRequest("--trust-host-key needs --ssh")
         try:
-            line, fingerprint = (fetch_key or _default_fetcher)(host.ssh_host, host.ssh_port, 5.0)
+            line, fingerprint = fetch_key(host.ssh_host, host.ssh_port, 5.0)
         except Exception as exc:
             raise BadRequest(f"cannot fetch the host key of {host.ssh_host}: {exc}") from exc
         host.ssh_host_key = line
@@ -91,23 +120,6 @@ def configure_host(
         host.grace_s = grace_s or None
     if restart_agent is not None:
         host.restart_agent = restart_agent
-    if paused is not None and paused != host.paused:
-        host.paused = paused
-        if not paused and host.status == "paused":
-            # Maintenance over but the host is still silent: watch it again from now.
-            incident = incidents.open_incident_for(session, host_id=host.id)
-            if incident is not None:
-                incident.returned_at = None
-                incidents.resolve(
-                    session,
-                    incident=incident,
-                    host=host,
-                    now=now,
-                    settings=settings,
-                    resolution="unpaused",
-                )
-            host.status, host.status_since = "unknown", now
-            host.overdue_at = now + timedelta(seconds=host.grace_s or settings.grace_s)
     session.flush()
     return facts
 

@@ -1,17 +1,20 @@
-"""Hosts: registration, lookup by name or agent token, boots."""
+"""Hosts: registration, lookup by name, agent tokens, boots, deletion."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from collector import db
 from collector.auth import hash_token, new_token
 from collector.errors import Conflict, NotFound
-from collector.models import AgentEvent, Boot, Host, Line, Sample, VllmStart
-from collector.timeutil import utcnow
+from collector.models import AgentEvent, Boot, Host, Line, Sample
+
+# The boot of records from a host whose agent never reported one (netconsole only, a matrix
+# run on a host without an agent).
+UNKNOWN_BOOT = "unknown"
 
 
 def create_host(
@@ -30,8 +33,8 @@ def create_host(
 
 
 def set_netconsole_from(session: Session, *, host: Host, addrs: Sequence[str]) -> None:
-    """The source addresses the host's kernel sends netconsole from (normalized by HostPatch
-    at the edge: API body or CLI)."""
+    """The source addresses the host's kernel sends netconsole from (normalized at the edge:
+    ``HostPatch`` for the API body and the CLI)."""
     _check_netconsole_free(session, host=host, addrs=list(addrs))
     host.netconsole_from = list(addrs)
     session.flush()
@@ -62,52 +65,44 @@ def get_host(session: Session, *, name: str) -> Host:
     return host
 
 
-def host_for_token(session: Session, *, token: str) -> Host | None:
-    return session.scalar(select(Host).where(Host.token_hash == hash_token(token)))
-
-
 def list_hosts(session: Session) -> list[Host]:
     return list(session.scalars(select(Host).order_by(Host.name)))
 
 
+def count_by_status(session: Session) -> dict[str, int]:
+    return {
+        status: n
+        for status, n in session.execute(select(Host.status, func.count()).group_by(Host.status))
+    }
+
+
+def find_boot_pk(session: Session, *, host_id: int, boot_id: str | None) -> int | None:
+    """The row id of (host, boot_id) if that boot was ever seen."""
+    if boot_id is None:
+        return None
+    return session.scalar(select(Boot.id).where(Boot.host_id == host_id, Boot.boot_id == boot_id))
+
+
 def boot_pk(session: Session, *, host: Host, boot_id: str) -> int:
-    """The row id of (host, boot_id), created on first sight (concurrent requests included)."""
-    where = (Boot.host_id == host.id, Boot.boot_id == boot_id)
-    pk = session.scalar(select(Boot.id).where(*where))
+    """The row id of (host, boot_id), created on first sight (concurrent requests included).
+
+    Rows are created in first-seen order, so a larger id is a boot seen later.
+    """
+    pk = find_boot_pk(session, host_id=host.id, boot_id=boot_id)
     if pk is None:
-        insert = (
-            postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
-        )
-        now = utcnow()
         session.execute(
-            insert(Boot)
-            .values(host_id=host.id, boot_id=boot_id, first_seen_at=now, last_seen_at=now)
+            db.insert(session, Boot)
+            .values(host_id=host.id, boot_id=boot_id)
             .on_conflict_do_nothing()
         )
-        pk = session.scalar(select(Boot.id).where(*where))
+        pk = find_boot_pk(session, host_id=host.id, boot_id=boot_id)
+    assert pk is not None
     return pk
 
 
-def latest_sample(session: Session, *, host: Host) -> Sample | None:
-    return session.scalar(
-        select(Sample).where(Sample.host_id == host.id).order_by(Sample.ts.desc()).limit(1)
-    )
-
-
-def latest_vllm_phase(session: Session, *, host: Host) -> str | None:
-    """The phase of the host's latest vLLM server start (None before any)."""
-    return session.scalar(
-        select(VllmStart.phase)
-        .where(VllmStart.host_id == host.id)
-        .order_by(VllmStart.started_ts.desc(), VllmStart.id.desc())
-        .limit(1)
-    )
-
-
-def touch_boot(session: Session, *, pk: int) -> None:
-    boot = session.get(Boot, pk)
-    if boot is not None:
-        boot.last_seen_at = utcnow()
+def current_boot_pk(session: Session, *, host: Host) -> int:
+    """The row id of the host's current boot (``UNKNOWN_BOOT`` before its agent said one)."""
+    return boot_pk(session, host=host, boot_id=host.current_boot_id or UNKNOWN_BOOT)
 
 
 def delete_host(session: Session, *, host: Host) -> None:

@@ -17,8 +17,10 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import session_scope
-from collector.models import Artifact, Host, Incident
-from collector.remote import probes
+from collector.models import Artifact, Host, Incident, PostmortemState
+from collector.remote.connect import SSHTarget
+from collector.remote.ssh import SSHClient
+from collector.remote.targets import ssh_target
 from collector.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -60,10 +62,16 @@ class Unreachable(Exception):
 
 
 def _run(
-    runner: probes.SSHRunner, target: Any, argv: Sequence[str], settings: Settings
+    ssh: SSHClient, target: SSHTarget, argv: Sequence[str], settings: Settings
 ) -> dict[str, Any]:
     try:
-        result = runner(target, argv, settings.postmortem_timeout_s)
+        result = ssh.run(
+            target,
+            argv,
+            timeout=settings.postmortem_timeout_s,
+            connect_timeout=settings.postmortem_timeout_s,
+            max_output=settings.postmortem_max_bytes,
+        )
     except Exception as exc:
         raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
     cap = settings.postmortem_max_bytes
@@ -79,16 +87,13 @@ def _run(
 
 
 def collect(
-    target: probes.ProbeTarget, *, settings: Settings, ssh_runner: probes.SSHRunner
+    target: SSHTarget, *, settings: Settings, ssh: SSHClient
 ) -> list[tuple[str, dict[str, Any]]]:
     """Run every command plus the pstore listing and files; raises Unreachable on SSH failure."""
-    ssh_target = target.ssh_target()
-    out = [
-        (name, _run(ssh_runner, ssh_target, argv, settings)) for name, argv in commands(settings)
-    ]
+    out = [(name, _run(ssh, target, argv, settings)) for name, argv in commands(settings)]
     listing = _run(
-        ssh_runner,
-        ssh_target,
+        ssh,
+        target,
         ["find", settings.pstore_dir, "-maxdepth", "1", "-type", "f"],
         settings,
     )
@@ -98,7 +103,7 @@ def collect(
             out.append(
                 (
                     f"pstore/{posixpath.basename(path)}",
-                    _run(ssh_runner, ssh_target, ["cat", path], settings),
+                    _run(ssh, target, ["cat", path], settings),
                 )
             )
     return out
@@ -109,15 +114,16 @@ def collect_postmortems(
     *,
     now: datetime,
     settings: Settings,
-    ssh_runner: probes.SSHRunner | None = None,
+    ssh: SSHClient | None = None,
 ) -> list[int]:
     """One step: claim each due post-mortem, collect it, store artifacts; returns finished ids."""
-    runner = ssh_runner or probes.default_ssh_runner
+    ssh = ssh or SSHClient()
     with session_scope(session_factory) as session:
         due = list(
             session.scalars(
                 select(Incident.id).where(
-                    Incident.postmortem_state == "pending", Incident.postmortem_due_at <= now
+                    Incident.postmortem_state == PostmortemState.PENDING,
+                    Incident.postmortem_due_at <= now,
                 )
             )
         )
@@ -127,9 +133,12 @@ def collect_postmortems(
             claimed = (
                 session.execute(
                     update(Incident)
-                    .where(Incident.id == incident_id, Incident.postmortem_state == "pending")
+                    .where(
+                        Incident.id == incident_id,
+                        Incident.postmortem_state == PostmortemState.PENDING,
+                    )
                     .values(
-                        postmortem_state="running",
+                        postmortem_state=PostmortemState.RUNNING,
                         postmortem_attempts=Incident.postmortem_attempts + 1,
                     )
                     .execution_options(synchronize_session=False)
@@ -142,21 +151,33 @@ def collect_postmortems(
             assert incident is not None
             host = session.get(Host, incident.host_id)
             assert host is not None
-            target, attempts = probes.ProbeTarget.of(host), incident.postmortem_attempts
-        if not target.can_ssh:
-            _finish(session_factory, incident_id, "failed", None, [], "no SSH configured", now)
+            target, attempts = ssh_target(host), incident.postmortem_attempts
+        if target is None:
+            _finish(
+                session_factory,
+                incident_id,
+                PostmortemState.FAILED,
+                None,
+                [],
+                "no SSH configured",
+                now,
+            )
             continue
         try:
-            results = collect(target, settings=settings, ssh_runner=runner)
+            results = collect(target, settings=settings, ssh=ssh)
         except Unreachable as exc:
             if attempts >= settings.postmortem_attempts:
-                _finish(session_factory, incident_id, "failed", None, [], str(exc), now)
+                _finish(
+                    session_factory, incident_id, PostmortemState.FAILED, None, [], str(exc), now
+                )
             else:
                 retry = now + timedelta(seconds=settings.postmortem_retry_s * attempts)
-                _finish(session_factory, incident_id, "pending", retry, [], str(exc), now)
+                _finish(
+                    session_factory, incident_id, PostmortemState.PENDING, retry, [], str(exc), now
+                )
             log.warning("post-mortem of incident %s, attempt %d: %s", incident_id, attempts, exc)
             continue
-        _finish(session_factory, incident_id, "done", None, results, None, now)
+        _finish(session_factory, incident_id, PostmortemState.DONE, None, results, None, now)
         finished.append(incident_id)
         log.info("post-mortem of incident %s: %d artifacts", incident_id, len(results))
     return finished
@@ -165,7 +186,7 @@ def collect_postmortems(
 def _finish(
     session_factory: sessionmaker[Session],
     incident_id: int,
-    state: str,
+    state: PostmortemState,
     due: datetime | None,
     results: list[tuple[str, dict[str, Any]]],
     error: str | None,

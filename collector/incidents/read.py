@@ -1,7 +1,7 @@
 """Reading incidents back: filtered lists and the full detail (probes, snapshot, artifacts,
 deliveries) shared by the JSON API and the pages.
 
-Beyond :func:`collector.incidents.lifecycle.incident_dict` both carry ``simulated`` (the host's
+Beyond :func:`collector.incidents.payload.incident_dict` both carry ``simulated`` (the host's
 flag), ``url`` (the incident page), ``start`` (last heartbeat, else when it went late) and
 ``end`` (returned, else resolved; null while open), the span the pages draw. The detail adds
 ``window`` ``{"since", "until"}`` (the snapshot's 120 s on the agent's clock, +5 s), the host's
@@ -20,11 +20,13 @@ from sqlalchemy.orm import Session
 
 from collector.alerts.delivery import delivery_dict
 from collector.errors import NotFound
-from collector.incidents.lifecycle import incident_dict, kernel_alive
+from collector.hosts.registry import find_boot_pk
+from collector.incidents.lifecycle import current_incident
+from collector.incidents.payload import incident_dict, kernel_alive
 from collector.incidents.postmortem import artifact_dict
+from collector.links import incident_url
 from collector.models import (
     Artifact,
-    Boot,
     Delivery,
     Host,
     Incident,
@@ -63,20 +65,14 @@ def list_incidents(
     return [incident_view(incident, host) for incident, host in rows]
 
 
-def incident_url(incident_id: int) -> str:
-    return f"/incidents/{incident_id}"
-
-
 def incident_view(incident: Incident, host: Host) -> dict[str, Any]:
     """:func:`incident_dict` plus what the pages draw with (see the module docstring)."""
-    start = incident.last_heartbeat_at or incident.late_at
-    end = incident.returned_at or incident.resolved_at
     return {
         **incident_dict(incident, host_name=host.name),
         "simulated": host.simulated,
         "url": incident_url(incident.id),
-        "start": to_epoch(start),
-        "end": to_epoch(end),
+        "start": to_epoch(incident.silence_start),
+        "end": to_epoch(incident.silence_end),
     }
 
 
@@ -144,11 +140,7 @@ def late_evidence(session: Session, *, incident: Incident) -> list[dict[str, Any
     without any SSH access. When the host came back on the same boot, only lines from
     inside the silence count (``ts`` up to the return), not everything that boot said later.
     """
-    if incident.boot_id is None:
-        return []
-    boot = session.scalar(
-        select(Boot.id).where(Boot.host_id == incident.host_id, Boot.boot_id == incident.boot_id)
-    )
+    boot = find_boot_pk(session, host_id=incident.host_id, boot_id=incident.boot_id)
     if boot is None:
         return []
     # boot_pk leads the (boot_pk, seq) unique index: no scan of the host's other boots.
@@ -160,6 +152,20 @@ def late_evidence(session: Session, *, incident: Incident) -> list[dict[str, Any
         query = query.where(Line.ts <= returned)
     rows = session.scalars(query.order_by(Line.ts, Line.id).limit(LATE_EVIDENCE_MAX_LINES))
     return [line_dict(x) for x in rows]
+
+
+def open_incident_brief(session: Session, *, host_id: int) -> dict[str, Any] | None:
+    """The host's newest incident not yet resolved; ``since`` is its last heartbeat."""
+    incident = current_incident(session, host_id=host_id)
+    if incident is None:
+        return None
+    return {
+        "id": incident.id,
+        "kind": incident.kind,
+        "state": incident.state,
+        "since": to_epoch(incident.silence_start),
+        "url": incident_url(incident.id),
+    }
 
 
 def get_artifact(session: Session, *, incident_id: int, name: str) -> Artifact:

@@ -1,5 +1,6 @@
 """Reading a host's events back: kernel events (with their line and vLLM context) and host
-events, merged newest first."""
+events, merged newest first; ``kernel_event_dict`` is the one shape of a kernel event (API and
+alerts)."""
 
 from __future__ import annotations
 

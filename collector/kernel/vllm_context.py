@@ -1,4 +1,4 @@
-"""Stored kernel events in vLLM's context: the phase vLLM was in and the nearest vLLM line.
+"""Kernel events in vLLM's context: the phase vLLM was in and the nearest vLLM line.
 
 vLLM lines from a followed log file carry the time the agent read them (a little after vLLM
 wrote them, and one read stamps several lines alike), while kernel records carry the kernel's
@@ -6,24 +6,64 @@ own time. So a phase entered at most ``VLLM_LINE_LAG_S`` after an event counts a
 force at the event (one phase step, no more) when it began closer to the event than the phase
 before it: a GPU fault logged right at "Loading drafter model..." belongs to the drafter load.
 Among lines sharing the nearest timestamp, the line that entered that phase is the context
-shown.
+shown. vLLM lines may also reach us after the kernel line they explain (another channel, a
+polled file): ``recorrelate_around`` gives the events near newly stored vLLM lines another look.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import Any, NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from collector.models import VllmPhase
-from collector.services.correlate import nearest_vllm_context
+from collector.models import KernelEventRow, VllmPhase
 from collector.vllm.store import vllm_lines
 
 WINDOW_S = 2.0  # a kernel event's nearest vLLM line is at most this far away
 VLLM_LINE_LAG_S = 0.5
+# Kernel events up to this long after newly stored vLLM lines are correlated again.
+LATE_VLLM_S = 60.0
+MAX_RECORRELATE = 1000
+
+
+class PhaseEntry(NamedTuple):
+    ts: float
+    phase: str
+    line_id: int | None
+
+
+def phase_at(event_ts: float, phases: Sequence[PhaseEntry]) -> PhaseEntry | None:
+    """The phase in force at ``event_ts`` (``phases`` in time order), with the lag rule above."""
+    i = bisect.bisect_right([p.ts for p in phases], event_ts)
+    before = phases[i - 1] if i else None
+    after = phases[i] if i < len(phases) else None
+    if (
+        after is not None
+        and after.ts - event_ts <= VLLM_LINE_LAG_S
+        and (before is None or after.ts - event_ts < event_ts - before.ts)
+    ):
+        return after
+    return before
+
+
+def nearest_line(
+    event_ts: float, lines: Sequence[tuple[float, str]], window_s: float = WINDOW_S
+) -> tuple[float, str] | None:
+    """The (ts, text) nearest to ``event_ts`` within ±window_s; on a tie the earlier line wins
+    (it is the one that can have caused the event)."""
+    best: tuple[float, str] | None = None
+    best_key: tuple[float, float] | None = None
+    for ts, text in lines:
+        gap = abs(ts - event_ts)
+        if gap > window_s:
+            continue
+        key = (gap, ts)
+        if best_key is None or key < best_key:
+            best, best_key = (ts, text), key
+    return best
 
 
 def correlate(session: Session, *, host_id: int, events: Sequence[Any]) -> None:
@@ -38,13 +78,13 @@ def correlate(session: Session, *, host_id: int, events: Sequence[Any]) -> None:
     hi = max(e.ts for e in events)
     lines = session.execute(vllm_lines(host_id, since=lo - WINDOW_S, until=hi + WINDOW_S)).all()
     columns = (VllmPhase.ts, VllmPhase.phase, VllmPhase.line_id)
-    phases = session.execute(
+    rows = session.execute(
         select(*columns)
         .where(VllmPhase.host_id == host_id, VllmPhase.ts <= lo)
         .order_by(VllmPhase.ts.desc(), VllmPhase.id.desc())
         .limit(1)
     ).all()
-    phases += session.execute(
+    rows += session.execute(
         select(*columns)
         .where(
             VllmPhase.host_id == host_id,
@@ -53,29 +93,16 @@ def correlate(session: Session, *, host_id: int, events: Sequence[Any]) -> None:
         )
         .order_by(VllmPhase.ts, VllmPhase.id)
     ).all()
-    phase_ts = [p.ts for p in phases]
+    phases = [PhaseEntry(*row) for row in rows]
     line_ts = [row.ts for row in lines]
     for event in events:
-        i = bisect.bisect_right(phase_ts, event.ts)
-        before = phases[i - 1] if i else None
-        after = phases[i] if i < len(phases) else None
-        # The next phase counts when it began within the lag AND closer to the event than the
-        # current one did: a fault right at "Loading drafter model..." read a moment late
-        # belongs to the drafter, a fault just after it does not belong to profiling.
-        if (
-            after is not None
-            and after.ts - event.ts <= VLLM_LINE_LAG_S
-            and (before is None or after.ts - event.ts < event.ts - before.ts)
-        ):
-            entered = after
-        else:
-            entered = before
+        entered = phase_at(event.ts, phases)
         near = lines[
             bisect.bisect_left(line_ts, event.ts - WINDOW_S) : bisect.bisect_right(
                 line_ts, event.ts + WINDOW_S
             )
         ]
-        _, nearest = nearest_vllm_context(event.ts, [(r.ts, r.text) for r in near], [], WINDOW_S)
+        nearest = nearest_line(event.ts, [(r.ts, r.text) for r in near])
         chosen = None
         if nearest is not None:
             ties = [r for r in near if r.ts == nearest[0]]
@@ -85,3 +112,27 @@ def correlate(session: Session, *, host_id: int, events: Sequence[Any]) -> None:
         event.vllm_line_id = chosen.id if chosen else None
         event.vllm_line_ts = chosen.ts if chosen else None
         event.vllm_line = chosen.text if chosen else None
+
+
+def recorrelate_around(
+    session: Session, *, host_id: int, stamps: Sequence[float], skip_ids: Collection[int] = ()
+) -> None:
+    """Kernel events stored before the vLLM lines at ``stamps`` arrived: correlate them again
+    (``skip_ids``: events just correlated with those lines already)."""
+    if not stamps:
+        return
+    lo = min(stamps) - WINDOW_S
+    hi = max(stamps) + LATE_VLLM_S
+    earlier = [
+        e
+        for e in session.scalars(
+            select(KernelEventRow)
+            .where(
+                KernelEventRow.host_id == host_id, KernelEventRow.ts >= lo, KernelEventRow.ts <= hi
+            )
+            .order_by(KernelEventRow.ts)
+            .limit(MAX_RECORRELATE)
+        )
+        if e.id not in skip_ids
+    ]
+    correlate(session, host_id=host_id, events=earlier)

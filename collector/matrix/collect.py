@@ -18,11 +18,10 @@ from collector.matrix.gates import evaluate_gates
 from collector.matrix.results import STARTUP_PHASE, STARTUP_PLAN_KEYS, MatrixReport, ProfileReport
 from collector.matrix.spec import MatrixSpec
 from collector.matrix.telemetry import windowed_telemetry
-from collector.models import Host, Line, MatrixRun, MatrixStep, Sample
+from collector.models import KERNEL_SOURCES, Host, Line, MatrixRun, MatrixStep, Sample
 from collector.timeutil import to_epoch
 from collector.vllm.log_parser import parse_vllm_log
 
-KERNEL_SOURCES = ("kmsg", "netconsole")
 JOURNAL_KERNEL_FACILITY = 0
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from collector.matrix.workload import percentile
+from collector.matrix.results import percentile
 
 # Points sent per profile; above this the sorted latencies are thinned evenly (quantiles stay).
 MAX_POINTS = 2000

@@ -6,6 +6,7 @@ Everything inside is plain JSON-able data so a run persists as JSON and reloads 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -70,3 +71,42 @@ class MatrixReport:
     def from_dict(cls, data: dict[str, Any]) -> MatrixReport:
         profiles = [ProfileReport(**p) for p in data.get("profiles", [])]
         return cls(**{**data, "profiles": profiles})
+
+
+@dataclass
+class WorkloadResult:
+    """Summary figures of one workload run; `figures()` is what reports and gates read.
+
+    `errors` counts failed requests (HTTP non-2xx, transport errors, unreadable bodies and
+    timeouts); `timeouts` is the subset that hit `request_timeout_s`. Latency figures cover every
+    request that ended (timeouts at their timeout), not cancelled ones.
+    """
+
+    name: str
+    kind: str = "tool_conversation"
+    outcome: str = "ok"  # ok | failed | cancelled
+    started_at: float | None = None
+    ended_at: float | None = None
+    requests: int = 0
+    errors: int = 0
+    timeouts: int = 0
+    latency_median_s: float | None = None
+    latency_p95_s: float | None = None
+    latency_max_s: float | None = None
+    over_30s: int = 0
+    max_prompt_tokens: int | None = None
+    malformed_tool_calls: int = 0
+    sessions: int = 0
+    stop_reasons: dict[str, str] = field(default_factory=dict)
+    jsonl_path: str | None = None
+
+    def figures(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    """Nearest-rank percentile (no interpolation: a reported p95 is a latency that happened)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]

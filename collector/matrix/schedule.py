@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from apscheduler.schedulers.base import BaseScheduler
+from apscheduler.triggers.cron import CronTrigger
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import session_scope
-from collector.matrix import store as matrix_runs
-from collector.models import MatrixSchedule
+from collector.matrix import store
+from collector.matrix.runner import MatrixRunner
 
 log = logging.getLogger(__name__)
 
 
-def fire_schedule(factory: sessionmaker[Session], runner: Any, schedule_id: int) -> int | None:
+def fire_schedule(
+    factory: sessionmaker[Session], runner: MatrixRunner, schedule_id: int
+) -> int | None:
     """One firing: queue a run of the schedule (skipped while its last run is active)."""
     with session_scope(factory) as session:
-        run = matrix_runs.enqueue_scheduled(session, schedule_id=schedule_id)
+        run = store.enqueue_scheduled(session, schedule_id=schedule_id)
         run_id = run.id if run is not None else None
     if run_id is None:
         log.info("matrix schedule %s: previous run still active, skipped", schedule_id)
@@ -28,25 +31,29 @@ def fire_schedule(factory: sessionmaker[Session], runner: Any, schedule_id: int)
 
 
 def schedule_job(
-    scheduler: Any, factory: sessionmaker[Session], runner: Any, schedule: MatrixSchedule
+    scheduler: BaseScheduler,
+    factory: sessionmaker[Session],
+    runner: MatrixRunner,
+    schedule_id: int,
+    cron: str,
 ) -> None:
-    from apscheduler.triggers.cron import CronTrigger
-
     scheduler.add_job(
         fire_schedule,
-        CronTrigger.from_crontab(schedule.cron),
-        args=(factory, runner, schedule.id),
-        id=f"matrix-schedule-{schedule.id}",
+        CronTrigger.from_crontab(cron),
+        args=(factory, runner, schedule_id),
+        id=f"matrix-schedule-{schedule_id}",
         replace_existing=True,
         max_instances=1,
         coalesce=True,
     )
 
 
-def register_matrix_schedules(scheduler: Any, factory: sessionmaker[Session], runner: Any) -> int:
+def register_matrix_schedules(
+    scheduler: BaseScheduler, factory: sessionmaker[Session], runner: MatrixRunner
+) -> int:
     """Add a cron job for every enabled stored schedule; how many."""
     with session_scope(factory) as session:
-        schedules = matrix_runs.list_schedules(session)
-    for schedule in schedules:
-        schedule_job(scheduler, factory, runner, schedule)
+        schedules = [(s.id, s.cron) for s in store.list_schedules(session)]
+    for schedule_id, cron in schedules:
+        schedule_job(scheduler, factory, runner, schedule_id, cron)
     return len(schedules)

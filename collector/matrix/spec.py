@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
+from apscheduler.triggers.cron import CronTrigger
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -23,6 +24,7 @@ from pydantic import (
 )
 
 from collector.kernel.classify import EVENT_KINDS
+from collector.matrix.flags import flag_key, flag_names, flag_value
 
 KernelKind = Literal[EVENT_KINDS]  # type: ignore[valid-type]
 
@@ -200,8 +202,6 @@ class MatrixSpec(_Model):
     def _cron(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        from apscheduler.triggers.cron import CronTrigger
-
         try:
             CronTrigger.from_crontab(value)
         except ValueError as exc:
@@ -210,8 +210,6 @@ class MatrixSpec(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> MatrixSpec:
-        from collector.matrix.argv import flag_names
-
         present = flag_names(self.base_args)
         problems = []
         for pname, profile in self.profiles.items():
@@ -233,19 +231,12 @@ class MatrixSpec(_Model):
         """The port the server answers on, as seen from the host."""
         if isinstance(self.launcher, DockerLauncher):
             return self.launcher.published_port
-        from collector.matrix.argv import flag_value
-
         value = flag_value(self.base_args, "--port")
         return int(value) if value and value.isdigit() else 8000
 
     @property
     def effective_health_url(self) -> str:
         return self.health_url or f"http://127.0.0.1:{self.server_port}/health"
-
-
-def flag_key(flag: str) -> str:
-    """Normalise a flag name for matching: vLLM accepts `_` and `-` alike."""
-    return flag.split("=", 1)[0].replace("_", "-")
 
 
 def _format_errors(exc: ValidationError) -> str:

@@ -6,6 +6,7 @@ The database is the work queue: a worker claims a run with a conditional
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -14,12 +15,11 @@ from sqlalchemy.orm import Session
 from collector.errors import Conflict, NotFound
 from collector.hosts.registry import get_host
 from collector.matrix.argv import stop_argv
+from collector.matrix.collect import build_report
+from collector.matrix.report import render_json
 from collector.matrix.spec import MatrixSpec
-from collector.models import Host, MatrixRun, MatrixSchedule, MatrixStep
-from collector.timeutil import to_epoch, utcnow
-
-ACTIVE = ("queued", "running")
-TERMINAL = ("succeeded", "failed", "cancelled", "interrupted")
+from collector.models import ACTIVE_RUNS, Host, MatrixRun, MatrixSchedule, MatrixStep, RunStatus
+from collector.timeutil import to_epoch
 
 
 def create_run(
@@ -36,7 +36,7 @@ def create_run(
         host_id=host.id,
         spec=spec.model_dump(mode="json"),
         preset=preset,
-        status="queued",
+        status=RunStatus.QUEUED,
         schedule_id=schedule_id,
     )
     session.add(run)
@@ -63,17 +63,17 @@ def list_steps(session: Session, *, run_id: int) -> list[MatrixStep]:
     )
 
 
-def request_cancel(session: Session, *, run_id: int) -> MatrixRun:
+def request_cancel(session: Session, *, run_id: int, now: datetime) -> MatrixRun:
     """Flag a run for cancellation; a queued run is cancelled at once, a running one by its
     runner at the next check. Cancelling a finished run is a conflict."""
     run = get_run(session, run_id=run_id)
-    if run.status in TERMINAL:
+    if run.status not in ACTIVE_RUNS:
         raise Conflict(f"matrix run {run_id} already {run.status}")
     run.cancel_requested = True
     session.execute(
         update(MatrixRun)
-        .where(MatrixRun.id == run_id, MatrixRun.status == "queued")
-        .values(status="cancelled", ended_at=utcnow())
+        .where(MatrixRun.id == run_id, MatrixRun.status == RunStatus.QUEUED)
+        .values(status=RunStatus.CANCELLED, ended_at=now)
     )
     session.flush()
     session.refresh(run)
@@ -84,18 +84,18 @@ def cancel_requested(session: Session, *, run_id: int) -> bool:
     return bool(session.scalar(select(MatrixRun.cancel_requested).where(MatrixRun.id == run_id)))
 
 
-def claim_next(session: Session, *, host_id: int) -> int | None:
+def claim_next(session: Session, *, host_id: int, now: datetime) -> int | None:
     """Move the oldest queued run of the host to `running`; its id, or None."""
     ids = session.scalars(
         select(MatrixRun.id)
-        .where(MatrixRun.host_id == host_id, MatrixRun.status == "queued")
+        .where(MatrixRun.host_id == host_id, MatrixRun.status == RunStatus.QUEUED)
         .order_by(MatrixRun.id)
     ).all()
     for run_id in ids:
         claimed = session.execute(
             update(MatrixRun)
-            .where(MatrixRun.id == run_id, MatrixRun.status == "queued")
-            .values(status="running", started_at=utcnow())
+            .where(MatrixRun.id == run_id, MatrixRun.status == RunStatus.QUEUED)
+            .values(status=RunStatus.RUNNING, started_at=now)
         )
         if claimed.rowcount == 1:
             return run_id
@@ -104,7 +104,9 @@ def claim_next(session: Session, *, host_id: int) -> int | None:
 
 def hosts_with_queued_runs(session: Session) -> list[int]:
     return list(
-        session.scalars(select(MatrixRun.host_id).where(MatrixRun.status == "queued").distinct())
+        session.scalars(
+            select(MatrixRun.host_id).where(MatrixRun.status == RunStatus.QUEUED).distinct()
+        )
     )
 
 
@@ -112,26 +114,27 @@ def finish_run(
     session: Session,
     *,
     run_id: int,
-    status: str,
+    status: RunStatus,
     report: dict[str, Any] | None,
+    now: datetime,
     error: str | None = None,
 ) -> None:
     run = get_run(session, run_id=run_id)
     run.status = status
-    run.ended_at = utcnow()
+    run.ended_at = now
     run.report = report
     run.error = error
     session.flush()
 
 
-def mark_interrupted(session: Session) -> list[int]:
+def mark_interrupted(session: Session, *, now: datetime) -> list[int]:
     """At startup: runs still `running` were cut off by a restart; their ids."""
-    ids = list(session.scalars(select(MatrixRun.id).where(MatrixRun.status == "running")))
+    ids = list(session.scalars(select(MatrixRun.id).where(MatrixRun.status == RunStatus.RUNNING)))
     if ids:
         session.execute(
             update(MatrixRun)
             .where(MatrixRun.id.in_(ids))
-            .values(status="interrupted", ended_at=utcnow(), error="collector restarted")
+            .values(status=RunStatus.INTERRUPTED, ended_at=now, error="collector restarted")
         )
     return ids
 
@@ -164,7 +167,7 @@ def enqueue_scheduled(session: Session, *, schedule_id: int) -> MatrixRun | None
         return None
     busy = session.scalar(
         select(MatrixRun.id).where(
-            MatrixRun.schedule_id == schedule_id, MatrixRun.status.in_(ACTIVE)
+            MatrixRun.schedule_id == schedule_id, MatrixRun.status.in_(ACTIVE_RUNS)
         )
     )
     if busy is not None:
@@ -233,3 +236,10 @@ def progress(session: Session, runs: list[MatrixRun]) -> dict[int, dict[str, int
         ended = int(done.get(run.id, 0))
         out[run.id] = {"done": ended, "total": max(total, ended)}
     return out
+
+
+def run_report(session: Session, *, run: MatrixRun) -> dict[str, Any]:
+    """The stored report, or one built now for a run still going."""
+    if run.report is not None and run.status not in ACTIVE_RUNS:
+        return run.report
+    return render_json(build_report(session, run_id=run.id))

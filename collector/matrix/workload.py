@@ -1,4 +1,4 @@
-"""Workloads: the seeded growing tool-call conversation, and the summary of a host command.
+"""The seeded growing tool-call conversation workload.
 
 ``ToolConversation.run()`` drives ``sessions`` concurrent conversations (one thread each)
 against an OpenAI-compatible ``/v1/chat/completions``, writes one JSONL record per request and
@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import random
 import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from collector.matrix.spec import CommandWorkloadSpec, ToolConversationSpec
+from collector.matrix.results import WorkloadResult, percentile
+from collector.matrix.spec import ToolConversationSpec
 from collector.matrix.toolcalls import (
     SYSTEM_PROMPT,
     TOOLS,
@@ -35,45 +35,6 @@ from collector.matrix.toolcalls import (
 )
 
 CHAT_PATH = "/v1/chat/completions"
-
-
-@dataclass
-class WorkloadResult:
-    """Summary figures of one workload run; `figures()` is what reports and gates read.
-
-    `errors` counts failed requests (HTTP non-2xx, transport errors, unreadable bodies and
-    timeouts); `timeouts` is the subset that hit `request_timeout_s`. Latency figures cover every
-    request that ended (timeouts at their timeout), not cancelled ones.
-    """
-
-    name: str
-    kind: str = "tool_conversation"
-    outcome: str = "ok"  # ok | failed | cancelled
-    started_at: float | None = None
-    ended_at: float | None = None
-    requests: int = 0
-    errors: int = 0
-    timeouts: int = 0
-    latency_median_s: float | None = None
-    latency_p95_s: float | None = None
-    latency_max_s: float | None = None
-    over_30s: int = 0
-    max_prompt_tokens: int | None = None
-    malformed_tool_calls: int = 0
-    sessions: int = 0
-    stop_reasons: dict[str, str] = field(default_factory=dict)
-    jsonl_path: str | None = None
-
-    def figures(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def percentile(values: list[float], fraction: float) -> float | None:
-    """Nearest-rank percentile (no interpolation: a reported p95 is a latency that happened)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
 
 
 @dataclass
@@ -322,62 +283,3 @@ class ToolConversation:
             stop_reasons=reasons,
             jsonl_path=str(self.jsonl_path),
         )
-
-
-def run_tool_conversation(params: ToolConversationSpec, **kwargs: Any) -> WorkloadResult:
-    """Run one tool_conversation workload; keyword arguments as for `ToolConversation`."""
-    return ToolConversation(params, **kwargs).run()
-
-
-@dataclass(frozen=True)
-class CommandWorkload:
-    """A shell workload for the runner to execute on the host (over SSH) with a timeout."""
-
-    name: str
-    argv: list[str]
-    timeout_s: float
-    env: dict[str, str] = field(default_factory=dict)
-    output_tail_bytes: int = 8192
-
-    @classmethod
-    def from_spec(cls, spec: CommandWorkloadSpec) -> CommandWorkload:
-        return cls(
-            spec.name, list(spec.argv), spec.timeout_s, dict(spec.env), spec.output_tail_bytes
-        )
-
-
-def summarize_command_result(
-    exit_status: int | None,
-    duration: float,
-    output: str | bytes,
-    *,
-    name: str = "command",
-    timed_out: bool = False,
-    cancelled: bool = False,
-    tail_bytes: int = 8192,
-    started_at: float | None = None,
-    ended_at: float | None = None,
-) -> dict[str, Any]:
-    """Workload figures for a finished host command (exit_status None: killed, no status)."""
-    raw = output.encode("utf-8", "replace") if isinstance(output, str) else output
-    tail = raw[-tail_bytes:] if tail_bytes else b""
-    if cancelled:
-        outcome = "cancelled"
-    elif timed_out:
-        outcome = "timeout"
-    elif exit_status == 0:
-        outcome = "ok"
-    else:
-        outcome = "failed"
-    return {
-        "name": name,
-        "kind": "command",
-        "outcome": outcome,
-        "started_at": started_at,
-        "ended_at": ended_at,
-        "exit_status": exit_status,
-        "duration_s": round(duration, 3),
-        "timed_out": timed_out,
-        "output_bytes": len(raw),
-        "output_tail": tail.decode("utf-8", "replace"),
-    }

@@ -6,7 +6,6 @@ channels brought counts once per channel, each with its own arrival time.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from sqlalchemy import select
@@ -27,7 +26,7 @@ def canary_report(
     *,
     host_id: int,
     expect: tuple[str, ...] = ("kmsg",),
-    now: float | None = None,
+    now: float,
     window_s: float = CANARY_WINDOW_S,
 ) -> dict[str, dict[str, Any]]:
     """{channel: {p50_ms, p99_ms, lost, received}} over the canaries of the last ``window_s``.
@@ -35,7 +34,6 @@ def canary_report(
     Lists the channels in ``expect`` and any that brought a canary; a channel that should
     carry canaries but brought none shows them all lost.
     """
-    now = time.time() if now is None else now
     rows = session.execute(
         select(Line.text, Line.channels, Line.agent_received_at, Line.netconsole_received_at)
         .where(

@@ -1,17 +1,14 @@
-"""The netconsole channel's database side: sender allowlist, raw datagrams, records as lines.
+"""The netconsole channel's database side: raw datagrams first, then records as lines.
 
-``NetconsoleChannel`` wires a ``NetconsoleReceiver`` to the database: each drained batch of
-datagrams is stored raw in one transaction before parsing; parsed records become ``lines``
+Each drained batch of datagrams is stored raw in one transaction before parsing; parsed records
+become ``lines``
 (``source=netconsole``) in a second one, merged with the agent's copy of the same kernel
 record by (boot, kseq). Raw datagrams are kept ``keep_days`` and pruned hourly.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,110 +18,25 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector import db
-from collector.alerts.outbox import enqueue_kernel_events
-from collector.ingest.derive import store_kernel_events
+from collector.hosts.registry import UNKNOWN_BOOT, boot_pk
+from collector.ingest.rows import LINE_COLUMNS, line_row, to_json
+from collector.kernel.alerting import enqueue_kernel_events
 from collector.kernel.classify import KernelEvent, classify_kernel_line
-from collector.models import (
-    CHANNEL_NETCONSOLE,
-    Host,
-    Line,
-    NetconsoleDatagram,
-    NetconsoleStats,
-)
+from collector.kernel.store import store_kernel_events
+from collector.models import CHANNEL_NETCONSOLE, Host, Line, NetconsoleDatagram, NetconsoleStats
 from collector.netconsole.loss import MsgidTracker
-from collector.netconsole.reassembly import Reassembler
-from collector.netconsole.receiver import (
-    DEFAULT_MAX_BACKLOG,
-    DEFAULT_PORT,
-    NetconsoleReceiver,
-    RawDatagram,
-    ReceivedRecord,
-)
+from collector.netconsole.records import RawDatagram, ReceivedRecord
 from collector.settings import Settings
-from collector.timeutil import utcnow
+from collector.timeutil import from_epoch
 
 log = logging.getLogger(__name__)
 
-# A host seen only through netconsole, before its agent ever reported a boot.
-UNKNOWN_BOOT = "unknown"
 PRUNE_EVERY_S = 3600.0
 STORE_CHUNK = 1000
 
 
-def parse_bind(bind: str) -> tuple[str, int]:
-    """``"0.0.0.0:6666"``, ``"[::]:6666"``, ``":6666"`` or ``"0.0.0.0"`` → (address, port)."""
-    bind = bind.strip()
-    if bind.startswith("["):
-        addr, _, rest = bind[1:].partition("]")
-        port = rest.lstrip(":")
-    elif bind.count(":") == 1:
-        addr, port = bind.split(":")
-    else:
-        addr, port = bind, ""
-    return addr or "0.0.0.0", int(port) if port else DEFAULT_PORT
-
-
-def normalize_addr(addr: str) -> str:
-    """Canonical text of an IP address (IPv4-mapped IPv6 becomes IPv4); ValueError if not one."""
-    ip = ipaddress.ip_address(addr.strip())
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return str(ip)
-
-
-class HostAllowlist:
-    """{sender IP: host id} from ``hosts.netconsole_from``; reloaded every ``refresh_s`` or on
-    ``invalidate()`` (the hosts API calls it after a change)."""
-
-    def __init__(
-        self,
-        factory: sessionmaker[Session],
-        *,
-        refresh_s: float = 5.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._factory = factory
-        self._refresh_s = refresh_s
-        self._clock = clock
-        self._map: dict[str, int] = {}
-        self._loaded_at: float | None = None
-        self._lock = threading.Lock()
-
-    def load(self) -> dict[str, int]:
-        mapping: dict[str, int] = {}
-        with db.session_scope(self._factory) as session:
-            for host_id, addrs in session.execute(select(Host.id, Host.netconsole_from)):
-                for addr in addrs or []:
-                    try:
-                        mapping[normalize_addr(addr)] = host_id
-                    except ValueError:
-                        log.warning("host %d: ignoring netconsole_from %r", host_id, addr)
-        with self._lock:
-            self._map = mapping
-            self._loaded_at = self._clock()
-        return mapping
-
-    def invalidate(self) -> None:
-        with self._lock:
-            self._loaded_at = None
-
-    def resolve(self, addr: str) -> str | None:
-        """The receiver's ``resolve_host``: host id as text, or None to drop the datagram."""
-        with self._lock:
-            stale = self._loaded_at is None or self._clock() - self._loaded_at >= self._refresh_s
-        mapping = self.load() if stale else self._map
-        try:
-            host_id = mapping.get(normalize_addr(addr))
-        except ValueError:
-            return None
-        return None if host_id is None else str(host_id)
-
-
-RAW_NAMES = "host_id, source_addr, source_port, received_at, raw"
-NETCONSOLE_COLUMNS = (
-    "host_id", "boot_pk", "received_at", "seq", "kseq", "ts", "source", "priority", "facility",
-    "text", "truncated", "fields", "channels", "netconsole_received_at",
-)  # fmt: skip
+RAW_COLUMNS = ("host_id", "source_addr", "source_port", "received_at", "raw")
+RAW_NAMES = ", ".join(RAW_COLUMNS)
 
 
 def _upsert_sql(mark: str) -> str:
@@ -134,8 +46,8 @@ def _upsert_sql(mark: str) -> str:
     makes it a safe arbiter on both SQLite and PostgreSQL.
     """
     return (
-        f"INSERT INTO lines ({', '.join(NETCONSOLE_COLUMNS)}) "
-        f"VALUES ({', '.join([mark] * len(NETCONSOLE_COLUMNS))}) "
+        f"INSERT INTO lines ({', '.join(LINE_COLUMNS)}) "
+        f"VALUES ({', '.join([mark] * len(LINE_COLUMNS))}) "
         f"ON CONFLICT (boot_pk, kseq) DO UPDATE SET "
         f"channels = lines.channels | {CHANNEL_NETCONSOLE}, "
         "netconsole_received_at = "
@@ -161,10 +73,7 @@ def _record_fields(rec: ReceivedRecord) -> str | None:
         fields["caller"] = r.caller
     if r.missing_bytes:
         fields["missing_bytes"] = r.missing_bytes
-    return _encode(fields) if fields else None
-
-
-_encode = json.JSONEncoder(separators=(",", ":")).encode
+    return to_json(fields) if fields else None
 
 
 class NetconsoleStore:
@@ -197,19 +106,8 @@ class NetconsoleStore:
             return None
         rows = [(int(d.host), d.addr[0], d.addr[1], d.received_at, d.raw) for d in batch]
         with db.session_scope(self._factory) as session:
+            db.copy_rows(session, "netconsole_datagrams", RAW_COLUMNS, rows)
             conn = session.connection()
-            if conn.dialect.name == "postgresql":
-                cursor = conn.connection.driver_connection.cursor()
-                with (
-                    cursor,
-                    cursor.copy(f"COPY netconsole_datagrams ({RAW_NAMES}) FROM STDIN") as c,
-                ):
-                    for row in rows:
-                        c.write_row(row)
-            else:
-                conn.exec_driver_sql(
-                    f"INSERT INTO netconsole_datagrams ({RAW_NAMES}) VALUES (?, ?, ?, ?, ?)", rows
-                )
             last = int(conn.exec_driver_sql("SELECT max(id) FROM netconsole_datagrams").scalar())
             now = self._clock()
             if self._last_prune is None or now - self._last_prune >= PRUNE_EVERY_S:
@@ -259,7 +157,7 @@ class NetconsoleStore:
             if host is None:  # deleted since the allowlist was loaded
                 continue
             r = rec.record
-            boot_pk = self._boot_pk(session, host, r.boot or host.current_boot_id or UNKNOWN_BOOT)
+            boot = self._boot_pk(session, host, r.boot or host.current_boot_id or UNKNOWN_BOOT)
             counts = stats.setdefault(host_id, [0, 0, 0, 0.0])
             counts[0] += 1
             if r.msgid is not None:
@@ -269,36 +167,26 @@ class NetconsoleStore:
                 counts[1] += tracker.observe(r.msgid)
             counts[2] += int(r.incomplete)
             counts[3] = max(counts[3], rec.received_at)
-            row = (
-                host_id,
-                boot_pk,
-                rec.received_at,
-                None,
-                r.kseq,
-                rec.received_at,  # no wall time in the record: ours stands in
-                "netconsole",
-                r.level,
-                r.facility,
-                r.text,
-                r.incomplete,
-                _record_fields(rec),
-                CHANNEL_NETCONSOLE,
-                rec.received_at,
+            row = line_row(
+                (host_id, boot, rec.received_at),
+                seq=None,
+                kseq=r.kseq,
+                ts=rec.received_at,  # no wall time in the record: ours stands in
+                source="netconsole",
+                priority=r.level,
+                facility=r.facility,
+                text=r.text,
+                truncated=r.incomplete,
+                fields=_record_fields(rec),
+                channel=CHANNEL_NETCONSOLE,
             )
             (keyed if r.kseq is not None else plain).append(row)
             event = classify_kernel_line(r.text)
             if event is not None:
-                hits.append(_Hit(host, boot_pk, r.boot or host.current_boot_id, rec, event))
-        mark = db.param_mark(session)
-        conn = session.connection()
+                hits.append(_Hit(host, boot, r.boot or host.current_boot_id, rec, event))
         if keyed:
-            conn.exec_driver_sql(_upsert_sql(mark), keyed)
-        if plain:
-            conn.exec_driver_sql(
-                f"INSERT INTO lines ({', '.join(NETCONSOLE_COLUMNS)}) "
-                f"VALUES ({', '.join([mark] * len(NETCONSOLE_COLUMNS))})",
-                plain,
-            )
+            session.connection().exec_driver_sql(_upsert_sql(db.param_mark(session)), keyed)
+        db.copy_rows(session, "lines", LINE_COLUMNS, plain)
         for host_id, (received, lost, incomplete, last) in stats.items():
             row = session.get(NetconsoleStats, host_id)
             if row is None:
@@ -332,16 +220,17 @@ class NetconsoleStore:
                 key = (hit.host.id, hit.boot_pk)
                 groups.setdefault(key, []).append((*stored, hit.event))
                 boot_ids[key] = hit.boot_id
-        for (host_id, boot_pk), found in groups.items():
-            events = store_kernel_events(session, host_id=host_id, boot_pk=boot_pk, hits=found)
+        now = from_epoch(self._clock())
+        for (host_id, boot), found in groups.items():
+            events = store_kernel_events(session, host_id=host_id, boot_pk=boot, hits=found)
             host = session.get(Host, host_id)
             if events and host is not None and self._settings is not None:
                 enqueue_kernel_events(
                     session,
                     host=host,
                     events=events,
-                    boot_id=boot_ids[(host_id, boot_pk)] or UNKNOWN_BOOT,
-                    now=utcnow(),
+                    boot_id=boot_ids[(host_id, boot)] or UNKNOWN_BOOT,
+                    now=now,
                     settings=self._settings,
                 )
         session.flush()
@@ -350,8 +239,6 @@ class NetconsoleStore:
         key = (host.id, boot_id)
         pk = self._boots.get(key)
         if pk is None:
-            from collector.hosts.registry import boot_pk
-
             pk = self._boots[key] = boot_pk(session, host=host, boot_id=boot_id)
         return pk
 
@@ -379,15 +266,15 @@ def _stored_keyed_lines(
     for hit in hits:
         wanted.setdefault(hit.boot_pk, set()).add(int(hit.rec.record.kseq or 0))
     found: dict[tuple[int, int], tuple[int, float]] = {}
-    for boot_pk, kseqs in wanted.items():
+    for boot, kseqs in wanted.items():
         ordered = sorted(kseqs)
         for i in range(0, len(ordered), 500):
             rows = session.execute(
                 select(Line.kseq, Line.id, Line.ts).where(
-                    Line.boot_pk == boot_pk, Line.kseq.in_(ordered[i : i + 500])
+                    Line.boot_pk == boot, Line.kseq.in_(ordered[i : i + 500])
                 )
             ).all()
-            found.update({(boot_pk, kseq): (line_id, ts) for kseq, line_id, ts in rows})
+            found.update({(boot, kseq): (line_id, ts) for kseq, line_id, ts in rows})
     return found
 
 
@@ -415,61 +302,3 @@ def prune_datagrams(session: Session, *, before: float) -> int:
         delete(NetconsoleDatagram).where(NetconsoleDatagram.received_at < before)
     )
     return max(getattr(result, "rowcount", 0) or 0, 0)
-
-
-class NetconsoleChannel:
-    """Receiver + allowlist + store, started and stopped by the app's lifespan."""
-
-    def __init__(
-        self,
-        factory: sessionmaker[Session],
-        *,
-        bind: str,
-        keep_days: float = 7.0,
-        fragment_timeout_s: float = 2.0,
-        allowlist_refresh_s: float = 5.0,
-        max_backlog: int = DEFAULT_MAX_BACKLOG,
-        settings: Settings | None = None,
-    ) -> None:
-        self.allowlist = HostAllowlist(factory, refresh_s=allowlist_refresh_s)
-        self.store = NetconsoleStore(factory, keep_days=keep_days, settings=settings)
-        self._reassembler = Reassembler(timeout_s=fragment_timeout_s)
-        # The receive thread only drains the socket and stores raw datagrams; the receiver's
-        # parse thread stores the lines, which may lag during a storm while the raw copy not.
-        self.receiver = NetconsoleReceiver(
-            parse_bind(bind),
-            persist_raw=self.store.persist_raw,
-            on_records=self.store.on_records,
-            load_raw=self.store.load_raw,
-            resolve_host=self.allowlist.resolve,
-            reassembler=self._reassembler,
-            tick_s=min(0.25, fragment_timeout_s / 2),
-            max_backlog=max_backlog,
-        )
-
-    def start(self) -> None:
-        self.allowlist.load()
-        self.receiver.start()
-
-    def stop(self) -> None:
-        """Stop receiving, then parse and store the backlog (incl. pending fragments)."""
-        self.receiver.stop()
-
-    def stats(self) -> dict[str, Any]:
-        s = self.receiver.stats
-        addr = self.receiver.address if self.receiver.running else None
-        return {
-            "listening": f"{addr[0]}:{addr[1]}" if addr else None,
-            "rcvbuf": {"requested": s.rcvbuf_requested, "granted": s.rcvbuf_granted},
-            "datagrams": s.datagrams,
-            "batches": s.batches,
-            "records": s.records,
-            "unknown_senders": dict(s.unknown),
-            "unknown_datagrams": sum(s.unknown.values()),
-            "persist_errors": s.persist_errors,
-            "store_errors": s.callback_errors,
-            "store_queue": s.backlog,  # datagrams received but not yet parsed and stored
-            "reloaded": s.reloaded,
-            "unparsed": s.unparsed,
-            "pending_fragments": self._reassembler.pending,
-        }

@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sqlalchemy import Float, Select, case, func, literal, select
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.compiler import compiles
+from sqlalchemy import Select, case, func, literal, select
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.expression import ColumnElement, FunctionElement
+from sqlalchemy.sql.expression import ColumnElement
 
+from collector import db
+from collector.db import epoch_bucket
 from collector.errors import BadRequest
 from collector.models import CHARTED_COLUMNS, ROLLUP_STEP_S, Sample, sample_rollups
 
@@ -41,33 +41,6 @@ def nice_step(span_s: float, points: int) -> int:
     """The smallest nice step giving at most ``points`` buckets over ``span_s`` seconds."""
     want = span_s / max(points, 1)
     return next((s for s in NICE_STEPS if s >= want), NICE_STEPS[-1])
-
-
-class epoch_bucket(FunctionElement[float]):
-    """``floor(ts / step) * step``: SQLite has no floor() unless compiled with math functions;
-    for the non-negative epoch seconds stored here an integer cast truncates to the same value."""
-
-    type = Float()
-    inherit_cache = True
-    name = "epoch_bucket"
-
-
-@compiles(epoch_bucket)
-def _bucket_default(element: epoch_bucket, compiler: Any, **kw: Any) -> str:
-    ts, step = list(element.clauses)
-    return (
-        f"(CAST(({compiler.process(ts, **kw)}) / ({compiler.process(step, **kw)}) AS INTEGER)"
-        f" * ({compiler.process(step, **kw)}))"
-    )
-
-
-@compiles(epoch_bucket, "postgresql")
-def _bucket_postgres(element: epoch_bucket, compiler: Any, **kw: Any) -> str:
-    ts, step = list(element.clauses)
-    return (
-        f"(floor(({compiler.process(ts, **kw)}) / ({compiler.process(step, **kw)}))"
-        f" * ({compiler.process(step, **kw)}))"
-    )
 
 
 def bucketed_samples(
@@ -156,9 +129,7 @@ def refresh_rollups(session: Session, *, host_id: int, since: float, until: floa
         .where(Sample.host_id == host_id, Sample.ts >= lo, Sample.ts < hi)
         .group_by(bucket)
     )
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = insert(sample_rollups).from_select(names, source)
+    stmt = db.insert(session, sample_rollups).from_select(names, source)
     stmt = stmt.on_conflict_do_update(
         index_elements=["host_id", "bucket"],
         set_={name: stmt.excluded[name] for name in names[2:]},

@@ -1,4 +1,4 @@
-"""Reading samples and lines back: time ranges, filters and keyset pagination."""
+"""Reading samples and lines back: time ranges, filters, keyset pagination, the latest ones."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
-from collector.models import Line, Sample
+from collector.models import KERNEL_SOURCES, Line, Sample
 
 MAX_LIMIT = 10_000
+LAST_KERNEL_LINES = 20
 
 
 def sample_dict(sample: Sample) -> dict[str, Any]:
@@ -53,6 +54,26 @@ def line_dict(line: Line) -> dict[str, Any]:
         "truncated": line.truncated,
         "fields": line.fields,
     }
+
+
+def latest_sample(session: Session, *, host_id: int) -> Sample | None:
+    """The host's newest sample by the agent's clock."""
+    return session.scalar(
+        select(Sample).where(Sample.host_id == host_id).order_by(Sample.ts.desc()).limit(1)
+    )
+
+
+def last_kernel_lines(
+    session: Session, *, host_id: int, limit: int = LAST_KERNEL_LINES
+) -> list[dict[str, Any]]:
+    """The host's newest kernel lines (either channel), oldest first."""
+    lines = session.scalars(
+        select(Line)
+        .where(Line.host_id == host_id, Line.source.in_(KERNEL_SOURCES))
+        .order_by(Line.ts.desc(), Line.id.desc())
+        .limit(limit)
+    )
+    return [line_dict(x) for x in lines][::-1]
 
 
 def list_samples(

@@ -22,9 +22,19 @@ from typing import Any
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from collector.models import Host, Incident, KernelEventRow, Line, MatrixRun, MatrixStep, VllmPhase
+from collector.links import incident_url, matrix_run_url
+from collector.models import (
+    ACTIVE_RUNS,
+    Host,
+    Incident,
+    KernelEventRow,
+    Line,
+    MatrixRun,
+    MatrixStep,
+    VllmPhase,
+)
 from collector.readback.downsample import bucketed_samples, nice_step
-from collector.timeutil import epoch, from_epoch, to_epoch
+from collector.timeutil import from_epoch, to_epoch
 
 DEFAULT_SPAN_S = 3600.0
 DEFAULT_POINTS = 1500
@@ -43,7 +53,6 @@ PHASE_LABELS = {
     "stopped": "stopped",
     "failed": "failed",
 }
-ACTIVE_RUN_STATUSES = ("queued", "running")
 
 
 def kernel_markers(
@@ -137,12 +146,12 @@ def incident_spans(
     return [
         {
             "id": incident.id,
-            "start": to_epoch(incident.last_heartbeat_at or incident.late_at),
-            "end": to_epoch(incident.returned_at or incident.resolved_at),
+            "start": to_epoch(incident.silence_start),
+            "end": to_epoch(incident.silence_end),
             "kind": incident.kind,
             "state": incident.state,
             "resolution": incident.resolution,
-            "url": f"/incidents/{incident.id}",
+            "url": incident_url(incident.id),
         }
         for incident in session.scalars(query)
     ]
@@ -152,7 +161,7 @@ def _window_status(step: MatrixStep | None, run: MatrixRun) -> tuple[float | Non
     """(end, status) of a step; a step left open by a run that ended ends with the run."""
     if step is not None and step.ended_at is not None:
         return step.ended_at, step.outcome or "ok"
-    if run.status in ACTIVE_RUN_STATUSES:
+    if run.status in ACTIVE_RUNS:
         return None, "running"
     return to_epoch(run.ended_at), run.status
 
@@ -232,7 +241,7 @@ def _window(
         "start": start,
         "end": end,
         "status": status,
-        "url": f"/matrix/{run.id}",
+        "url": matrix_run_url(run.id),
     }
 
 
@@ -243,11 +252,10 @@ def host_timeline(
     since: float | None = None,
     until: float | None = None,
     step: int | None = None,
-    now: float | None = None,
+    now: float,
 ) -> dict[str, Any]:
     """The host page's data for [since, until] (default: the last hour) at ``step`` seconds
     (default: a nice step giving ~1500 points)."""
-    now = epoch() if now is None else now
     until = now if until is None else until
     since = until - DEFAULT_SPAN_S if since is None else since
     step = nice_step(until - since, DEFAULT_POINTS) if step is None else step

@@ -17,14 +17,16 @@ from typing import Any
 import httpx
 
 from collector.models import Host
+from collector.remote.commands import RunResult
+from collector.remote.connect import SSHTarget
+from collector.remote.ssh import SSHClient
+from collector.remote.targets import ssh_target
 
 log = logging.getLogger(__name__)
 
 BOOT_ID_ARGV = ("cat", "/proc/sys/kernel/random/boot_id")
 RESTART_AGENT_ARGV = ("systemctl", "restart", "freezewatch-agent")
-
-# (target, argv, timeout) -> ssh.RunResult; injected by tests, collector.remote.ssh by default.
-SSHRunner = Callable[[Any, Sequence[str], float], Any]
+PROBE_OUTPUT = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -32,45 +34,20 @@ class ProbeTarget:
     """What the probes need from a Host row, copied so probes run outside any session."""
 
     name: str
-    ssh_user: str | None
     ssh_host: str | None
     ssh_port: int
-    ssh_key_path: str | None
-    ssh_host_key: str | None
+    ssh: SSHTarget | None
     vllm_url: str | None
 
     @classmethod
     def of(cls, host: Host) -> ProbeTarget:
         return cls(
             name=host.name,
-            ssh_user=host.ssh_user,
             ssh_host=host.ssh_host,
             ssh_port=host.ssh_port,
-            ssh_key_path=host.ssh_key_path,
-            ssh_host_key=host.ssh_host_key,
+            ssh=ssh_target(host),
             vllm_url=host.vllm_url,
         )
-
-    @property
-    def can_ssh(self) -> bool:
-        return bool(self.ssh_user and self.ssh_host)
-
-    def ssh_target(self) -> Any:
-        from collector.remote.ssh import SSHTarget
-
-        return SSHTarget(
-            user=self.ssh_user or "",
-            host=self.ssh_host or "",
-            port=self.ssh_port,
-            key_path=self.ssh_key_path,
-            known_host_key=self.ssh_host_key,
-        )
-
-
-def default_ssh_runner(target: Any, argv: Sequence[str], timeout: float) -> Any:
-    from collector.remote import ssh
-
-    return ssh.run(target, argv, timeout=timeout, connect_timeout=timeout, max_output=64 * 1024)
 
 
 def probe_tcp(host: str, port: int, timeout: float) -> dict[str, Any]:
@@ -78,8 +55,12 @@ def probe_tcp(host: str, port: int, timeout: float) -> dict[str, Any]:
         return {"detail": f"connected to {host}:{port}"}
 
 
-def probe_ssh(target: ProbeTarget, timeout: float, runner: SSHRunner) -> dict[str, Any]:
-    result = runner(target.ssh_target(), BOOT_ID_ARGV, timeout)
+def _run(client: SSHClient, ssh: SSHTarget, argv: Sequence[str], timeout: float) -> RunResult:
+    return client.run(ssh, argv, timeout=timeout, connect_timeout=timeout, max_output=PROBE_OUTPUT)
+
+
+def probe_ssh(ssh: SSHTarget, timeout: float, client: SSHClient) -> dict[str, Any]:
+    result = _run(client, ssh, BOOT_ID_ARGV, timeout)
     if result.timed_out or result.exit_status != 0:
         raise RuntimeError(
             f"boot_id command failed (exit {result.exit_status}, timed out {result.timed_out}): "
@@ -97,16 +78,13 @@ def probe_vllm(url: str, timeout: float) -> dict[str, Any]:
     return {"detail": f"GET {health}: 200"}
 
 
-def run_probes(
-    target: ProbeTarget, *, deadline_s: float, ssh_runner: SSHRunner | None = None
-) -> list[dict[str, Any]]:
+def run_probes(target: ProbeTarget, *, deadline_s: float, ssh: SSHClient) -> list[dict[str, Any]]:
     """Every configured probe, in parallel, within ``deadline_s``; one result dict per probe."""
-    runner = ssh_runner or default_ssh_runner
     probes: dict[str, Callable[[], dict[str, Any]]] = {}
     if target.ssh_host:
         probes["tcp"] = lambda: probe_tcp(target.ssh_host or "", target.ssh_port, deadline_s)
-    if target.can_ssh:
-        probes["ssh"] = lambda: probe_ssh(target, deadline_s, runner)
+    if (login := target.ssh) is not None:
+        probes["ssh"] = lambda: probe_ssh(login, deadline_s, ssh)
     if target.vllm_url:
         probes["vllm"] = lambda: probe_vllm(target.vllm_url or "", deadline_s)
     if not probes:
@@ -161,14 +139,11 @@ def classify(probes: list[dict[str, Any]]) -> str:
     return "agent_down" if alive else "unreachable"
 
 
-def restart_agent(
-    target: ProbeTarget, *, timeout: float, ssh_runner: SSHRunner | None = None
-) -> dict[str, Any]:
+def restart_agent(login: SSHTarget, *, timeout: float, ssh: SSHClient) -> dict[str, Any]:
     """``systemctl restart freezewatch-agent`` over SSH; the outcome as a recordable dict."""
-    runner = ssh_runner or default_ssh_runner
     started = time.monotonic()
     try:
-        result = runner(target.ssh_target(), RESTART_AGENT_ARGV, timeout)
+        result = _run(ssh, login, RESTART_AGENT_ARGV, timeout)
     except Exception as exc:
         return {
             "argv": list(RESTART_AGENT_ARGV),

@@ -1,9 +1,7 @@
 """Understand vLLM's own log: per server start, the phase timeline and the startup memory plan.
 
-Follows vLLM's real formats across versions (0.10 → 0.33): an optional `(<Proc> pid=N) ` tag,
-`LEVEL MM-DD HH:MM:SS [file.py:NNN] message`, uvicorn's `INFO:     ...` lines, ANSI colours,
-and message formats that changed between releases. Messages are matched by content, never by
-vLLM's source line numbers. Incremental: feed lines as they arrive from a live stream.
+The formats it follows are in ``log_formats``. Incremental: feed lines as they arrive from a
+live stream.
 """
 
 from __future__ import annotations
@@ -12,6 +10,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from collector.vllm import log_formats as fmt
 
 PHASES = (
     "starting",
@@ -40,82 +40,6 @@ PLAN_FIELDS = (
     "error",
     "phases",
 )
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_HEADER = re.compile(
-    r"(?:\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s+)?"
-    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+"
-    r"(?P<date>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+\[(?P<src>[^\]]+)\]\s?(?P<msg>.*)$"
-)
-_TAG_ONLY = re.compile(r"\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s?(?P<msg>.*)$")
-_FLOAT = r"(-?\d+(?:\.\d+)?)"
-
-_VERSION = re.compile(
-    r"vLLM (?:server|API server) version (?P<v>[\w.+-]+)|"
-    r"Initializing a V1 LLM engine \(v(?P<v2>[\w.+-]+)\)"
-)
-_START_MARK = re.compile(
-    r"vLLM (?:server|API server) version |non-default args: |Initializing a V1 LLM engine"
-)
-_LOAD_START = re.compile(
-    r"Starting to load model|Loading safetensors checkpoint shards|Loading weights took"
-)
-_DRAFTER = re.compile(r"Loading drafter model")
-_MODEL_LOAD = re.compile(rf"Model loading took {_FLOAT} GiB(?: memory)? and {_FLOAT} seconds")
-_PROFILING = re.compile(
-    r"Profiling CUDA graph memory|Estimated CUDA graph memory|Available KV cache memory|"
-    r"KV cache size: |Maximum concurrency for |Memory profiling takes"
-)
-_CG_ESTIMATE = re.compile(rf"Estimated CUDA graph memory: {_FLOAT} GiB")
-_KV_GIB = re.compile(rf"Available KV cache memory: {_FLOAT} GiB")
-_KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
-_MAX_CONC = re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: {_FLOAT}x")
-_CAPTURE = re.compile(r"Capturing CUDA graph|Graph capturing finished")
-_CAPTURE_DONE = re.compile(rf"Graph capturing finished in {_FLOAT} secs?, took {_FLOAT} GiB")
-_POOL = re.compile(rf"CUDA graph pool memory: {_FLOAT} GiB \(actual\), {_FLOAT} GiB \(estimated\)")
-_INIT_ENGINE = re.compile(rf"init engine \(profile, create kv cache, warmup model\) took {_FLOAT}")
-_SERVING = re.compile(r"Starting vLLM (?:API )?server")
-_READY = re.compile(r"Application startup complete")
-_STOPPED = re.compile(
-    r"INFO:\s+Shutting down$|Application shutdown complete|Finished server process"
-)
-# Root causes (specific) beat the generic "engine failed" lines for `error`.
-_ROOT_CAUSE = re.compile(
-    r"on startup is less than desired GPU memory utilization|"
-    r"No available memory for the cache blocks|"
-    r"To serve at least one request with the model's max seq len|"
-    r"Failed to load model - not enough GPU memory|"
-    r"User-specified max_model_len \(\d+\) is greater than|"
-    r"CUDA out of memory|OutOfMemoryError"
-)
-_GENERIC_FAIL = re.compile(
-    r"EngineCore failed to start|EngineCore encountered a fatal error|"
-    r"Engine core initialization failed|EngineDeadError"
-)
-_STATS = re.compile(
-    r"(?:Engine (?P<engine>\d+)|(?P<n>\d+) Engines Aggregated): Avg prompt throughput"
-)
-_SPEC = re.compile(r"SpecDecoding metrics: ")
-_STAT_FIELDS = {
-    "prompt_throughput": re.compile(rf"Avg prompt throughput: {_FLOAT} tokens/s"),
-    "generation_throughput": re.compile(rf"Avg generation throughput: {_FLOAT} tokens/s"),
-    "running": re.compile(r"Running: (\d+) reqs"),
-    "waiting": re.compile(r"(?:Waiting|Pending): (\d+) reqs"),
-    "deferred": re.compile(r"Deferred: (\d+) reqs"),
-    "preemptions": re.compile(r"Preemptions: (\d+)"),
-    "kv_cache_usage_pct": re.compile(rf"GPU KV cache usage: {_FLOAT}%"),
-    "prefix_cache_hit_rate_pct": re.compile(rf"Prefix cache hit rate: {_FLOAT}%"),
-}
-_SPEC_FIELDS = {
-    "mean_acceptance_length": re.compile(rf"Mean acceptance length: {_FLOAT}"),
-    "accepted_throughput": re.compile(rf"Accepted throughput: {_FLOAT} tokens/s"),
-    "drafted_throughput": re.compile(rf"Drafted throughput: {_FLOAT} tokens/s"),
-    "accepted_tokens": re.compile(r"Accepted: (\d+) tokens"),
-    "drafted_tokens": re.compile(r"Drafted: (\d+) tokens"),
-    "acceptance_rate_pct": re.compile(rf"Avg Draft acceptance rate: {_FLOAT}%"),
-}
-_PER_POSITION = re.compile(r"Per-position acceptance rate: ((?:\d+(?:\.\d+)?(?:, )?)+)")
-_INT_STATS = {"running", "waiting", "deferred", "preemptions", "accepted_tokens", "drafted_tokens"}
 
 
 @dataclass
@@ -180,11 +104,11 @@ class _Line:
 
 def split_vllm_line(line: str) -> _Line:
     """Strip ANSI colours and vLLM's prefix; the message is what remains."""
-    clean = _ANSI.sub("", line).rstrip("\r\n").rstrip()
-    m = _HEADER.search(clean)
+    clean = fmt.ANSI.sub("", line).rstrip("\r\n").rstrip()
+    m = fmt.HEADER.search(clean)
     if m:
         return _Line(m.group("level"), m.group("date"), m.group("msg"), clean)
-    t = _TAG_ONLY.search(clean)
+    t = fmt.TAG_ONLY.search(clean)
     return _Line(None, None, t.group("msg") if t else clean, clean)
 
 
@@ -225,21 +149,21 @@ class VllmLogParser:
 
         if "Avg prompt throughput" in msg:
             return self._stats(msg, ctx, facts)
-        if "SpecDecoding metrics" in msg and _SPEC.search(msg):
+        if "SpecDecoding metrics" in msg and fmt.SPEC.search(msg):
             return self._spec(msg, ctx, facts)
 
-        if _START_MARK.search(msg):
+        if fmt.START_MARK.search(msg):
             plan = self._plans[-1] if self._plans else None
             if plan is None or (plan.phase not in (None, "starting")):
                 plan = self._new_plan(ctx, facts)
             self._enter(plan, "starting", ctx, facts)
-            v = _VERSION.search(msg)
+            v = fmt.VERSION.search(msg)
             if v and plan.vllm_version is None:
                 self._set(plan, "vllm_version", v.group("v") or v.group("v2"), ctx, facts)
             return facts
 
         plan = self._plans[-1] if self._plans else None
-        if _LOAD_START.search(msg):
+        if fmt.LOAD_START.search(msg):
             if plan is None or plan.phase in ("serving", "stopped", "failed"):
                 plan = self._new_plan(ctx, facts)
             if plan.phase in (None, "starting"):
@@ -253,58 +177,58 @@ class VllmLogParser:
         self, plan: StartupPlan, parsed: _Line, ctx: tuple, facts: list[VllmFact]
     ) -> None:
         msg = parsed.msg
-        if _DRAFTER.search(msg):
+        if fmt.DRAFTER.search(msg):
             self._enter(plan, "loading_drafter", ctx, facts)
             if not plan.drafter_loaded:
                 self._set(plan, "drafter_loaded", True, ctx, facts)
-        m = _MODEL_LOAD.search(msg)
+        m = fmt.MODEL_LOAD.search(msg)
         if m and plan.model_load_gib is None:
             self._set(plan, "model_load_gib", float(m.group(1)), ctx, facts)
             self._set(plan, "model_load_s", float(m.group(2)), ctx, facts)
-        if _PROFILING.search(msg):
+        if fmt.PROFILING.search(msg):
             self._enter(plan, "profiling", ctx, facts)
             self._profiling(plan, msg, ctx, facts)
-        if _CAPTURE.search(msg):
+        if fmt.CAPTURE.search(msg):
             self._enter(plan, "capturing_cuda_graphs", ctx, facts)
-            m = _CAPTURE_DONE.search(msg)
+            m = fmt.CAPTURE_DONE.search(msg)
             if m and plan.cuda_graph_capture_s is None:
                 self._set(plan, "cuda_graph_capture_s", float(m.group(1)), ctx, facts)
                 self._set(plan, "cuda_graph_capture_gib", float(m.group(2)), ctx, facts)
-        m = _POOL.search(msg)
+        m = fmt.POOL.search(msg)
         if m and plan.cuda_graph_pool_actual_gib is None:
             self._set(plan, "cuda_graph_pool_actual_gib", float(m.group(1)), ctx, facts)
             self._set(plan, "cuda_graph_pool_estimated_gib", float(m.group(2)), ctx, facts)
-        m = _INIT_ENGINE.search(msg)
+        m = fmt.INIT_ENGINE.search(msg)
         if m and plan.init_engine_s is None:
             self._set(plan, "init_engine_s", float(m.group(1)), ctx, facts)
-        if _SERVING.search(msg):
+        if fmt.SERVING.search(msg):
             self._enter(plan, "serving", ctx, facts)
-        if _READY.search(msg):
+        if fmt.READY.search(msg):
             self._enter(plan, "serving", ctx, facts)
             if plan.outcome != "started" and plan.phase != "failed":
                 plan.outcome = "started"
                 facts.append(self._fact("outcome", {"outcome": "started", "error": None}, ctx))
         self._failure(plan, parsed, ctx, facts)
-        if _STOPPED.search(msg) and plan.phase not in ("stopped", "failed"):
+        if fmt.STOPPED.search(msg) and plan.phase not in ("stopped", "failed"):
             self._enter(plan, "stopped", ctx, facts)
 
     def _profiling(self, plan: StartupPlan, msg: str, ctx: tuple, facts: list[VllmFact]) -> None:
-        m = _CG_ESTIMATE.search(msg)
+        m = fmt.CG_ESTIMATE.search(msg)
         if m and plan.cuda_graph_estimate_gib is None:
             value = float(m.group(1))
             self._set(plan, "cuda_graph_estimate_gib", value, ctx, facts)
             if value < 0:
                 self._anomaly(plan, f"negative CUDA graph memory estimate: {value} GiB", ctx, facts)
-        m = _KV_GIB.search(msg)
+        m = fmt.KV_GIB.search(msg)
         if m and plan.kv_cache_gib is None:
             value = float(m.group(1))
             self._set(plan, "kv_cache_gib", value, ctx, facts)
             if value < 0:
                 self._anomaly(plan, f"negative available KV cache memory: {value} GiB", ctx, facts)
-        m = _KV_TOKENS.search(msg)
+        m = fmt.KV_TOKENS.search(msg)
         if m and plan.kv_cache_tokens is None:
             self._set(plan, "kv_cache_tokens", int(_num(m.group(1))), ctx, facts)
-        m = _MAX_CONC.search(msg)
+        m = fmt.MAX_CONC.search(msg)
         if m and plan.max_concurrency is None:
             self._set(plan, "max_concurrency_tokens", int(_num(m.group(1))), ctx, facts)
             self._set(plan, "max_concurrency", float(m.group(2)), ctx, facts)
@@ -313,8 +237,8 @@ class VllmLogParser:
         if parsed.level in ("DEBUG", "INFO", "WARNING"):
             return  # e.g. the max_model_len override is only a WARNING
         msg = parsed.msg
-        root = _ROOT_CAUSE.search(msg)
-        if root is None and not _GENERIC_FAIL.search(msg):
+        root = fmt.ROOT_CAUSE.search(msg)
+        if root is None and not fmt.GENERIC_FAIL.search(msg):
             return
         first_failure = plan.phase != "failed"
         if first_failure:
@@ -328,18 +252,18 @@ class VllmLogParser:
             facts.append(self._fact("outcome", {"outcome": plan.outcome, "error": plan.error}, ctx))
 
     def _stats(self, msg: str, ctx: tuple, facts: list[VllmFact]) -> list[VllmFact]:
-        head = _STATS.search(msg)
+        head = fmt.STATS.search(msg)
         if head is None:
             return facts
         data: dict[str, Any] = {"engine": head.group("engine") or f"{head.group('n')} aggregated"}
-        self._fields(_STAT_FIELDS, msg, data)
+        self._fields(fmt.STAT_FIELDS, msg, data)
         facts.append(self._fact("stats", data, ctx))
         return facts
 
     def _spec(self, msg: str, ctx: tuple, facts: list[VllmFact]) -> list[VllmFact]:
         data: dict[str, Any] = {}
-        self._fields(_SPEC_FIELDS, msg, data)
-        pp = _PER_POSITION.search(msg)
+        self._fields(fmt.SPEC_FIELDS, msg, data)
+        pp = fmt.PER_POSITION.search(msg)
         data["per_position_acceptance"] = (
             [float(x) for x in pp.group(1).split(", ") if x] if pp else None
         )
@@ -353,7 +277,7 @@ class VllmLogParser:
             if m is None:
                 data[name] = None
             else:
-                data[name] = int(m.group(1)) if name in _INT_STATS else float(m.group(1))
+                data[name] = int(m.group(1)) if name in fmt.INT_STATS else float(m.group(1))
 
     def _new_plan(self, ctx: tuple, facts: list[VllmFact]) -> StartupPlan:
         plan = StartupPlan(first_ts=ctx[0], first_line_no=ctx[1])

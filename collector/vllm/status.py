@@ -7,8 +7,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from collector.hosts.registry import latest_sample
 from collector.models import Host, HostEvent, VllmPhase, VllmStart
+from collector.readback.series import latest_sample
 from collector.vllm.store import PLAN_COLUMNS, PLAN_EXTRAS
 
 HEALTH_KEYS = (
@@ -22,6 +22,16 @@ HEALTH_KEYS = (
     "generation_tokens",
     "error",
 )
+
+
+def latest_vllm_phase(session: Session, *, host_id: int) -> str | None:
+    """The phase of the host's latest vLLM server start (None before any)."""
+    return session.scalar(
+        select(VllmStart.phase)
+        .where(VllmStart.host_id == host_id)
+        .order_by(VllmStart.started_ts.desc(), VllmStart.id.desc())
+        .limit(1)
+    )
 
 
 def start_dict(start: VllmStart, phases: list[VllmPhase]) -> dict[str, Any]:
@@ -59,7 +69,7 @@ def vllm_status(session: Session, *, host: Host, history: int = 20) -> dict[str,
             phases[phase.start_id].append(phase)
     plans = [start_dict(s, phases[s.id]) for s in starts]
 
-    sample = latest_sample(session, host=host)
+    sample = latest_sample(session, host_id=host.id)
     entries = (sample.data or {}).get("vllm") if sample is not None else None
     health = [
         {key: e.get(key) for key in HEALTH_KEYS} for e in entries or [] if isinstance(e, dict)

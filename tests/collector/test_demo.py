@@ -6,6 +6,7 @@ import socket
 from pathlib import Path
 
 from collector import db
+from collector.auth import host_for_token
 from collector.demo import expand, port_free, register_hosts
 from collector.hosts import registry as hosts
 
@@ -23,7 +24,7 @@ def test_tokens_are_kept_across_runs_and_replaced_when_stale(tmp_path: Path) -> 
     assert third["box"] == first["box"] and third["spark-sim"] != first["spark-sim"]
     engine = db.make_engine(url)
     with db.session_scope(db.make_sessionmaker(engine)) as session:
-        sim = hosts.host_for_token(session, token=third["spark-sim"])
+        sim = host_for_token(session, token=third["spark-sim"])
         assert sim is not None and sim.name == "spark-sim" and sim.simulated is True
         assert hosts.get_host(session, name="box").simulated is False
     engine.dispose()

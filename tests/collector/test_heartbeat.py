@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from collector import db
 from collector.alerts import delivery as webhooks
-from collector.liveness import heartbeat
+from collector.liveness import checker
 from collector.models import CollectorRun, Delivery, Host, Incident, IncidentSnapshot
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector, make_collector
@@ -39,19 +39,17 @@ def test_overdue_host_goes_lost_with_unreachable_incident_and_snapshot(
     sf = factory(collector)
     now = utcnow()
     assert (
-        heartbeat.check_heartbeats(sf, now=now, settings=collector.settings, probe_runner=no_probes)
+        checker.check_heartbeats(sf, now=now, settings=collector.settings, probe_runner=no_probes)
         == []
     )
     later = now + timedelta(seconds=collector.settings.grace_s + 0.1)
-    opened = heartbeat.check_heartbeats(
+    opened = checker.check_heartbeats(
         sf, now=later, settings=collector.settings, probe_runner=no_probes
     )
     assert len(opened) == 1
     # Idempotent: a second sweep finds nothing to do.
     assert (
-        heartbeat.check_heartbeats(
-            sf, now=later, settings=collector.settings, probe_runner=no_probes
-        )
+        checker.check_heartbeats(sf, now=later, settings=collector.settings, probe_runner=no_probes)
         == []
     )
     with db.session_scope(sf) as s:
@@ -74,7 +72,7 @@ def test_heartbeat_within_grace_keeps_host_up(collector: Collector) -> None:
             post(collector, token, "spark-01")
             clock.shift(collector.settings.grace_s * 0.8)
             assert (
-                heartbeat.check_heartbeats(
+                checker.check_heartbeats(
                     sf, now=utcnow(), settings=collector.settings, probe_runner=no_probes
                 )
                 == []
@@ -104,13 +102,13 @@ def test_collector_restart_raises_no_false_alarm_but_reports_dead_host(sqlite_ur
                 == 2
             )
         assert (
-            heartbeat.check_heartbeats(sf, now=utcnow(), settings=settings, probe_runner=no_probes)
+            checker.check_heartbeats(sf, now=utcnow(), settings=settings, probe_runner=no_probes)
             == []
         )
         clock.shift(settings.grace_s / 2)
         post(second, tokens["alive"], "alive")
         clock.shift(settings.grace_s / 2 + 0.1)
-        opened = heartbeat.check_heartbeats(
+        opened = checker.check_heartbeats(
             sf, now=utcnow(), settings=settings, probe_runner=no_probes
         )
         assert len(opened) == 1
@@ -138,7 +136,7 @@ def test_agent_stopping_is_planned_silence_without_alert(collector: Collector) -
             ],
         )
         later = utcnow() + timedelta(seconds=10)
-        opened = heartbeat.check_heartbeats(
+        opened = checker.check_heartbeats(
             sf, now=later, settings=collector.settings, probe_runner=no_probes
         )
         post(collector, token, "spark-01", boot="new-boot-after-planned-reboot")
@@ -160,7 +158,7 @@ def test_replayed_stop_of_a_previous_agent_is_not_intent(collector: Collector) -
         started_at=time.time(),
         events=[{"seq": 1, "ts": time.time() - 100, "kind": "agent_stopping", "data": {}}],
     )
-    opened = heartbeat.check_heartbeats(
+    opened = checker.check_heartbeats(
         sf,
         now=utcnow() + timedelta(seconds=10),
         settings=collector.settings,
@@ -180,7 +178,7 @@ def test_paused_host_silence_is_paused_then_watched_again(collector: Collector) 
     )
     assert r.status_code == 200 and r.json()["paused"] is True
     later = utcnow() + timedelta(seconds=10)
-    opened = heartbeat.check_heartbeats(
+    opened = checker.check_heartbeats(
         sf, now=later, settings=collector.settings, probe_runner=no_probes
     )
     r = collector.client.patch(
@@ -205,7 +203,7 @@ def test_probing_host_that_returns_meanwhile_opens_nothing(collector: Collector)
 
     later = utcnow() + timedelta(seconds=10)
     assert (
-        heartbeat.check_heartbeats(
+        checker.check_heartbeats(
             sf, now=later, settings=collector.settings, probe_runner=probe_while_host_returns
         )
         == []
@@ -234,10 +232,10 @@ def test_two_checkers_on_postgres_alert_exactly_once(fresh_postgres_url: str) ->
             time.sleep(0.05)
             return []
 
-        def checker(sf: Any) -> None:
+        def sweep(sf: Any) -> None:
             barrier.wait()
             opened.extend(
-                heartbeat.check_heartbeats(
+                checker.check_heartbeats(
                     sf, now=later, settings=c.settings, probe_runner=slow_probes
                 )
             )
@@ -247,7 +245,7 @@ def test_two_checkers_on_postgres_alert_exactly_once(fresh_postgres_url: str) ->
                     sf, now=later + timedelta(seconds=1), http_client=http, settings=c.settings
                 )
 
-        threads = [threading.Thread(target=checker, args=(sf,)) for sf in factories]
+        threads = [threading.Thread(target=sweep, args=(sf,)) for sf in factories]
         for t in threads:
             t.start()
         for t in threads:

@@ -14,10 +14,10 @@ from sqlalchemy import select, update
 
 from agent.wire import INGEST_PATH
 from collector import db
-from collector.liveness import heartbeat
+from collector.liveness import checker
 from collector.models import Delivery, Host, Incident
 from collector.netconsole.parse import NetconsoleRecord
-from collector.netconsole.receiver import ReceivedRecord
+from collector.netconsole.records import ReceivedRecord
 from collector.netconsole.store import NetconsoleStore
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector, make_collector
@@ -62,7 +62,7 @@ def backdate_heartbeat(c: Collector, seconds: float) -> float:
 
 def lose(c: Collector) -> int:
     """Open the incident now (the heartbeat must be overdue: see ``backdate_heartbeat``)."""
-    opened = heartbeat.check_heartbeats(
+    opened = checker.check_heartbeats(
         factory(c), now=utcnow(), settings=c.settings, probe_runner=lambda _t: []
     )
     assert len(opened) == 1

@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from collector import db
 from collector.incidents import lifecycle as incidents
-from collector.liveness import heartbeat
+from collector.liveness import checker
 from collector.models import Artifact, Host, Incident
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector
@@ -21,7 +21,7 @@ XID_79 = "NVRM: Xid (PCI:000f:01:00): 79, pid=4242, name=python3, GPU has fallen
 
 
 def lose(c: Collector, probes: list[dict[str, Any]] | None = None) -> int:
-    opened = heartbeat.check_heartbeats(
+    opened = checker.check_heartbeats(
         factory(c),
         now=utcnow() + timedelta(seconds=c.settings.grace_s + 0.1),
         settings=c.settings,

@@ -17,6 +17,7 @@ from collector.ingest.batch import ingest_batch
 from collector.models import Host, Line
 from collector.schemas import Batch
 from collector.settings import Settings
+from collector.timeutil import from_epoch
 from tests.collector.conftest import Collector
 
 BOOT = "6f1c3a52-8c1e-4d4e-9f8a-1b2c3d4e5f60"
@@ -254,6 +255,7 @@ def test_one_batch_ingested_twice_at_once_is_stored_once(db_url: str) -> None:
                 host=session.get_one(Host, host_id),
                 batch=wire,
                 received_at=1764400400.0,
+                now=from_epoch(1764400400.0),
                 settings=settings,
             )
             stored[name] = result.stored.lines

@@ -10,8 +10,10 @@ from sqlalchemy import select
 
 from collector import db
 from collector.incidents import postmortem
-from collector.liveness import heartbeat
+from collector.liveness import checker
 from collector.models import Artifact, Incident
+from collector.remote.commands import RunResult
+from collector.remote.ssh import SSHClient
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector
 from tests.collector.freeze_support import BOOT_B, factory, post
@@ -28,7 +30,7 @@ def rebooted_incident(c: Collector, ssh: str | None, key: str | None, host_key: 
         )
         assert r.status_code == 200, r.text
     post(c, token, "spark-01")
-    [iid] = heartbeat.check_heartbeats(
+    [iid] = checker.check_heartbeats(
         factory(c),
         now=utcnow() + timedelta(seconds=10),
         settings=c.settings,
@@ -80,23 +82,28 @@ def test_postmortem_over_real_ssh_stores_artifacts(
     gen.close()
 
 
-class FlakyRunner:
-    """Refuses like a booting host for the first ``failures`` calls, then answers."""
+class FlakyRunner(SSHClient):
+    """An SSH layer whose connections are refused ``failures`` times, then succeed."""
 
     def __init__(self, failures: int) -> None:
+        super().__init__()
         self.failures = failures
         self.calls: list[tuple[str, ...]] = []
 
-    def __call__(self, _target: Any, argv: Any, _timeout: float) -> Any:
+    def run(self, target: Any, argv: Any, **_options: Any) -> Any:  # type: ignore[override]
         self.calls.append(tuple(argv))
         if self.failures > 0:
             self.failures -= 1
             raise ConnectionRefusedError("host still booting")
-        from types import SimpleNamespace
-
         out = b"" if argv[0] == "find" else b"kernel: log\n"
-        return SimpleNamespace(
-            stdout=out, stderr=b"", exit_status=0, duration_s=0.01, timed_out=False, truncated=False
+        return RunResult(
+            argv=tuple(argv),
+            stdout=out,
+            stderr=b"",
+            exit_status=0,
+            duration_s=0.01,
+            timed_out=False,
+            truncated=False,
         )
 
 
@@ -105,16 +112,16 @@ def test_postmortem_retries_while_host_boots(collector: Collector) -> None:
     sf, settings = factory(collector), collector.settings
     runner = FlakyRunner(failures=2)
     now = utcnow()
-    assert postmortem.collect_postmortems(sf, now=now, settings=settings, ssh_runner=runner) == []
+    assert postmortem.collect_postmortems(sf, now=now, settings=settings, ssh=runner) == []
     # Not due again until the retry delay passed.
-    assert postmortem.collect_postmortems(sf, now=now, settings=settings, ssh_runner=runner) == []
+    assert postmortem.collect_postmortems(sf, now=now, settings=settings, ssh=runner) == []
     assert len(runner.calls) == 1
     for step in range(1, 4):
         done = postmortem.collect_postmortems(
             sf,
             now=now + timedelta(seconds=settings.postmortem_retry_s * step * 2),
             settings=settings,
-            ssh_runner=runner,
+            ssh=runner,
         )
     assert done == [] and len(runner.calls) > 2
     with db.session_scope(sf) as s:
@@ -136,7 +143,7 @@ def test_postmortem_gives_up_without_failing(collector: Collector) -> None:
     runner = FlakyRunner(failures=1000)
     for step in range(settings.postmortem_attempts + 2):
         postmortem.collect_postmortems(
-            sf, now=utcnow() + timedelta(hours=step), settings=settings, ssh_runner=runner
+            sf, now=utcnow() + timedelta(hours=step), settings=settings, ssh=runner
         )
     with db.session_scope(sf) as s:
         incident = s.get(Incident, iid)

@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 
 from collector import db
 from collector.alerts import delivery as webhooks
-from collector.liveness import heartbeat
+from collector.liveness import checker
 from collector.liveness.preprobes import PreProbes, lead_s
 from collector.models import Delivery, Host, Incident
 from collector.timeutil import utcnow
@@ -60,7 +60,7 @@ def clock() -> Iterator[Any]:
 
 
 def sweep(c: Collector, now: datetime, runner: Runner, pre: PreProbes | None) -> list[int]:
-    return heartbeat.check_heartbeats(
+    return checker.check_heartbeats(
         factory(c), now=now, settings=c.settings, probe_runner=runner, pre_probes=pre
     )
 
@@ -246,14 +246,14 @@ def test_two_checkers_with_pre_probes_alert_exactly_once(db_url: str) -> None:
         opened: list[int] = []
         barrier = threading.Barrier(2)
 
-        def checker(n: int) -> None:
+        def sweep(n: int) -> None:
             sf, runner, pre = factories[n], runners[n], pres[n]
-            heartbeat.check_heartbeats(
+            checker.check_heartbeats(
                 sf, now=suspect_at, settings=c.settings, probe_runner=runner, pre_probes=pre
             )
             barrier.wait()
             opened.extend(
-                heartbeat.check_heartbeats(
+                checker.check_heartbeats(
                     sf, now=grace_at, settings=c.settings, probe_runner=runner, pre_probes=pre
                 )
             )
@@ -263,7 +263,7 @@ def test_two_checkers_with_pre_probes_alert_exactly_once(db_url: str) -> None:
                     sf, now=grace_at + timedelta(seconds=1), http_client=http, settings=c.settings
                 )
 
-        threads = [threading.Thread(target=checker, args=(n,)) for n in range(2)]
+        threads = [threading.Thread(target=sweep, args=(n,)) for n in range(2)]
         for t in threads:
             t.start()
         for t in threads:

@@ -15,7 +15,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from collector.remote.ssh import (
+from collector.remote.commands import remote_command, run
+from collector.remote.connect import (
     HostKeyMismatch,
     HostKeyUnknown,
     SSHConnectError,
@@ -23,12 +24,10 @@ from collector.remote.ssh import (
     connect,
     fetch_host_key,
     fingerprint,
-    forward_local_port,
     parse_key_line,
-    remote_command,
-    run,
-    start_group,
 )
+from collector.remote.forward import forward_local_port
+from collector.remote.process import start_group
 from tests.support.sshd import TestSshd
 
 pytestmark = pytest.mark.sshd

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from collector.ingest.derive import TelemetryRegistry
+from collector.vllm.state import VllmStates
 from tests.collector.conftest import Collector
 from tests.collector.test_ingest import batch, post
 
@@ -127,7 +127,7 @@ def test_parser_resumes_a_start_after_collector_restart(collector: Collector) ->
     token = collector.add_host("spark-01")
     lines = vllm_lines(MTP_LOG, seq0=100)
     post(collector, token, batch(lines=lines[:8]))
-    collector.client.app.state.telemetry = TelemetryRegistry()  # type: ignore[attr-defined]
+    collector.client.app.state.vllm_states = VllmStates()  # type: ignore[attr-defined]
     post(collector, token, batch(lines=lines[8:]))
     status = vllm(collector)
     assert len(status["plans"]) == 1

@@ -12,8 +12,8 @@ from standardwebhooks import Webhook
 
 from collector import db
 from collector.alerts import delivery as webhooks
-from collector.alerts import outbox as alerts
-from collector.liveness import heartbeat
+from collector.alerts import targets
+from collector.liveness import checker
 from collector.models import Delivery
 from collector.settings import Settings
 from collector.timeutil import utcnow
@@ -23,7 +23,7 @@ from tests.support.ports import free_port
 
 
 def lose(c: Collector) -> int:
-    opened = heartbeat.check_heartbeats(
+    opened = checker.check_heartbeats(
         factory(c),
         now=utcnow() + timedelta(seconds=10),
         settings=c.settings,
@@ -160,8 +160,8 @@ def test_gpu_fault_kernel_line_alerts_once_per_cooldown(collector: Collector) ->
 def test_env_targets_sync_and_webhooks_crud(collector: Collector) -> None:
     settings = Settings(webhook_urls="http://a/|slack, http://b/|json|" + SECRET)
     with db.session_scope(factory(collector)) as s:
-        targets = alerts.sync_env_targets(s, settings=settings)
-        assert [(t.url, t.format, bool(t.secret)) for t in targets] == [
+        synced = targets.sync_env_targets(s, settings=settings)
+        assert [(t.url, t.format, bool(t.secret)) for t in synced] == [
             ("http://a/", "slack", False),
             ("http://b/", "json", True),
         ]

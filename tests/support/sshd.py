@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from tests.support.ports import free_port
 
 if TYPE_CHECKING:
-    from collector.remote.ssh import SSHTarget
+    from collector.remote.connect import SSHTarget
 
 SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = Path("/run/sshd")
@@ -96,7 +96,7 @@ class TestSshd:
 
     def target(self, *, trusted: bool = True) -> SSHTarget:
         """The collector's view of this server (host key stored unless `trusted` is False)."""
-        from collector.remote.ssh import SSHTarget
+        from collector.remote.connect import SSHTarget
 
         return SSHTarget(
             user=self.user,

@@ -11,7 +11,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from collector.remote.ssh import run
+from collector.remote.commands import run
 from tests.support import netns as netns_support
 from tests.support.netns import NetNamespace
 from tests.support.postgres import drop_database, fresh_database

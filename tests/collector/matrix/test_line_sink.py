@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from agent.wire import INGEST_PATH
 from collector import db
-from collector.matrix.runner import _LineSink
+from collector.matrix.line_sink import LineSink
 from collector.models import Boot, Host, Line
 from tests.collector.conftest import Collector
 
@@ -24,7 +24,7 @@ NV_ERR = (
 )
 
 
-def sink_for(c: Collector, run: int, start: float) -> _LineSink:
+def sink_for(c: Collector, run: int, start: float) -> LineSink:
     """A sink whose clock stamps line i (1-based) at ``start + i``; flushed only by hand."""
     factory = c.client.app.state.sessionmaker  # type: ignore[attr-defined]
     with db.session_scope(factory) as s:
@@ -32,7 +32,7 @@ def sink_for(c: Collector, run: int, start: float) -> _LineSink:
         boot = s.scalars(select(Boot.id).where(Boot.host_id == host.id)).one()
         host_id = host.id
     ticks = itertools.count(1)
-    return _LineSink(
+    return LineSink(
         factory,
         host_id=host_id,
         boot=boot,

@@ -21,6 +21,7 @@ from collector.matrix.presets import get_preset
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.spec import MatrixSpec
 from collector.models import Host, MatrixRun
+from collector.remote.ssh import SSHClient
 from tests.collector.conftest import Collector, make_collector
 from tests.support.ports import free_port
 from tests.support.sshd import TestSshd
@@ -319,7 +320,7 @@ def test_docker_launcher_runs_the_recorded_argv(
     runner = MatrixRunner(
         factory,
         data_dir=tmp_path / "data",
-        remote_env={"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin"},
+        ssh=SSHClient(env={"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin"}),
         settle_s=0,
     )
     try:

@@ -1,14 +1,11 @@
 import json
 import threading
 
+from collector.matrix.command import summarize_command_result
+from collector.matrix.results import percentile
 from collector.matrix.spec import ToolConversationSpec
 from collector.matrix.toolcalls import check_tool_calls
-from collector.matrix.workload import (
-    CommandWorkload,
-    ToolConversation,
-    percentile,
-    summarize_command_result,
-)
+from collector.matrix.workload import ToolConversation
 from tests.collector.matrix.fake_openai import FakeChatServer
 
 
@@ -161,7 +158,4 @@ def test_command_summary():
     assert out["duration_s"] == 12.346 and out["kind"] == "command"
     assert summarize_command_result(0, 1, b"ok")["outcome"] == "ok"
     assert summarize_command_result(None, 1, "", timed_out=True)["outcome"] == "timeout"
-    from collector.matrix.spec import CommandWorkloadSpec
-
-    work = CommandWorkload.from_spec(CommandWorkloadSpec(name="w", argv=["a"], timeout_s=5))
-    assert work == CommandWorkload("w", ["a"], 5.0, {}, 8192)
+    assert summarize_command_result(None, 1, "", cancelled=True)["outcome"] == "cancelled"

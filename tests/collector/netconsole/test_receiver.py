@@ -6,7 +6,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from collector.netconsole.reassembly import Reassembler
-from collector.netconsole.receiver import NetconsoleReceiver, RawDatagram, ReceivedRecord
+from collector.netconsole.receiver import NetconsoleReceiver
+from collector.netconsole.records import RawDatagram, ReceivedRecord
 
 ALLOWED = {"127.0.0.1": "spark-01"}
 

@@ -1,0 +1,85 @@
+"""GPU faults in the kernel log alert at once (``kernel.event``), before any freeze.
+
+At most one alert per host, fault kind and cooldown: an Xid storm is one alert whose payload
+counts the lines of the batch that raised it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from collector import links
+from collector.alerts import outbox
+from collector.kernel.classify import GPU_FAULT_KINDS
+from collector.kernel.read import kernel_event_dict
+from collector.kernel.store import NewKernelEvent
+from collector.models import Host, KernelEventRow, Line
+from collector.readback.series import last_kernel_lines, latest_sample, line_dict, sample_dict
+from collector.settings import Settings
+
+EVENT = "kernel.event"
+MAX_LINES = 20
+
+
+def enqueue_kernel_events(
+    session: Session,
+    *,
+    host: Host,
+    events: Sequence[NewKernelEvent],
+    boot_id: str,
+    now: datetime,
+    settings: Settings,
+) -> int:
+    """One ``kernel.event`` per GPU-fault kind among newly stored events, at most one per kind
+    and cooldown; returns how many deliveries were queued."""
+    faults = sorted((e for e in events if e.kind in GPU_FAULT_KINDS), key=lambda e: e.ts)
+    if not faults:
+        return 0
+    stored = {
+        row.id: (row, line)
+        for row, line in session.execute(
+            select(KernelEventRow, Line)
+            .join(Line, Line.id == KernelEventRow.line_id)
+            .where(KernelEventRow.id.in_([e.id for e in faults]))
+        )
+    }
+    by_kind: dict[str, list[tuple[KernelEventRow, Line]]] = {}
+    for event in faults:
+        if event.id in stored:
+            by_kind.setdefault(event.kind, []).append(stored[event.id])
+    queued = 0
+    cooldown = now - timedelta(seconds=settings.kernel_alert_cooldown_s)
+    for kind, hits in by_kind.items():
+        key = f"{EVENT}:{kind}:"
+        if outbox.queued_since(
+            session, host_id=host.id, event=EVENT, key_prefix=key, since=cooldown
+        ):
+            continue
+        first, first_line = hits[0]
+        sample = latest_sample(session, host_id=host.id)
+        payload = {
+            "type": EVENT,
+            "event": EVENT,
+            "timestamp": now.isoformat(),
+            "host": {"name": host.name, "status": host.status, "boot_id": boot_id},
+            "kernel_event": kernel_event_dict(first, first_line),
+            "count": len(hits),
+            "lines": [line_dict(line) for _, line in hits[:MAX_LINES]],
+            "last_sample": sample_dict(sample) if sample else None,
+            "kernel_lines": last_kernel_lines(session, host_id=host.id),
+            "url": links.absolute(settings, links.host_url(host.name)),
+        }
+        queued += outbox.enqueue(
+            session,
+            event=EVENT,
+            dedup_key=f"{key}{first_line.id}",
+            payload=payload,
+            text=f"freezewatch: {host.name} kernel {kind}: {first_line.text[:300]}",
+            now=now,
+            host_id=host.id,
+        )
+    return queued

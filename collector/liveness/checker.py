@@ -1,0 +1,269 @@
+"""The checker's sweep: a silent host goes ``late``, is probed, and its incident opens.
+
+Timing rule (with a checker that keeps ``PreProbes``, as the scheduler's does): after
+``grace - lead`` of silence (``FREEZEWATCH_PROBE_LEAD_S``, default 1 s, at most half the grace;
+with the defaults 2 s, two missed 1 s heartbeats) the host is *suspect* and its probes start in
+the background, under their usual deadline. At ``grace`` the host goes ``late`` (CAS, as
+always) and its incident opens at once from those probes, waiting only for probes still inside
+their deadline: an incident opens at most ``max(grace, grace - lead + probe_deadline)`` after
+the last heartbeat (4 s with the defaults) instead of ``grace + probe_deadline`` (5 s). A host
+heard from before grace drops its pre-probes (counted in ``PreProbes.cleared``): no incident,
+no alert. Suspect is not a host status; it lives only in the checker's memory, and a checker
+without pre-probes for a silence (just started, or none kept) probes at grace as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from collector.db import session_scope
+from collector.incidents import lifecycle
+from collector.liveness.collector_runs import current_run
+from collector.liveness.preprobes import PreProbes, lead_s
+from collector.liveness.status import WATCHED, grace_s, transition
+from collector.models import Host, HostSilence, HostStatus, Incident, IncidentKind
+from collector.remote import probes
+from collector.remote.ssh import SSHClient
+from collector.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ProbeRunner = Callable[[probes.ProbeTarget], list[dict[str, Any]]]
+
+
+def prober(settings: Settings, ssh: SSHClient) -> ProbeRunner:
+    """Every configured probe under the settings' deadline."""
+    return partial(probes.run_probes, deadline_s=settings.probe_deadline_s, ssh=ssh)
+
+
+def check_heartbeats(
+    session_factory: sessionmaker[Session],
+    *,
+    now: datetime,
+    settings: Settings,
+    probe_runner: ProbeRunner | None = None,
+    ssh: SSHClient | None = None,
+    pre_probes: PreProbes | None = None,
+) -> list[int]:
+    """One sweep: suspect hosts start probing, every overdue host goes late and gets its incident.
+
+    Returns the ids of the incidents opened by this call. Without ``pre_probes`` the probes of
+    an overdue host run here, after grace. ``probe_runner`` defaults to the real probes over
+    ``ssh`` (an ``SSHClient()`` unless given).
+    """
+    ssh = ssh or SSHClient()
+    run = probe_runner or prober(settings, ssh)
+    if pre_probes is not None:
+        start_pre_probes(
+            session_factory, now=now, settings=settings, pre_probes=pre_probes, run=run
+        )
+    reclaim = now - timedelta(seconds=settings.late_reclaim_s)
+    with session_scope(session_factory) as session:
+        due = list(
+            session.scalars(
+                select(Host.id).where(
+                    ((Host.overdue_at <= now) & Host.status.in_(WATCHED))
+                    | ((Host.status == HostStatus.LATE) & (Host.status_since <= reclaim))
+                )
+            )
+        )
+    opened = []
+    # Pre-probes of all due hosts already run in parallel: waiting for them one by one costs
+    # no more than the slowest.
+    for host_id in due:
+        incident_id = check_host(
+            session_factory,
+            host_id=host_id,
+            now=now,
+            settings=settings,
+            run=run,
+            ssh=ssh,
+            pre_probes=pre_probes,
+        )
+        if incident_id is not None:
+            opened.append(incident_id)
+    return opened
+
+
+def _stamped(run: ProbeRunner, target: probes.ProbeTarget, silent_s: float | None) -> Any:
+    """Each result says how long the host had been silent when probing began."""
+    found = run(target)
+    if silent_s is not None:
+        for result in found:
+            result.setdefault("silent_s", round(silent_s, 3))
+    return found
+
+
+def _silent_s(host: Host, now: datetime) -> float | None:
+    return None if host.last_seen_at is None else (now - host.last_seen_at).total_seconds()
+
+
+def _planned(host: Host, silence: HostSilence | None) -> bool:
+    """The agent announced this silence (its last batch said it was stopping)."""
+    return silence is not None and (
+        host.last_seen_at is None or silence.announced_at >= host.last_seen_at
+    )
+
+
+def start_pre_probes(
+    session_factory: sessionmaker[Session],
+    *,
+    now: datetime,
+    settings: Settings,
+    pre_probes: PreProbes,
+    run: ProbeRunner,
+) -> list[int]:
+    """Drop the pre-probes of silences that ended; start them for hosts now suspect.
+
+    Never blocks on probes, so the scheduler runs it as its own job: a sweep waiting for one
+    host's probes never delays another host's start. Returns the ids of the hosts started now.
+    """
+    pending = pre_probes.pending()
+    started = []
+    with session_scope(session_factory) as session:
+        if pending:
+            rows = {
+                row.id: row
+                for row in session.execute(
+                    select(Host.id, Host.name, Host.status, Host.overdue_at).where(
+                        Host.id.in_(pending)
+                    )
+                )
+            }
+            for host_id, overdue_at in pending.items():
+                row = rows.get(host_id)
+                if row is not None and row.status in WATCHED:
+                    if row.overdue_at == overdue_at:
+                        continue  # still the same silence
+                    # A heartbeat moved the overdue time on: the host was only slow.
+                    log.info("host %s: heard from again before grace, pre-probes dropped", row.name)
+                    pre_probes.discard(host_id, overdue_at, cleared=True)
+                else:
+                    # gone, or late elsewhere
+                    pre_probes.discard(host_id, overdue_at, cleared=False)
+        horizon = now + timedelta(seconds=settings.probe_lead_s)
+        suspects = session.scalars(
+            select(Host).where(Host.status.in_(WATCHED), Host.overdue_at <= horizon)
+        )
+        for host in suspects:
+            assert host.overdue_at is not None
+            lead = lead_s(grace_s(host, settings), settings.probe_lead_s)
+            if host.overdue_at - timedelta(seconds=lead) > now:
+                continue
+            if host.paused or _planned(host, session.get(HostSilence, host.id)):
+                continue  # planned silence is not probed
+            silent_s = _silent_s(host, now)
+            target = probes.ProbeTarget.of(host)
+            if pre_probes.start(host.id, host.overdue_at, partial(_stamped, run, target, silent_s)):
+                started.append(host.id)
+                log.info(
+                    "host %s: suspect (%s s silent), probing ahead of grace",
+                    host.name,
+                    None if silent_s is None else round(silent_s, 2),
+                )
+    return started
+
+
+def check_host(
+    session_factory: sessionmaker[Session],
+    *,
+    host_id: int,
+    now: datetime,
+    settings: Settings,
+    run: ProbeRunner,
+    ssh: SSHClient,
+    pre_probes: PreProbes | None = None,
+) -> int | None:
+    """Claim one overdue host (up/unknown → late), probe it, open its incident (late → lost).
+
+    The probes are this silence's pre-probes when ``pre_probes`` holds them, else run here.
+    """
+    reclaim = now - timedelta(seconds=settings.late_reclaim_s)
+    with session_scope(session_factory) as session:
+        claimed = transition(
+            session, host_id, WATCHED, HostStatus.LATE, now, Host.overdue_at <= now
+        )
+        if not claimed:
+            # A "late" claim whose checker died mid-probe is taken over.
+            result = session.execute(
+                update(Host)
+                .where(
+                    Host.id == host_id,
+                    Host.status == HostStatus.LATE,
+                    Host.status_since <= reclaim,
+                )
+                .values(status_since=now)
+                .execution_options(synchronize_session=False)
+            )
+            claimed = result.rowcount == 1
+        if not claimed:
+            return None
+        host = session.get(Host, host_id, populate_existing=True)
+        assert host is not None
+        silence = session.get(HostSilence, host_id)
+        planned = _planned(host, silence)
+        target = probes.ProbeTarget.of(host)
+        silent_s = _silent_s(host, now)
+        ahead = (
+            pre_probes.take(host_id, host.overdue_at)
+            if pre_probes is not None and host.overdue_at is not None
+            else None
+        )
+        collector_run = current_run(session)
+        started_at = collector_run.started_at if collector_run else None
+        log.info("host %s: late (last heartbeat %s)", host.name, host.last_seen_at)
+
+    probing_started = time.monotonic()
+    ready = False
+    found: list[dict[str, Any]] = []
+    if host.paused:
+        kind, status = IncidentKind.PAUSED, HostStatus.PAUSED
+    elif planned:
+        kind, status = IncidentKind.PLANNED, HostStatus.STOPPED
+    else:
+        if ahead is not None:
+            ready = ahead.done()
+            found = ahead.result()  # bounded: run_probes returns at its deadline
+        else:
+            found = _stamped(run, target, silent_s)
+        kind, status = probes.classify(found), HostStatus.LOST
+    # Probes that finished before grace open the incident exactly at grace.
+    waited = 0.0 if ready else time.monotonic() - probing_started
+    opened_at = now + timedelta(seconds=waited)
+
+    with session_scope(session_factory) as session:
+        if not transition(
+            session, host_id, (HostStatus.LATE,), status, now, Host.status_since == now
+        ):
+            return None  # the host came back while we probed, or another checker took over
+        host = session.get(Host, host_id, populate_existing=True)
+        assert host is not None
+        incident = lifecycle.open_incident(
+            session,
+            host=host,
+            kind=kind,
+            probes=found,
+            late_at=now,
+            now=opened_at,
+            settings=settings,
+            shutdown=bool(planned and silence is not None and silence.shutdown),
+            collector_started_at=started_at,
+        )
+        incident_id = incident.id
+
+    if kind == IncidentKind.AGENT_DOWN and host.restart_agent and target.ssh is not None:
+        outcome = probes.restart_agent(target.ssh, timeout=settings.probe_deadline_s * 5, ssh=ssh)
+        log.warning("host %s: restarted agent over SSH: ok=%s", host.name, outcome["ok"])
+        with session_scope(session_factory) as session:
+            row = session.get(Incident, incident_id)
+            if row is not None:
+                row.agent_restart = outcome
+    return incident_id
