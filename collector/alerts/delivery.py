@@ -21,9 +21,10 @@ from typing import Any
 import httpx
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql.expression import ColumnElement
 
 from collector.db import session_scope
-from collector.models import Delivery, WebhookTarget
+from collector.models import Delivery, DeliveryState, WebhookTarget
 from collector.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -71,19 +72,20 @@ def backoff_s(attempts: int, settings: Settings, rng: random.Random) -> float:
     return max(0.5, rng.uniform(ceiling / 2, ceiling))
 
 
+def _due(now: datetime) -> ColumnElement[bool]:
+    """Pending and due, or claimed by a sender that died mid-request (its lease ran out)."""
+    return or_(
+        (Delivery.state == DeliveryState.PENDING) & (Delivery.next_attempt_at <= now),
+        (Delivery.state == DeliveryState.SENDING) & (Delivery.claimed_until <= now),
+    )
+
+
 def _claim(session: Session, delivery_id: int, now: datetime, settings: Settings) -> bool:
     lease = now + timedelta(seconds=settings.webhook_timeout_s + 30)
     result = session.execute(
         update(Delivery)
-        .where(
-            Delivery.id == delivery_id,
-            or_(
-                (Delivery.state == "pending") & (Delivery.next_attempt_at <= now),
-                # a sender that died mid-request: its lease ran out
-                (Delivery.state == "sending") & (Delivery.claimed_until <= now),
-            ),
-        )
-        .values(state="sending", claimed_until=lease, attempts=Delivery.attempts + 1)
+        .where(Delivery.id == delivery_id, _due(now))
+        .values(state=DeliveryState.SENDING, claimed_until=lease, attempts=Delivery.attempts + 1)
         .execution_options(synchronize_session=False)
     )
     return result.rowcount == 1
@@ -103,15 +105,7 @@ def deliver_due_alerts(
     with session_scope(session_factory) as session:
         due = list(
             session.scalars(
-                select(Delivery.id)
-                .where(
-                    or_(
-                        (Delivery.state == "pending") & (Delivery.next_attempt_at <= now),
-                        (Delivery.state == "sending") & (Delivery.claimed_until <= now),
-                    )
-                )
-                .order_by(Delivery.next_attempt_at)
-                .limit(limit)
+                select(Delivery.id).where(_due(now)).order_by(Delivery.next_attempt_at).limit(limit)
             )
         )
     delivered = []
@@ -162,7 +156,7 @@ def _record(
     rng: random.Random,
 ) -> bool:
     delivery = session.get(Delivery, delivery_id, populate_existing=True)
-    if delivery is None or delivery.state != "sending" or delivery.attempts != attempt:
+    if delivery is None or delivery.state != DeliveryState.SENDING or delivery.attempts != attempt:
         return False  # our lease expired and someone else took over
     entry = {"at": now.timestamp(), "attempt": attempt, **outcome}
     delivery.log = [*delivery.log, entry][-MAX_LOG_ENTRIES:]
@@ -170,16 +164,16 @@ def _record(
     delivery.last_error = outcome["error"]
     delivery.claimed_until = None
     if outcome["ok"]:
-        delivery.state = "delivered"
+        delivery.state = DeliveryState.DELIVERED
         delivery.delivered_at = now
         log.info("delivered %s %s (attempt %d)", delivery.event, delivery.msg_id, attempt)
         return True
     retry_at = now + timedelta(seconds=backoff_s(attempt, settings, rng))
     if retry_at > delivery.created_at + timedelta(seconds=settings.webhook_retry_window_s):
-        delivery.state = "failed"
+        delivery.state = DeliveryState.FAILED
         log.error("giving up on %s %s: %s", delivery.event, delivery.msg_id, outcome["error"])
     else:
-        delivery.state = "pending"
+        delivery.state = DeliveryState.PENDING
         delivery.next_attempt_at = retry_at
         log.warning(
             "delivery %s %s failed (attempt %d, %s); retry at %s",

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from collector.models import Host
+from collector.models import Host, IncidentKind
 from collector.remote.commands import RunResult
 from collector.remote.connect import SSHTarget
 from collector.remote.ssh import SSHClient
@@ -130,13 +130,13 @@ def run_probes(target: ProbeTarget, *, deadline_s: float, ssh: SSHClient) -> lis
     return results
 
 
-def classify(probes: list[dict[str, Any]]) -> str:
+def classify(probes: list[dict[str, Any]]) -> IncidentKind:
     """SSH or vLLM answering means the host runs and only the agent is silent.
 
     A bare TCP handshake is not enough: the kernel completes it even when userspace is frozen.
     """
     alive = any(p["ok"] for p in probes if p["name"] in ("ssh", "vllm"))
-    return "agent_down" if alive else "unreachable"
+    return IncidentKind.AGENT_DOWN if alive else IncidentKind.UNREACHABLE
 
 
 def restart_agent(login: SSHTarget, *, timeout: float, ssh: SSHClient) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from collector import db
 from collector.models import Base
 from collector.vllm.store import vllm_lines
 from tests.collector.conftest import Collector
-from tests.collector.test_ingest import batch, kline, post, sample
+from tests.collector.ingest.test_batch import batch, kline, post, sample
 
 
 def test_migrations_match_models(db_url: str) -> None:

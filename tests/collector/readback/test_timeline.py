@@ -13,9 +13,9 @@ from collector.readback.downsample import nice_step
 from tests.collector.conftest import Collector
 from tests.collector.freeze_support import BOOT_B, sample
 from tests.collector.freeze_support import post as post_batch
-from tests.collector.test_incidents import incident, lose
-from tests.collector.test_ingest import batch, kline, post
-from tests.collector.test_telemetry_ingest import (
+from tests.collector.incidents.test_lifecycle import incident, lose
+from tests.collector.ingest.test_batch import batch, kline, post
+from tests.collector.ingest.test_derive import (
     BANNER,
     MTP_LOG,
     NV_ERR,

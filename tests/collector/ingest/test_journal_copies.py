@@ -12,7 +12,7 @@ from collector.ingest import journal_copies as kernel_copies
 from collector.ingest.journal_copies import StoredCopy, kernel_usec, stored_copies
 from collector.models import Line
 from tests.collector.conftest import Collector
-from tests.collector.test_ingest import batch, kline, post
+from tests.collector.ingest.test_batch import batch, kline, post
 
 
 def live(seq: int, usec: int, text: str) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.collector.conftest import ADMIN_TOKEN, Collector
-from tests.collector.test_ingest import batch, kline, post, sample
+from tests.collector.ingest.test_batch import batch, kline, post, sample
 
 
 def test_pages_need_login_and_show_hosts(sqlite_collector: Collector) -> None:

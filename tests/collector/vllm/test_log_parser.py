@@ -8,7 +8,7 @@ import pytest
 
 from collector.vllm.log_parser import PLAN_FIELDS, VllmLogParser, parse_vllm_log
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "vllm"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "vllm"
 
 
 def _plans(name: str):

@@ -10,9 +10,9 @@ from typing import Any
 
 from collector.vllm.state import VllmStates
 from tests.collector.conftest import Collector
-from tests.collector.test_ingest import batch, post
+from tests.collector.ingest.test_batch import batch, post
 
-VLLM_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+VLLM_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "vllm"
 MTP_LOG = VLLM_FIXTURES / "v0.20.2_mtp_gb10.log"
 NV_ERR = (
     "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
