@@ -36,28 +36,25 @@ def enqueue_kernel_events(
 ) -> int:
     """One ``kernel.event`` per GPU-fault kind among newly stored events, at most one per kind
     and cooldown; returns how many deliveries were queued."""
-    faults = sorted((e for e in events if e.kind in GPU_FAULT_KINDS), key=lambda e: e.ts)
-    if not faults:
-        return 0
-    stored = {
-        row.id: (row, line)
-        for row, line in session.execute(
-            select(KernelEventRow, Line)
-            .join(Line, Line.id == KernelEventRow.line_id)
-            .where(KernelEventRow.id.in_([e.id for e in faults]))
-        )
-    }
-    by_kind: dict[str, list[tuple[KernelEventRow, Line]]] = {}
-    for event in faults:
-        if event.id in stored:
-            by_kind.setdefault(event.kind, []).append(stored[event.id])
+    by_kind: dict[str, list[NewKernelEvent]] = {}
+    for event in sorted(events, key=lambda e: e.ts):
+        if event.kind in GPU_FAULT_KINDS and event.id is not None:
+            by_kind.setdefault(event.kind, []).append(event)
     queued = 0
     cooldown = now - timedelta(seconds=settings.kernel_alert_cooldown_s)
-    for kind, hits in by_kind.items():
+    for kind, faults in by_kind.items():
         key = f"{EVENT}:{kind}:"
         if outbox.queued_since(
             session, host_id=host.id, event=EVENT, key_prefix=key, since=cooldown
         ):
+            continue  # an Xid storm: checked before reading its rows back
+        hits = session.execute(
+            select(KernelEventRow, Line)
+            .join(Line, Line.id == KernelEventRow.line_id)
+            .where(KernelEventRow.id.in_([e.id for e in faults[:MAX_LINES]]))
+            .order_by(KernelEventRow.ts, KernelEventRow.id)
+        ).all()
+        if not hits:
             continue
         first, first_line = hits[0]
         sample = latest_sample(session, host_id=host.id)
@@ -67,7 +64,7 @@ def enqueue_kernel_events(
             "timestamp": now.isoformat(),
             "host": {"name": host.name, "status": host.status, "boot_id": boot_id},
             "kernel_event": kernel_event_dict(first, first_line),
-            "count": len(hits),
+            "count": len(faults),
             "lines": [line_dict(line) for _, line in hits[:MAX_LINES]],
             "last_sample": sample_dict(sample) if sample else None,
             "kernel_lines": last_kernel_lines(session, host_id=host.id),
