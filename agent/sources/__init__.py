@@ -8,13 +8,8 @@ from typing import Any
 
 from agent.config import AgentConfig
 from agent.sources.base import LineSource, SampleSource
-from agent.sources.docker import DockerSource
-from agent.sources.docker_logs import DockerLogSource
-from agent.sources.gpu import GpuSource
 from agent.sources.kmsg import KmsgSource
-from agent.sources.logfollow import FileFollowSource, JournalUnitSource
 from agent.sources.proc import proc_sources
-from agent.sources.vllm_http import VllmHttpSource
 
 OnEvent = Callable[[str, dict[str, Any]], None]
 
@@ -49,11 +44,17 @@ def build_sources(
     out = Sources(samples=[*proc_sources(config.proc_root)], lines=[KmsgSource(config.kmsg)])
     _gpu(config, out, on_event, nvml)
     if config.vllm_url:
+        from agent.sources.vllm_http import VllmHttpSource
+
         out.samples.append(VllmHttpSource(list(config.vllm_url)))
     _docker(config, out, on_event)
     if config.vllm_log:
+        from agent.sources.logfollow import FileFollowSource
+
         out.lines += [FileFollowSource(str(path)) for path in config.vllm_log]
     if config.journal_unit:
+        from agent.sources.logfollow import JournalUnitSource
+
         out.lines += [
             JournalUnitSource(unit, config.journalctl, on_event=on_event)
             for unit in config.journal_unit
@@ -65,6 +66,8 @@ def _gpu(config: AgentConfig, out: Sources, on_event: OnEvent, nvml: Any) -> Non
     if config.no_gpu:
         out.infos.append(("gpu", "GPU source off: --no-gpu"))
         return
+    from agent.sources.gpu import GpuSource
+
     source, info = GpuSource.create(nvml)
     if source is None:
         out.infos.append(("gpu", info or "GPU source off"))
@@ -77,6 +80,9 @@ def _docker(config: AgentConfig, out: Sources, on_event: OnEvent) -> None:
     if not config.container_label and not config.container_name:
         out.infos.append(("containers", "Docker source off: no container label or name"))
         return
+    from agent.sources.docker import DockerSource
+    from agent.sources.docker_logs import DockerLogSource
+
     chosen = {"names": tuple(config.container_name), "label": config.container_label}
     source, info = DockerSource.create(config.docker_socket, **chosen)
     if source is None:
