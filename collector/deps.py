@@ -1,5 +1,6 @@
 """FastAPI dependencies: the request's session (its one commit point), auth, and the resources
-the app's lifespan built (matrix runner, netconsole channel, vLLM state, SSH layer, clock)."""
+the app's lifespan built (matrix runner, netconsole channel, vLLM state, SSH layer, HTTP client,
+clock)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated
 
+import httpx
 from apscheduler.schedulers.base import BaseScheduler
 from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
@@ -64,6 +66,11 @@ def get_ssh(request: Request) -> SSHClient:
     return request.app.state.ssh
 
 
+def get_http_client(request: Request) -> httpx.Client:
+    """The app's outgoing HTTP client (alerts, test notifications)."""
+    return request.app.state.http_client
+
+
 def get_templates(request: Request) -> Jinja2Templates:
     return request.app.state.templates
 
@@ -79,6 +86,7 @@ SchedulerDep = Annotated[BaseScheduler | None, Depends(get_scheduler)]
 VllmStatesDep = Annotated[VllmStates, Depends(get_vllm_states)]
 SSHDep = Annotated[SSHClient, Depends(get_ssh)]
 TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
+HttpClientDep = Annotated[httpx.Client, Depends(get_http_client)]
 
 
 def require_admin(request: Request, session: SessionDep) -> None:

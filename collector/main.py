@@ -60,6 +60,7 @@ def create_app(
             print(f"freezewatch: generated admin token (shown once): {generated}", flush=True)
         run_id = start_collector_run(factory, now=from_epoch(clock()), settings=settings)
         http_client = httpx.Client(follow_redirects=False)
+        app.state.http_client = http_client
         app.state.scheduler = None
         if settings.run_scheduler:
             app.state.scheduler = build_scheduler(
