@@ -8,6 +8,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from collector import auth
+from collector.alerts.filters import SEVERITIES
 from collector.deps import AdminDep, SessionDep, TemplatesDep
 from collector.hosts import registry
 from collector.readback import series
@@ -104,3 +105,8 @@ def matrix_run_page(
     run_id: int, request: Request, templates: TemplatesDep, _: AdminDep
 ) -> Response:
     return templates.TemplateResponse(request, "matrix_run.html", {"run_id": run_id})
+
+
+@router.get("/targets", response_class=HTMLResponse)
+def targets_page(request: Request, templates: TemplatesDep, _: AdminDep) -> Response:
+    return templates.TemplateResponse(request, "targets.html", {"severities": SEVERITIES})
