@@ -18,6 +18,7 @@ from collector import auth
 from collector.db import session_scope
 from collector.errors import AuthFailed
 from collector.matrix.runner import MatrixRunner
+from collector.metrics.ingest import IngestMetrics
 from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
 from collector.settings import Settings
@@ -71,6 +72,10 @@ def get_http_client(request: Request) -> httpx.Client:
     return request.app.state.http_client
 
 
+def get_ingest_metrics(request: Request) -> IngestMetrics:
+    return request.app.state.ingest_metrics
+
+
 def get_templates(request: Request) -> Jinja2Templates:
     return request.app.state.templates
 
@@ -87,6 +92,7 @@ VllmStatesDep = Annotated[VllmStates, Depends(get_vllm_states)]
 SSHDep = Annotated[SSHClient, Depends(get_ssh)]
 TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
 HttpClientDep = Annotated[httpx.Client, Depends(get_http_client)]
+IngestMetricsDep = Annotated[IngestMetrics, Depends(get_ingest_metrics)]
 
 
 def require_admin(request: Request, session: SessionDep) -> None:

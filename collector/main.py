@@ -21,6 +21,7 @@ from collector.liveness.collector_runs import start_collector_run, stop_collecto
 from collector.matrix import store as matrix_store
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.schedule import register_matrix_schedules
+from collector.metrics.ingest import IngestMetrics, IngestMetricsMiddleware
 from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
 from collector.scheduler import build_scheduler
@@ -107,6 +108,8 @@ def create_app(
     app.state.netconsole = None
     app.state.vllm_states = VllmStates(hang_stall_s=settings.vllm_hang_s)
     app.state.templates = make_templates(clock)
+    app.state.ingest_metrics = IngestMetrics()
+    app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)
     for api in (ingest, hosts, incidents, webhooks, health, matrix, netconsole):
         app.include_router(api.router)
     app.include_router(matrix.presets_router)

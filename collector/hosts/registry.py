@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+import agent
 from collector import db
 from collector.auth import hash_token, new_token
 from collector.errors import Conflict, NotFound
@@ -56,6 +57,11 @@ def rotate_token(session: Session, *, host: Host) -> str:
     host.token_hash = hash_token(token)
     session.flush()
     return token
+
+
+def agent_outdated(host: Host) -> bool:
+    """Whether the host's agent (as last heard) differs from the one this collector bundles."""
+    return host.agent_version is not None and host.agent_version != agent.__version__
 
 
 def get_host(session: Session, *, name: str) -> Host:
