@@ -12,7 +12,7 @@ import httpx
 from apscheduler.schedulers.base import BaseScheduler
 from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from collector import auth
 from collector.db import session_scope
@@ -35,6 +35,11 @@ def get_session(request: Request) -> Iterator[Session]:
     with ``db.after_commit`` runs once the commit is done."""
     with session_scope(request.app.state.sessionmaker) as session:
         yield session
+
+
+def get_session_factory(request: Request) -> sessionmaker[Session]:
+    """For jobs a route runs to the end (a deploy): they commit on their own, step by step."""
+    return request.app.state.sessionmaker
 
 
 def get_clock(request: Request) -> Callable[[], float]:
@@ -83,6 +88,7 @@ def get_templates(request: Request) -> Jinja2Templates:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 # scope="function": commit before the response is sent, so a 200 means stored.
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+SessionFactoryDep = Annotated[sessionmaker[Session], Depends(get_session_factory)]
 NowDep = Annotated[datetime, Depends(get_now)]
 ClockDep = Annotated[Callable[[], float], Depends(get_clock)]
 RunnerDep = Annotated[MatrixRunner | None, Depends(get_runner)]

@@ -15,7 +15,7 @@ from fastapi.staticfiles import StaticFiles
 
 from collector import auth, db
 from collector.alerts.targets import sync_env_targets
-from collector.api import health, hosts, incidents, ingest, matrix, netconsole, webhooks
+from collector.api import deploy, health, hosts, incidents, ingest, matrix, netconsole, webhooks
 from collector.errors import AppError, AuthFailed
 from collector.liveness.collector_runs import start_collector_run, stop_collector_run
 from collector.matrix import store as matrix_store
@@ -110,7 +110,7 @@ def create_app(
     app.state.templates = make_templates(clock)
     app.state.ingest_metrics = IngestMetrics()
     app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)
-    for api in (ingest, hosts, incidents, webhooks, health, matrix, netconsole):
+    for api in (ingest, hosts, deploy, incidents, webhooks, health, matrix, netconsole):
         app.include_router(api.router)
     app.include_router(matrix.presets_router)
     app.include_router(pages.router)

@@ -52,8 +52,9 @@ def _check_netconsole_free(session: Session, *, host: Host, addrs: list[str]) ->
             raise Conflict(f"netconsole address {addr} already belongs to {other_name!r}")
 
 
-def rotate_token(session: Session, *, host: Host) -> str:
-    token = new_token("fwh")
+def rotate_token(session: Session, *, host: Host, token: str | None = None) -> str:
+    """Give the host a new agent token (``token``, or a fresh one); the old one stops working."""
+    token = token or new_token("fwh")
     host.token_hash = hash_token(token)
     session.flush()
     return token
