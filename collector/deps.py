@@ -112,3 +112,14 @@ def require_admin(request: Request, session: SessionDep) -> None:
 
 
 AdminDep = Annotated[None, Depends(require_admin)]
+
+
+def require_admin_briefly(request: Request) -> None:
+    """``require_admin`` in a transaction of its own, ended before the route runs: for a route
+    that runs a long job (a deploy) and must not hold the database (SQLite's write lock) while
+    the job's own steps, and every agent, write."""
+    with session_scope(request.app.state.sessionmaker) as session:
+        require_admin(request, session)
+
+
+AdminBriefDep = Annotated[None, Depends(require_admin_briefly)]

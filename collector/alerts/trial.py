@@ -13,12 +13,15 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+from sqlalchemy.orm import Session, sessionmaker
 
 from collector.alerts import notify
 from collector.alerts.delivery import headers_for, post_body
 from collector.alerts.notice import Notice
 from collector.alerts.outbox import body_for
-from collector.models import Delivery, WebhookTarget
+from collector.alerts.targets import get_target
+from collector.db import session_scope
+from collector.models import Delivery
 from collector.settings import Settings
 
 EVENT = "test"
@@ -37,9 +40,21 @@ def trial_notice(settings: Settings) -> Notice:
 
 
 def send_test(
-    target: WebhookTarget, *, now: datetime, http_client: httpx.Client, settings: Settings
+    factory: sessionmaker[Session],
+    *,
+    target_id: int,
+    now: datetime,
+    http_client: httpx.Client,
+    settings: Settings,
 ) -> dict[str, Any]:
-    """Send the test to ``target`` (enabled or not); ``{"ok", "status", "error", "msg_id"}``."""
+    """Send the test to the target (enabled or not); ``{"ok", "status", "error", "msg_id"}``.
+
+    The target is read in a transaction of its own and sent to after it ended, as the outbox
+    does: a slow receiver must not hold the database.
+    """
+    with session_scope(factory) as session:
+        target = get_target(session, target_id=target_id)
+        session.expunge(target)
     notice = trial_notice(settings)
     msg_id = f"msg_test_{uuid.uuid4().hex}"
     payload = {

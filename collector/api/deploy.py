@@ -12,7 +12,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from collector.deploy.install import DeployOptions, deploy_agent, uninstall_agent
-from collector.deps import AdminDep, ClockDep, SessionFactoryDep, SettingsDep, SSHDep
+from collector.deps import AdminBriefDep, ClockDep, SessionFactoryDep, SettingsDep, SSHDep
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
 
@@ -35,7 +35,7 @@ def deploy(
     settings: SettingsDep,
     ssh: SSHDep,
     clock: ClockDep,
-    _: AdminDep,
+    _: AdminBriefDep,
 ) -> dict[str, Any]:
     options = DeployOptions(
         netconsole=body.netconsole,

@@ -10,7 +10,15 @@ from pydantic import BaseModel, Field, model_validator
 
 from collector.alerts import notify, targets, trial
 from collector.alerts.filters import SEVERITIES
-from collector.deps import AdminDep, HttpClientDep, NowDep, SessionDep, SettingsDep
+from collector.deps import (
+    AdminBriefDep,
+    AdminDep,
+    HttpClientDep,
+    NowDep,
+    SessionDep,
+    SessionFactoryDep,
+    SettingsDep,
+)
 from collector.models import WebhookTarget
 
 router = APIRouter(prefix="/api/v1/webhooks", tags=["webhooks"])
@@ -93,13 +101,14 @@ def delete_webhook(target_id: int, session: SessionDep, _: AdminDep) -> None:
 @router.post("/{target_id}/test")
 def test_webhook(
     target_id: int,
-    session: SessionDep,
+    factory: SessionFactoryDep,
     settings: SettingsDep,
     http_client: HttpClientDep,
     now: NowDep,
-    _: AdminDep,
+    _: AdminBriefDep,
 ) -> dict[str, Any]:
     """Send a test notification now (marked as a test; not an alert, not in the outbox):
     ``{"ok", "status", "error", "msg_id", "event": "test"}``."""
-    target = targets.get_target(session, target_id=target_id)
-    return trial.send_test(target, now=now, http_client=http_client, settings=settings)
+    return trial.send_test(
+        factory, target_id=target_id, now=now, http_client=http_client, settings=settings
+    )

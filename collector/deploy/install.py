@@ -65,19 +65,20 @@ def _check_python(facts: dict[str, Any]) -> str:
 
 
 def _not_started(options: DeployOptions, facts: dict[str, Any]) -> str | None:
+    """Why the agent will not be started, every reason that holds; None: it will be."""
+    reasons = []
     if options.root not in ("", "/"):
-        return f"installed under {options.root}, not started"
+        reasons.append(f"installed under {options.root}")
     if not options.start:
-        return "not started (--no-start)"
+        reasons.append("--no-start")
     if not facts["systemd"]:
-        return "not started: the host does not run systemd (no /run/systemd/system)"
-    return None
+        reasons.append("the host does not run systemd (no /run/systemd/system)")
+    return f"not started: {'; '.join(reasons)}" if reasons else None
 
 
 def _systemctl_not_run(options: DeployOptions, facts: dict[str, Any]) -> str:
-    if options.root not in ("", "/"):
-        return f"removed under {options.root}; systemctl not run"
-    return "the host does not run systemd (no /run/systemd/system); systemctl not run"
+    reason = _not_started(DeployOptions(root=options.root), facts) or ""
+    return reason.replace("not started:", "systemctl not run:")
 
 
 def _settings_for(
