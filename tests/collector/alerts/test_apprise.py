@@ -17,7 +17,7 @@ from collector.settings import Settings
 from collector.timeutil import utcnow
 from tests.collector.alerts.test_delivery import deliver, lose
 from tests.collector.conftest import Collector
-from tests.collector.freeze_support import BOOT_B, factory, kline, post, sample
+from tests.collector.freeze_support import BOOT_B, SECRET, factory, kline, post, receiver, sample
 from tests.support.http_receiver import http_receiver
 
 XID_79 = "NVRM: Xid (PCI:000f:01:00): 79, pid=4242, name=python3, GPU has fallen off the bus."
@@ -217,3 +217,17 @@ def test_backoff_window_gives_up_on_apprise_too(collector: Collector) -> None:
         [row] = deliveries(collector)
         assert (row.state, row.attempts) == ("failed", 2)
         assert rec.accepted == []
+
+
+def test_test_notification_to_a_signed_webhook_verifies(collector: Collector) -> None:
+    with receiver() as rec:
+        r = collector.client.post(
+            "/api/v1/webhooks", json={"url": rec.url, "secret": SECRET}, headers=collector.admin
+        )
+        target_id = r.json()["id"]
+        sent = collector.client.post(f"/api/v1/webhooks/{target_id}/test", headers=collector.admin)
+        assert sent.json()["ok"] is True and sent.json()["status"] == 200
+        [got] = rec.received
+        assert rec.bad_signatures == 0 and got["id"] == sent.json()["msg_id"]
+        assert got["body"]["type"] == "test" and got["body"]["test"] is True
+    assert deliveries(collector) == []
