@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -50,14 +50,15 @@ class HttpReceiver:
 
 
 @contextmanager
-def http_receiver(statuses: list[int] | None = None) -> Iterator[HttpReceiver]:
-    rec = HttpReceiver(statuses=list(statuses or []))
+def serve_posts(handle: Callable[[str, dict[str, str], bytes], int]) -> Iterator[int]:
+    """A loopback server answering each POST with ``handle(path, headers, body)``'s status;
+    yields its port."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length", 0)))
             headers = {k.lower(): v for k, v in self.headers.items()}
-            status = rec.handle(self.path, headers, raw)
+            status = handle(self.path, headers, raw)
             self.send_response(status)
             self.send_header("content-length", "0")
             self.end_headers()
@@ -66,11 +67,18 @@ def http_receiver(statuses: list[int] | None = None) -> Iterator[HttpReceiver]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    rec.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield rec
+        yield server.server_address[1]
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def http_receiver(statuses: list[int] | None = None) -> Iterator[HttpReceiver]:
+    rec = HttpReceiver(statuses=list(statuses or []))
+    with serve_posts(rec.handle) as port:
+        rec.port = port
+        yield rec
