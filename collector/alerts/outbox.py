@@ -70,9 +70,10 @@ def enqueue(
             "created_at": now,
             "log": [],
         }
-        # A few rows (one per target): per-row statements keep rowcount exact on both engines.
+        # A few rows (one per target), one statement each. Counted by what RETURNING gives
+        # back: on PostgreSQL an INSERT with (implicit) RETURNING reports rowcount -1.
         insert = db.insert(session, Delivery).values(**row).on_conflict_do_nothing()
-        stored += session.execute(insert).rowcount
+        stored += len(session.execute(insert.returning(Delivery.id)).all())
     if stored:
         log.info("queued %s (%s) for %d target(s)", event, dedup_key, stored)
     return stored

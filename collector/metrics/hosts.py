@@ -4,6 +4,7 @@ GPU and vLLM figures, read from the database at scrape time."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -25,12 +26,12 @@ PRESSURE = (  # (resource, kind, Sample column)
     ("io", "some", "psi_io_some_avg10"),
     ("io", "full", "psi_io_full_avg10"),
 )
-GPU_FIELDS = (  # (metric suffix, section key, scale, help)
-    ("utilization_percent", "util", 1.0, "GPU utilization (NVML), percent."),
-    ("memory_used_bytes", "mem_used", 1.0, "GPU memory in use (NVML)."),
-    ("memory_total_bytes", "mem_total", 1.0, "GPU memory size (NVML)."),
-    ("temperature_celsius", "temp_c", 1.0, "GPU temperature (NVML)."),
-    ("power_watts", "power_w", 1.0, "GPU power draw (NVML)."),
+GPU_FIELDS = (  # (metric suffix, section key, help)
+    ("utilization_percent", "util", "GPU utilization (NVML), percent."),
+    ("memory_used_bytes", "mem_used", "GPU memory in use (NVML)."),
+    ("memory_total_bytes", "mem_total", "GPU memory size (NVML)."),
+    ("temperature_celsius", "temp_c", "GPU temperature (NVML)."),
+    ("power_watts", "power_w", "GPU power draw (NVML)."),
 )
 VLLM_GAUGES = (
     ("requests_running", "running", "Requests vLLM is running."),
@@ -45,6 +46,13 @@ VLLM_COUNTERS = (
     ("spec_decode_draft_tokens", "spec_draft", "Speculative tokens drafted."),
 )
 MAX_DEVICES = 16
+
+
+def collector_version() -> str:
+    try:
+        return version("freezewatch")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
 
 
 def _gauge(name: str, help_: str, labels: list[str]) -> GaugeMetricFamily:
@@ -104,7 +112,7 @@ def liveness(hosts: list[Host], *, now: float) -> Iterator[Metric]:
         "This collector's version and its agent bundle's.",
         ["version", "agent_version"],
     )
-    collector.add_metric([agent.__version__, agent.__version__], 1.0)
+    collector.add_metric([collector_version(), agent.__version__], 1.0)
     yield from (counts, status, up, seen, age, info, outdated, collector)
 
 
@@ -149,21 +157,21 @@ def memory(samples: dict[str, Sample | None]) -> Iterator[Metric]:
 
 def gpu(samples: dict[str, Sample | None]) -> Iterator[Metric]:
     fields = [
-        (_gauge(f"host_gpu_{suffix}", help_, ["host", "gpu"]), key, scale)
-        for suffix, key, scale, help_ in GPU_FIELDS
+        (_gauge(f"host_gpu_{suffix}", help_, ["host", "gpu"]), key)
+        for suffix, key, help_ in GPU_FIELDS
     ]
     clocks = _gauge("host_gpu_clock_hertz", "GPU clocks (NVML).", ["host", "gpu", "clock"])
     for name, s in samples.items():
         for i, device in enumerate(_entries((s.data or {}).get("gpu") if s else None)):
             index = str(device.get("index", i))
-            for family, key, scale in fields:
+            for family, key in fields:
                 value = number(device.get(key))
                 if value is not None:
-                    family.add_metric([name, index], value * scale)
+                    family.add_metric([name, index], float(value))
             for clock, mhz in (device.get("clocks") or {}).items():
                 if clock in ("sm", "mem", "graphics") and number(mhz) is not None:
                     clocks.add_metric([name, index, clock], mhz * 1e6)
-    yield from (f for f, _, _ in fields)
+    yield from (f for f, _ in fields)
     yield clocks
 
 
