@@ -30,14 +30,16 @@ from collector.db import session_scope
 from collector.deploy import layout
 from collector.deploy.bundle import build_agent_bundle
 from collector.deploy.heartbeat import wait_for_heartbeat
-from collector.deploy.remote import DeployFailed, Host
+from collector.deploy.remote import DeployFailed, RemoteHost
 from collector.hosts import registry
+from collector.models import Host as HostRow
 from collector.netconsole.channel import parse_bind
 from collector.remote.ssh import SSHClient
 from collector.remote.targets import require_ssh_target
 from collector.settings import Settings
 
 MIN_PYTHON = (3, 10)
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @dataclass(frozen=True)
@@ -76,19 +78,19 @@ def _not_started(options: DeployOptions, facts: dict[str, Any]) -> str | None:
     return f"not started: {'; '.join(reasons)}" if reasons else None
 
 
-def _systemctl_not_run(options: DeployOptions, facts: dict[str, Any]) -> str:
-    reason = _not_started(DeployOptions(root=options.root), facts) or ""
-    return reason.replace("not started:", "systemctl not run:")
+def _systemctl_not_run(options: DeployOptions) -> str:
+    if options.root not in ("", "/"):
+        return f"systemctl not run: removed under {options.root}"
+    return "systemctl not run: the host does not run systemd (no /run/systemd/system)"
 
 
 def _settings_for(
-    host: Any, settings: Settings, options: DeployOptions, warnings: list[str]
+    host: HostRow, settings: Settings, options: DeployOptions, warnings: list[str]
 ) -> dict[str, str]:
+    """The agent's env-file settings (token aside), and warnings about them."""
     url = (options.collector_url or settings.base_url).rstrip("/")
     collector_host = urlsplit(url).hostname or ""
-    if collector_host in ("127.0.0.1", "localhost", "::1") and host.ssh_host not in (
-        "127.0.0.1", "localhost", "::1",
-    ):  # fmt: skip
+    if collector_host in LOOPBACK and host.ssh_host not in LOOPBACK:
         warnings.append(
             f"the agent will post to {url}, a loopback address on the host: set "
             "FREEZEWATCH_PUBLIC_URL (or --collector-url) to an address the host reaches"
@@ -127,7 +129,7 @@ def deploy_agent(
         target = require_ssh_target(row)
         host_id, token_hash = row.id, row.token_hash
         values = _settings_for(row, settings, options, warnings)
-    host = Host(ssh=ssh, target=target)
+    host = RemoteHost(ssh=ssh, target=target)
     facts = host.facts()
     python = _check_python(facts)
     on_host = layout.parse_env(host.read(layout.under(options.root, layout.ENV_PATH)) or "")
@@ -195,7 +197,7 @@ def uninstall_agent(
     """Stop and disable the unit, remove every file a deploy writes; keeps the state dir."""
     with session_scope(factory) as session:
         target = require_ssh_target(registry.get_host(session, name=name))
-    host = Host(ssh=ssh, target=target)
+    host = RemoteHost(ssh=ssh, target=target)
     facts = host.facts()
     env_path = layout.under(options.root, layout.ENV_PATH)
     on_host = layout.parse_env(host.read(env_path) or "")
@@ -218,7 +220,7 @@ def uninstall_agent(
         "host_facts": facts,
         "removed": removed,
         "kept": [layout.under(options.root, layout.STATE_DIR)],
-        "not_run": None if live else _systemctl_not_run(options, facts),
+        "not_run": None if live else _systemctl_not_run(options),
         "would_run": [shlex.join(argv) for argv in would],
         "commands": host.commands,
     }

@@ -38,7 +38,7 @@ class DeployFailed(AppError):
 
 
 @dataclass
-class Host:
+class RemoteHost:
     """A host being deployed to: the SSH layer, the target, and what was run there."""
 
     ssh: SSHClient
