@@ -42,6 +42,14 @@ def bearer_token(authorization: str | None) -> str | None:
     return value.strip() or None if scheme.lower() == "bearer" else None
 
 
+def scrape_allowed(configured: str | None, authorization: str | None) -> bool:
+    """/metrics: open when no metrics token is configured, else only with that bearer token."""
+    if not configured:
+        return True
+    token = bearer_token(authorization)
+    return token is not None and hmac.compare_digest(token.encode(), configured.encode())
+
+
 def host_for_token(session: Session, *, token: str) -> Host | None:
     """The host an agent token belongs to (tokens are unique per host)."""
     return session.scalar(select(Host).where(Host.token_hash == hash_token(token)))

@@ -1,4 +1,5 @@
-"""freezewatch-collector: serve | migrate | add-host | demo | inspect | matrix | agent-bundle."""
+"""freezewatch-collector: serve | migrate | add-host | deploy-agent | demo | inspect | matrix |
+agent-bundle."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pydantic import ValidationError
 from collector import db
 from collector.demo import run_demo
 from collector.deploy.bundle import build_agent_bundle
+from collector.deploy.cli import add_deploy_parser, run_deploy_cli
 from collector.errors import AppError
 from collector.hosts import registry
 from collector.hosts.config import HostPatch, configure_host
@@ -83,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     bundle.add_argument(
         "--no-nvml", action="store_true", help="leave pynvml out even when it is installed"
     )
+
+    add_deploy_parser(sub)
 
     demo = sub.add_parser("demo", help="collector on SQLite plus an agent watching this machine")
     demo.add_argument("--data-dir", default="demo-data")
@@ -225,6 +229,7 @@ COMMANDS = {
     "migrate": cmd_migrate,
     "add-host": cmd_add_host,
     "agent-bundle": cmd_agent_bundle,
+    "deploy-agent": run_deploy_cli,
     "demo": cmd_demo,
     "matrix": run_matrix_cli,
     "inspect": run_inspect,

@@ -1,5 +1,6 @@
 """FastAPI dependencies: the request's session (its one commit point), auth, and the resources
-the app's lifespan built (matrix runner, netconsole channel, vLLM state, SSH layer, clock)."""
+the app's lifespan built (matrix runner, netconsole channel, vLLM state, SSH layer, HTTP client,
+clock)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,17 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated
 
+import httpx
 from apscheduler.schedulers.base import BaseScheduler
 from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from collector import auth
 from collector.db import session_scope
 from collector.errors import AuthFailed
 from collector.matrix.runner import MatrixRunner
+from collector.metrics.ingest import IngestMetrics
 from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
 from collector.settings import Settings
@@ -32,6 +35,11 @@ def get_session(request: Request) -> Iterator[Session]:
     with ``db.after_commit`` runs once the commit is done."""
     with session_scope(request.app.state.sessionmaker) as session:
         yield session
+
+
+def get_session_factory(request: Request) -> sessionmaker[Session]:
+    """For jobs a route runs to the end (a deploy): they commit on their own, step by step."""
+    return request.app.state.sessionmaker
 
 
 def get_clock(request: Request) -> Callable[[], float]:
@@ -64,6 +72,15 @@ def get_ssh(request: Request) -> SSHClient:
     return request.app.state.ssh
 
 
+def get_http_client(request: Request) -> httpx.Client:
+    """The app's outgoing HTTP client (alerts, test notifications)."""
+    return request.app.state.http_client
+
+
+def get_ingest_metrics(request: Request) -> IngestMetrics:
+    return request.app.state.ingest_metrics
+
+
 def get_templates(request: Request) -> Jinja2Templates:
     return request.app.state.templates
 
@@ -71,6 +88,7 @@ def get_templates(request: Request) -> Jinja2Templates:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 # scope="function": commit before the response is sent, so a 200 means stored.
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+SessionFactoryDep = Annotated[sessionmaker[Session], Depends(get_session_factory)]
 NowDep = Annotated[datetime, Depends(get_now)]
 ClockDep = Annotated[Callable[[], float], Depends(get_clock)]
 RunnerDep = Annotated[MatrixRunner | None, Depends(get_runner)]
@@ -79,6 +97,8 @@ SchedulerDep = Annotated[BaseScheduler | None, Depends(get_scheduler)]
 VllmStatesDep = Annotated[VllmStates, Depends(get_vllm_states)]
 SSHDep = Annotated[SSHClient, Depends(get_ssh)]
 TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
+HttpClientDep = Annotated[httpx.Client, Depends(get_http_client)]
+IngestMetricsDep = Annotated[IngestMetrics, Depends(get_ingest_metrics)]
 
 
 def require_admin(request: Request, session: SessionDep) -> None:
@@ -92,3 +112,14 @@ def require_admin(request: Request, session: SessionDep) -> None:
 
 
 AdminDep = Annotated[None, Depends(require_admin)]
+
+
+def require_admin_briefly(request: Request) -> None:
+    """``require_admin`` in a transaction of its own, ended before the route runs: for a route
+    that runs a long job (a deploy) and must not hold the database (SQLite's write lock) while
+    the job's own steps, and every agent, write."""
+    with session_scope(request.app.state.sessionmaker) as session:
+        require_admin(request, session)
+
+
+AdminBriefDep = Annotated[None, Depends(require_admin_briefly)]

@@ -15,12 +15,13 @@ from fastapi.staticfiles import StaticFiles
 
 from collector import auth, db
 from collector.alerts.targets import sync_env_targets
-from collector.api import health, hosts, incidents, ingest, matrix, netconsole, webhooks
+from collector.api import deploy, health, hosts, incidents, ingest, matrix, netconsole, webhooks
 from collector.errors import AppError, AuthFailed
 from collector.liveness.collector_runs import start_collector_run, stop_collector_run
 from collector.matrix import store as matrix_store
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.schedule import register_matrix_schedules
+from collector.metrics.ingest import IngestMetrics, IngestMetricsMiddleware
 from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
 from collector.scheduler import build_scheduler
@@ -60,6 +61,7 @@ def create_app(
             print(f"freezewatch: generated admin token (shown once): {generated}", flush=True)
         run_id = start_collector_run(factory, now=from_epoch(clock()), settings=settings)
         http_client = httpx.Client(follow_redirects=False)
+        app.state.http_client = http_client
         app.state.scheduler = None
         if settings.run_scheduler:
             app.state.scheduler = build_scheduler(
@@ -106,7 +108,9 @@ def create_app(
     app.state.netconsole = None
     app.state.vllm_states = VllmStates(hang_stall_s=settings.vllm_hang_s)
     app.state.templates = make_templates(clock)
-    for api in (ingest, hosts, incidents, webhooks, health, matrix, netconsole):
+    app.state.ingest_metrics = IngestMetrics()
+    app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)
+    for api in (ingest, hosts, deploy, incidents, webhooks, health, matrix, netconsole):
         app.include_router(api.router)
     app.include_router(matrix.presets_router)
     app.include_router(pages.router)

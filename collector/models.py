@@ -613,10 +613,16 @@ class WebhookTarget(Base):
     __tablename__ = "webhook_targets"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # An http(s) URL for json/slack; an Apprise URL (ntfy://, tgram://, mailto://, ...) for
+    # apprise, where the URL itself carries the service's credentials (write-only).
     url: Mapped[str] = mapped_column(Text)
-    # json | slack
+    # json | slack | apprise
     format: Mapped[str] = mapped_column(String(16), default="json")
     secret: Mapped[str | None] = mapped_column(Text)
+    # Event patterns this target takes (``incident.*``, ``kernel.event``); None: every event.
+    events: Mapped[list[str] | None] = mapped_column(JSON)
+    # kernel.event alerts below this severity skip this target; None: all of them.
+    min_severity: Mapped[str | None] = mapped_column(String(16))
     # env (from FREEZEWATCH_WEBHOOK_URLS, re-synced at start) | api
     source: Mapped[str] = mapped_column(String(8), default="api")
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)

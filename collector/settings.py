@@ -21,6 +21,8 @@ class Settings(BaseSettings):
     # call the job steps directly.
     run_scheduler: bool = True
     webhook_urls: str = ""
+    # Bearer token Prometheus must present at /metrics; unset: /metrics is open (as /healthz).
+    metrics_token: str | None = None
     # UDP listener for kernel netconsole, e.g. "0.0.0.0:6666"; off when unset.
     netconsole_bind: str | None = None
     # Raw datagrams are evidence for re-parsing a burst; pruned after this many days.

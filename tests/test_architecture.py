@@ -31,7 +31,7 @@ LAYERS = (
     ("ingest",),
     ("netconsole",),
     ("matrix",),
-    ("deploy", "inspect", "demo", "scheduler"),
+    ("metrics", "deploy", "inspect", "demo", "scheduler"),
     ("deps",),
     ("api", "web"),
     ("main",),
@@ -40,7 +40,7 @@ LAYERS = (
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 DOMAINS = (
     "remote", "hosts", "readback", "alerts", "vllm", "kernel", "incidents", "liveness",
-    "ingest", "netconsole", "matrix", "deploy", "api", "web",
+    "ingest", "netconsole", "matrix", "metrics", "deploy", "api", "web",
 )  # fmt: skip
 
 

@@ -1,4 +1,5 @@
-"""Delivering the alert outbox: claim a due row by conditional UPDATE, POST it signed, record.
+"""Delivering the alert outbox: claim a due row by conditional UPDATE, POST it signed (or hand
+it to Apprise, ``collector.alerts.notify``), record.
 
 Signing follows Standard Webhooks: ``webhook-id`` (the row's msg_id, stable across retries, the
 receiver's idempotency key), ``webhook-timestamp`` and ``webhook-signature: v1,<base64
@@ -23,6 +24,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql.expression import ColumnElement
 
+from collector.alerts import notify
 from collector.db import session_scope
 from collector.models import Delivery, DeliveryState, WebhookTarget
 from collector.settings import Settings
@@ -121,15 +123,18 @@ def deliver_due_alerts(
                 target.url,
                 headers_for(target, delivery, now),
             )
-            body = delivery.body
-        outcome = _post(http_client, url, body, request_headers, settings)
+            body, target_format = delivery.body, target.format
+        if target_format == notify.APPRISE:
+            outcome = notify.send_body(url, body)
+        else:
+            outcome = post_body(http_client, url, body, request_headers, settings)
         with session_scope(session_factory) as session:
             if _record(session, delivery_id, attempt, outcome, now, settings, rng):
                 delivered.append(delivery_id)
     return delivered
 
 
-def _post(
+def post_body(
     client: httpx.Client, url: str, body: str, headers: dict[str, str], settings: Settings
 ) -> dict[str, Any]:
     try:

@@ -18,11 +18,21 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector import db
+from collector.alerts.filters import wants
+from collector.alerts.notice import Notice
 from collector.models import Delivery, DeliveryState, WebhookTarget
 
 log = logging.getLogger(__name__)
 
-EVENTS = ("incident.opened", "incident.resolved", "kernel.event")
+
+def body_for(target_format: str, *, payload: dict[str, Any], text: str, notice: Notice) -> Any:
+    """What a target of this format is sent: the JSON payload, Slack's ``{"text"}``, or the
+    notice for Apprise."""
+    if target_format == "json":
+        return payload
+    if target_format == "slack":
+        return {"text": text}
+    return notice.as_dict()
 
 
 def enqueue(
@@ -32,16 +42,20 @@ def enqueue(
     dedup_key: str,
     payload: dict[str, Any],
     text: str,
+    notice: Notice,
     now: datetime,
+    severity: str | None = None,
     host_id: int | None = None,
     incident_id: int | None = None,
 ) -> int:
-    """Queue ``payload`` (``{"text": text}`` for Slack-style targets) for every enabled
-    target; returns how many rows were queued."""
+    """Queue the event for every enabled target whose filter takes it (``severity`` for
+    kernel events); returns how many rows were queued."""
     targets = list(session.scalars(select(WebhookTarget).where(WebhookTarget.enabled)))
     stored = 0
     for target in targets:
-        body = payload if target.format == "json" else {"text": text}
+        if not wants(target.events, target.min_severity, event=event, severity=severity):
+            continue
+        body = body_for(target.format, payload=payload, text=text, notice=notice)
         row = {
             "msg_id": f"msg_{uuid.uuid4().hex}",
             "target_id": target.id,
@@ -56,9 +70,10 @@ def enqueue(
             "created_at": now,
             "log": [],
         }
-        # A few rows (one per target): per-row statements keep rowcount exact on both engines.
+        # A few rows (one per target), one statement each. Counted by what RETURNING gives
+        # back: on PostgreSQL an INSERT with (implicit) RETURNING reports rowcount -1.
         insert = db.insert(session, Delivery).values(**row).on_conflict_do_nothing()
-        stored += session.execute(insert).rowcount
+        stored += len(session.execute(insert.returning(Delivery.id)).all())
     if stored:
         log.info("queued %s (%s) for %d target(s)", event, dedup_key, stored)
     return stored

@@ -1,14 +1,15 @@
-"""Unauthenticated liveness (/healthz) and Prometheus metrics (/metrics)."""
+"""Unauthenticated liveness (/healthz) and Prometheus metrics (/metrics, open unless
+FREEZEWATCH_METRICS_TOKEN is set)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-from fastapi.responses import PlainTextResponse
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
 
-from collector import db
-from collector.deps import NetconsoleDep, SessionDep
-from collector.hosts.registry import count_by_status
-from collector.models import HostStatus
+from collector import auth, db
+from collector.deps import IngestMetricsDep, NetconsoleDep, NowDep, SessionDep, SettingsDep
+from collector.errors import AuthFailed
+from collector.metrics.exposition import render
 
 router = APIRouter(tags=["health"])
 
@@ -19,27 +20,23 @@ def healthz(session: SessionDep) -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
-def metrics(session: SessionDep, netconsole: NetconsoleDep) -> str:
-    counts = count_by_status(session)
-    out = [
-        "# HELP freezewatch_hosts Registered hosts by liveness status.",
-        "# TYPE freezewatch_hosts gauge",
-    ]
-    for status in (HostStatus.UNKNOWN, HostStatus.UP, HostStatus.LATE, HostStatus.LOST):
-        out.append(f'freezewatch_hosts{{status="{status.value}"}} {counts.get(status, 0)}')
-    if netconsole is not None:
-        stats = netconsole.stats()
-        for name, key, help_ in (
-            ("datagrams", "datagrams", "Allowlisted netconsole datagrams received."),
-            ("records", "records", "Netconsole records parsed and handed to storage."),
-            ("unknown_datagrams", "unknown_datagrams", "Datagrams from unknown senders, dropped."),
-            ("persist_errors", "persist_errors", "Batches whose raw copy failed to store."),
-            ("store_errors", "store_errors", "Record batches that failed to store."),
-        ):
-            out += [
-                f"# HELP freezewatch_netconsole_{name}_total {help_}",
-                f"# TYPE freezewatch_netconsole_{name}_total counter",
-                f"freezewatch_netconsole_{name}_total {stats[key]}",
-            ]
-    return "\n".join(out) + "\n"
+@router.get("/metrics", response_class=Response)
+def metrics(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    netconsole: NetconsoleDep,
+    ingest_metrics: IngestMetricsDep,
+    now: NowDep,
+) -> Response:
+    """Prometheus exposition (OpenMetrics when asked); see the README's metrics table."""
+    if not auth.scrape_allowed(settings.metrics_token, request.headers.get("authorization")):
+        raise AuthFailed("metrics token required (Authorization: Bearer ...)")
+    body, content_type = render(
+        session,
+        now=now.timestamp(),
+        ingest=ingest_metrics,
+        netconsole=netconsole.stats() if netconsole is not None else None,
+        accept=request.headers.get("accept", ""),
+    )
+    return Response(body, media_type=content_type)

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter
 
+import agent
 from collector import db
 from collector.deps import AdminDep, NetconsoleDep, NowDep, SessionDep, SettingsDep, SSHDep
 from collector.hosts import registry
@@ -35,6 +36,9 @@ def host_summary(host: Host) -> dict[str, Any]:
             "version": host.agent_version,
             "pid": host.agent_pid,
             "started_at": host.agent_started_at,
+            # This collector's bundle differs: `freezewatch-collector deploy-agent NAME` upgrades.
+            "outdated": registry.agent_outdated(host),
+            "bundled_version": agent.__version__,
         },
         "simulated": host.simulated,
         "paused": host.paused,

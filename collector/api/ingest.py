@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from agent.wire import INGEST_PATH, MAX_BATCH_RECORDS
 from collector.auth import bearer_token, host_for_token
-from collector.deps import ClockDep, SessionDep, SettingsDep, VllmStatesDep
+from collector.deps import ClockDep, IngestMetricsDep, SessionDep, SettingsDep, VllmStatesDep
 from collector.errors import AuthFailed, BadRequest, Forbidden, PayloadTooLarge
 from collector.ingest.batch import ingest_batch
 from collector.models import Host
@@ -52,6 +52,7 @@ async def ingest(
     settings: SettingsDep,
     clock: ClockDep,
     vllm_states: VllmStatesDep,
+    ingest_metrics: IngestMetricsDep,
 ) -> IngestResult:
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
@@ -71,7 +72,9 @@ async def ingest(
     if host.name != batch.host:
         raise Forbidden(f"token belongs to host {host.name!r}, batch says {batch.host!r}")
     # The database work is synchronous; run it off the event loop.
-    return await run_in_threadpool(_store, session, settings, host, batch, clock(), vllm_states)
+    result = await run_in_threadpool(_store, session, settings, host, batch, clock(), vllm_states)
+    ingest_metrics.observe(result)
+    return result
 
 
 def _store(

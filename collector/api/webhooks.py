@@ -1,42 +1,72 @@
-"""Webhook targets CRUD (admin token); targets from FREEZEWATCH_WEBHOOK_URLS are read-only."""
+"""Alert targets CRUD and test sends (admin token); targets from FREEZEWATCH_WEBHOOK_URLS are
+read-only. A target is a signed JSON webhook, a Slack-style webhook, or an Apprise URL."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from collector.alerts import targets
-from collector.deps import AdminDep, SessionDep
+from collector.alerts import notify, targets, trial
+from collector.alerts.filters import SEVERITIES
+from collector.deps import (
+    AdminBriefDep,
+    AdminDep,
+    HttpClientDep,
+    NowDep,
+    SessionDep,
+    SessionFactoryDep,
+    SettingsDep,
+)
 from collector.models import WebhookTarget
 
 router = APIRouter(prefix="/api/v1/webhooks", tags=["webhooks"])
 
+Format = Literal["json", "slack", "apprise"]
+Severity = Literal[SEVERITIES]  # type: ignore[valid-type]
+
 
 class WebhookIn(BaseModel):
-    url: str = Field(min_length=1, pattern=r"^https?://")
-    format: Literal["json", "slack"] = "json"
+    url: str = Field(min_length=1, description="http(s) URL; for format apprise an Apprise URL")
+    format: Format = "json"
     secret: str | None = Field(None, pattern=r"^whsec_[A-Za-z0-9+/=]+$")
     enabled: bool = True
+    events: list[str] | None = Field(
+        None, description="event patterns, e.g. ['incident.*', 'kernel.event']; null: all"
+    )
+    min_severity: Severity | None = Field(None, description="kernel.event severity floor")
+
+    @model_validator(mode="after")
+    def _valid_target(self) -> WebhookIn:
+        targets.check_target(
+            url=self.url, format=self.format, events=self.events, min_severity=self.min_severity
+        )
+        return self
 
 
 class WebhookPatch(BaseModel):
-    url: str | None = Field(None, pattern=r"^https?://")
-    format: Literal["json", "slack"] | None = None
+    url: str | None = Field(None, min_length=1)
+    format: Format | None = None
     secret: str | None = Field(None, pattern=r"^(whsec_[A-Za-z0-9+/=]+)?$")
     enabled: bool | None = None
+    events: list[str] | None = None
+    min_severity: Severity | None = None
 
 
 def target_dict(t: WebhookTarget) -> dict[str, Any]:
-    # The secret is write-only: shown as set/unset.
+    # Secrets are write-only: the signing secret shows as set/unset, an Apprise URL (which
+    # carries the service's credentials) with them masked.
+    apprise = t.format == notify.APPRISE
     return {
         "id": t.id,
-        "url": t.url,
+        "url": notify.redacted(t.url) if apprise else t.url,
         "format": t.format,
         "has_secret": bool(t.secret),
         "source": t.source,
         "enabled": t.enabled,
+        "events": t.events,
+        "min_severity": t.min_severity,
     }
 
 
@@ -66,3 +96,19 @@ def patch_webhook(
 @router.delete("/{target_id}", status_code=204)
 def delete_webhook(target_id: int, session: SessionDep, _: AdminDep) -> None:
     targets.delete_target(session, target_id=target_id)
+
+
+@router.post("/{target_id}/test")
+def test_webhook(
+    target_id: int,
+    factory: SessionFactoryDep,
+    settings: SettingsDep,
+    http_client: HttpClientDep,
+    now: NowDep,
+    _: AdminBriefDep,
+) -> dict[str, Any]:
+    """Send a test notification now (marked as a test; not an alert, not in the outbox):
+    ``{"ok", "status", "error", "msg_id", "event": "test"}``."""
+    return trial.send_test(
+        factory, target_id=target_id, now=now, http_client=http_client, settings=settings
+    )

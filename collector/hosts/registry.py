@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+import agent
 from collector import db
 from collector.auth import hash_token, new_token
 from collector.errors import Conflict, NotFound
@@ -51,11 +52,17 @@ def _check_netconsole_free(session: Session, *, host: Host, addrs: list[str]) ->
             raise Conflict(f"netconsole address {addr} already belongs to {other_name!r}")
 
 
-def rotate_token(session: Session, *, host: Host) -> str:
-    token = new_token("fwh")
+def rotate_token(session: Session, *, host: Host, token: str | None = None) -> str:
+    """Give the host a new agent token (``token``, or a fresh one); the old one stops working."""
+    token = token or new_token("fwh")
     host.token_hash = hash_token(token)
     session.flush()
     return token
+
+
+def agent_outdated(host: Host) -> bool:
+    """Whether the host's agent (as last heard) differs from the one this collector bundles."""
+    return host.agent_version is not None and host.agent_version != agent.__version__
 
 
 def get_host(session: Session, *, name: str) -> Host:

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from collector import links
 from collector.alerts import outbox
+from collector.incidents.message import first_kernel_event, incident_notice
 from collector.models import CHANNEL_NETCONSOLE, Host, Incident, Line
 from collector.readback.series import last_kernel_lines, latest_sample, sample_dict
 from collector.settings import Settings
@@ -116,12 +117,26 @@ def enqueue_incident_alert(
         text = f"freezewatch: {host.name} is back ({incident.resolution}{extra}) — {link}"
     if alive is not None:
         text += f" ({kernel_alive_text(alive)})"
+    kernel_event = first_kernel_event(
+        session, incident=incident, window_s=settings.snapshot_window_s, now=now
+    )
+    payload["first_kernel_event"] = kernel_event
+    notice = incident_notice(
+        event=event,
+        incident=incident,
+        host=host,
+        summary=summary,
+        kernel_event=kernel_event,
+        alive_text=kernel_alive_text(alive),
+        link=link,
+    )
     return outbox.enqueue(
         session,
         event=event,
         dedup_key=f"{event}:{incident.id}",
         payload=payload,
         text=text,
+        notice=notice,
         now=now,
         host_id=host.id,
         incident_id=incident.id,

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector import links
 from collector.alerts import outbox
+from collector.alerts.filters import highest
+from collector.alerts.notice import Notice
+from collector.alerts.notice import lines as notice_lines
 from collector.kernel.classify import GPU_FAULT_KINDS
-from collector.kernel.read import kernel_event_dict
+from collector.kernel.read import describe_event, kernel_event_dict
 from collector.kernel.store import NewKernelEvent
 from collector.models import Host, KernelEventRow, Line
 from collector.readback.series import last_kernel_lines, latest_sample, line_dict, sample_dict
@@ -56,19 +60,21 @@ def enqueue_kernel_events(
         ).all()
         if not hits:
             continue
-        first, first_line = hits[0]
+        first_line = hits[0][1]
+        events_ = [kernel_event_dict(row, line) for row, line in hits]
         sample = latest_sample(session, host_id=host.id)
+        url = links.absolute(settings, links.host_url(host.name))
         payload = {
             "type": EVENT,
             "event": EVENT,
             "timestamp": now.isoformat(),
             "host": {"name": host.name, "status": host.status, "boot_id": boot_id},
-            "kernel_event": kernel_event_dict(first, first_line),
+            "kernel_event": events_[0],
             "count": len(faults),
             "lines": [line_dict(line) for _, line in hits[:MAX_LINES]],
             "last_sample": sample_dict(sample) if sample else None,
             "kernel_lines": last_kernel_lines(session, host_id=host.id),
-            "url": links.absolute(settings, links.host_url(host.name)),
+            "url": url,
         }
         queued += outbox.enqueue(
             session,
@@ -76,7 +82,25 @@ def enqueue_kernel_events(
             dedup_key=f"{key}{first_line.id}",
             payload=payload,
             text=f"freezewatch: {host.name} kernel {kind}: {first_line.text[:300]}",
+            notice=kernel_notice(host, events_[0], first_line, count=len(faults), url=url),
+            severity=highest(e.get("severity") for e in events_),
             now=now,
             host_id=host.id,
         )
     return queued
+
+
+def kernel_notice(host: Host, event: dict[str, Any], line: Line, *, count: int, url: str) -> Notice:
+    """The readable alert: what the kernel said, what it means, what to do, where to look."""
+    more = f" (x{count})" if count > 1 else ""
+    return Notice(
+        title=f"freezewatch: {host.name} kernel {event['kind']}{more}",
+        body=notice_lines(
+            f"{host.name}: {describe_event(event)}",
+            f"Kernel line: {line.text[:300]}",
+            f"{count} such lines in this batch; one alert per cooldown." if count > 1 else None,
+            f"Host status: {host.status}",
+            url,
+        ),
+        level="failure",
+    )

@@ -42,6 +42,19 @@ def kernel_event_dict(event: KernelEventRow, line: Line | None) -> dict[str, Any
     }
 
 
+def describe_event(event: dict[str, Any]) -> str:
+    """A kernel event (``kernel_event_dict``) in one line for people: kind and code, meaning,
+    the action when the event names one, the vLLM phase it fell in."""
+    what = " ".join(
+        str(part) for part in (event["kind"], event.get("xid"), event.get("nv_err")) if part
+    )
+    text = f"{what}: {event['meaning']}" if event.get("meaning") else what
+    if event.get("action"):
+        text += f" (action: {event['action']})"
+    phase = (event.get("vllm") or {}).get("phase")
+    return f"{text}, during vLLM {phase}" if phase else text
+
+
 def host_event_dict(event: HostEvent) -> dict[str, Any]:
     return {"type": "host", "id": event.id, "ts": event.ts, "kind": event.kind, "data": event.data}
 

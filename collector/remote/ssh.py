@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
-from collector.remote import commands, connect, forward, process
+from collector.remote import commands, connect, forward, process, upload
 from collector.remote.commands import RunResult
 from collector.remote.connect import DEFAULT_CONNECT_TIMEOUT_S, SSHTarget
 from collector.remote.process import LineCallback, RemoteProcess
@@ -57,6 +57,22 @@ class SSHClient:
         """Start ``argv`` in a process group of its own, streaming its lines back."""
         return process.start_group(
             target, argv, on_stdout=on_stdout, on_stderr=on_stderr, env=self._env(env)
+        )
+
+    def put_file(
+        self,
+        target: SSHTarget,
+        path: str,
+        data: bytes,
+        *,
+        mode: int,
+        dir_mode: int = 0o755,
+        sudo: Sequence[str] = (),
+        timeout: float = 120.0,
+    ) -> None:
+        """Write ``data`` to ``path`` (replaced whole, ``mode`` set); see ``upload.put_file``."""
+        upload.put_file(
+            target, path, data, mode=mode, dir_mode=dir_mode, sudo=sudo, timeout=timeout
         )
 
     def forward_local_port(

@@ -7,7 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+import agent
 from collector import auth
+from collector.alerts.filters import SEVERITIES
 from collector.deps import AdminDep, SessionDep, TemplatesDep
 from collector.hosts import registry
 from collector.readback import series
@@ -62,7 +64,12 @@ def hosts_page(
     request: Request, session: SessionDep, templates: TemplatesDep, _: AdminDep
 ) -> Response:
     rows: list[dict[str, Any]] = [
-        {"host": host, "sample": series.latest_sample(session, host_id=host.id)}
+        {
+            "host": host,
+            "sample": series.latest_sample(session, host_id=host.id),
+            "outdated": registry.agent_outdated(host),
+            "bundled": agent.__version__,
+        }
         for host in registry.list_hosts(session)
     ]
     return templates.TemplateResponse(request, "hosts.html", {"rows": rows})
@@ -77,9 +84,9 @@ def host_page(
     lines, _cursor = series.list_lines(
         session, host_id=host.id, source="kmsg", limit=200, newest_first=True
     )
-    return templates.TemplateResponse(
-        request, "host.html", {"host": host, "samples": samples[::-1], "lines": lines}
-    )
+    context = {"host": host, "samples": samples[::-1], "lines": lines}
+    context |= {"outdated": registry.agent_outdated(host), "bundled": agent.__version__}
+    return templates.TemplateResponse(request, "host.html", context)
 
 
 @router.get("/freezes", response_class=HTMLResponse)
@@ -104,3 +111,8 @@ def matrix_run_page(
     run_id: int, request: Request, templates: TemplatesDep, _: AdminDep
 ) -> Response:
     return templates.TemplateResponse(request, "matrix_run.html", {"run_id": run_id})
+
+
+@router.get("/targets", response_class=HTMLResponse)
+def targets_page(request: Request, templates: TemplatesDep, _: AdminDep) -> Response:
+    return templates.TemplateResponse(request, "targets.html", {"severities": SEVERITIES})

@@ -7,7 +7,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -15,6 +14,7 @@ from standardwebhooks import Webhook
 
 from agent.wire import INGEST_PATH
 from tests.collector.conftest import Collector
+from tests.support.http_receiver import serve_posts
 
 BOOT_A = "6f1c3a52-8c1e-4d4e-9f8a-1b2c3d4e5f60"
 BOOT_B = "0b3c9e11-2222-4d4e-9f8a-1b2c3d4e5f61"
@@ -104,24 +104,6 @@ class Receiver:
 @contextmanager
 def receiver(secret: str | None = SECRET, statuses: list[int] | None = None) -> Iterator[Receiver]:
     rec = Receiver(secret=secret, statuses=list(statuses or []))
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length", 0)))
-            status = rec.handle(body, {k.lower(): v for k, v in self.headers.items()})
-            self.send_response(status)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    rec.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serve_posts(lambda _path, headers, body: rec.handle(body, headers)) as port:
+        rec.url = f"http://127.0.0.1:{port}/hook"
         yield rec
-    finally:
-        server.shutdown()
-        server.server_close()

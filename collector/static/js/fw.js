@@ -18,9 +18,14 @@
     if (resp.status === 401) { location.href = `/login?next=${encodeURIComponent(location.pathname)}`; throw new HttpError(401, "login"); }
     if (!resp.ok) {
       let detail = resp.statusText;
-      try { detail = (await resp.json()).detail || detail; } catch (_) { /* not JSON */ }
+      try {
+        const d = (await resp.json()).detail || detail;
+        // FastAPI's 422 lists each invalid field: show their messages.
+        detail = Array.isArray(d) ? d.map((e) => e.msg || JSON.stringify(e)).join("; ") : d;
+      } catch (_) { /* not JSON */ }
       throw new HttpError(resp.status, detail);
     }
+    if (resp.status === 204) return null;
     return text ? resp.text() : resp.json();
   }
 

@@ -26,7 +26,8 @@
     const l = h.latest || {};
     const since = h.status_since ? ` for ${duration(now() - h.status_since)}` : "";
     return el("tr", { dataset: { host: h.name } },
-      el("td", {}, el("a", { href: `/hosts/${encodeURIComponent(h.name)}` }, h.name), h.simulated ? [" ", el("span", { class: "tag" }, "simulated")] : null),
+      el("td", {}, el("a", { href: `/hosts/${encodeURIComponent(h.name)}` }, h.name), h.simulated ? [" ", el("span", { class: "tag" }, "simulated")] : null,
+        h.agent && h.agent.outdated ? [" ", el("span", { class: "tag agent-outdated", title: `agent ${h.agent.version}, this collector bundles ${h.agent.bundled_version}: freezewatch-collector deploy-agent ${h.name}` }, "agent outdated")] : null),
       el("td", { class: `status status-${h.status}` }, h.status, el("span", { class: "muted" }, since)),
       el("td", {}, ago(h.last_seen)),
       el("td", { class: "num" }, gib(l.mem_available)),

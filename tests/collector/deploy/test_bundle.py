@@ -77,3 +77,11 @@ def test_agent_bundle_subcommand(tmp_path: Path, capsys: pytest.CaptureFixture[s
         [sys.executable, str(out), "--help"], capture_output=True, text=True, check=True
     ).stdout
     assert "--vllm-url" in help_text and "--netconsole" in help_text
+
+
+def test_bundle_is_reproducible(tmp_path: Path) -> None:
+    """The same sources, the same bytes: a redeploy sees an unchanged file as unchanged."""
+    first = build_agent_bundle(tmp_path / "a.pyz").read_bytes()
+    second = build_agent_bundle(tmp_path / "b.pyz").read_bytes()
+    assert first == second
+    assert os.access(tmp_path / "a.pyz", os.X_OK)

@@ -1,0 +1,70 @@
+"""One scrape: a registry of this moment's collectors, encoded as the scraper asked
+(OpenMetrics for Prometheus, the classic text format otherwise)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import CollectorRegistry
+from sqlalchemy.orm import Session
+
+from collector.metrics.counts import count_metrics
+from collector.metrics.hosts import host_metrics
+from collector.metrics.ingest import IngestMetrics
+
+# The netconsole receiver's own figures (this process): (stats key, help).
+RECEIVER_COUNTERS = (
+    ("datagrams", "Allowlisted netconsole datagrams received."),
+    ("records", "Netconsole records parsed and handed to storage."),
+    ("unknown_datagrams", "Datagrams from unknown senders, dropped."),
+    ("persist_errors", "Batches whose raw copy failed to store."),
+    ("store_errors", "Record batches that failed to store."),
+)
+RECEIVER_GAUGES = (
+    ("store_queue", "Datagrams received but not yet parsed and stored."),
+    ("pending_fragments", "Fragmented records awaiting their rest."),
+)
+
+
+class _Snapshot:
+    """The database-backed families of one scrape (a prometheus_client custom collector)."""
+
+    def __init__(self, session: Session, *, now: float, netconsole: dict[str, Any] | None) -> None:
+        self.session, self.now, self.netconsole = session, now, netconsole
+
+    def collect(self) -> Iterator[Metric]:
+        yield from host_metrics(self.session, now=self.now)
+        yield from count_metrics(self.session, now=self.now)
+        if self.netconsole is not None:
+            yield from receiver_metrics(self.netconsole)
+
+
+def receiver_metrics(stats: dict[str, Any]) -> Iterator[Metric]:
+    for key, help_ in RECEIVER_COUNTERS:
+        yield CounterMetricFamily(f"freezewatch_netconsole_{key}", help_, value=stats[key])
+    for key, help_ in RECEIVER_GAUGES:
+        yield GaugeMetricFamily(f"freezewatch_netconsole_{key}", help_, value=stats[key])
+
+
+def render(
+    session: Session,
+    *,
+    now: float,
+    ingest: IngestMetrics,
+    netconsole: dict[str, Any] | None,
+    accept: str,
+) -> tuple[bytes, str]:
+    """The exposition body and its content type."""
+    registry = CollectorRegistry(auto_describe=False)
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    for collector in ingest.collectors():
+        registry.register(collector)
+    registry.register(_Snapshot(session, now=now, netconsole=netconsole))
+    encoder, content_type = choose_encoder(accept)
+    return encoder(registry), content_type
