@@ -81,6 +81,45 @@ EVENT_KINDS = (
     "kmsg_overrun",  # data {"lost": n}
     "source_error",  # data {"source": name, "error": text}
     "source_info",  # data {"source": name, "info": text}: e.g. "GPU source off: no NVML"
+    # The guard (agent.guard): a rule tripped, sent at once; its actions' outcome follows.
+    # guard_fired data {"fire_id", "rule", "values", "phase", "dry_run", "actions", "tripped_at"}
+    "guard_fired",
+    "guard_result",  # data {"fire_id", "rule", "results": [{"action", "ok", "detail", "ms"}]}
+)
+
+# What the guard is (``agent_started`` data ``guard``: {"state", "rules", "actions", ...}).
+GUARD_STATES = ("armed", "dry_run", "off", "error")
+
+# Kernel event kinds, as the collector's classifier names them (collector.kernel.classify) and
+# the guard's ``kernel_event`` rules match them on the host.
+KERNEL_EVENT_KINDS = (
+    "xid",
+    "nv_err",
+    "gsp",
+    "uvm",
+    "bus_off",
+    "soft_lockup",
+    "hung_task",
+    "rcu_stall",
+    "oom_kill",
+    "alloc_failure",
+)
+# Xid codes whose immediate action in NVIDIA's Xid catalog is a GPU reset or a reboot (or the
+# double-bit ECC workflow): ``xid fatal`` in a guard rule. Codes the catalog answers with
+# RESTART_APP or IGNORE (13, 31, 43, 94, ...) are not fatal.
+XID_FATAL_CODES = frozenset(
+    {46, 48, 62, 64, 79, 95, 109, 110, 119, 120, 136, 140, 143, 155, 156, 158}
+)
+# vLLM's phases, as the collector reads them from its log (collector.vllm.log_parser).
+VLLM_PHASES = (
+    "starting",
+    "loading_weights",
+    "loading_drafter",
+    "profiling",
+    "capturing_cuda_graphs",
+    "serving",
+    "stopped",
+    "failed",
 )
 
 MAX_LINE_BYTES = 16 * 1024  # longer lines are truncated by the collector, flagged, not dropped
