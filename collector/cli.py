@@ -1,4 +1,5 @@
-"""freezewatch-collector: serve | migrate | add-host | demo | inspect | matrix | agent-bundle."""
+"""freezewatch-collector: serve | migrate | add-host | demo | inspect | matrix | agent-bundle |
+guard."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from collector import db
 from collector.demo import run_demo
 from collector.deploy.bundle import build_agent_bundle
 from collector.errors import AppError
+from collector.guard.cli import add_guard_parser, run_guard_cli
 from collector.hosts import registry
 from collector.hosts.config import HostPatch, configure_host
 from collector.inspect import add_inspect_parser, run_inspect
@@ -103,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_matrix_parser(sub)
     add_inspect_parser(sub)
+    add_guard_parser(sub)
     return parser
 
 
@@ -228,6 +231,7 @@ COMMANDS = {
     "demo": cmd_demo,
     "matrix": run_matrix_cli,
     "inspect": run_inspect,
+    "guard": run_guard_cli,
 }
 
 

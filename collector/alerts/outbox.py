@@ -22,7 +22,7 @@ from collector.models import Delivery, DeliveryState, WebhookTarget
 
 log = logging.getLogger(__name__)
 
-EVENTS = ("incident.opened", "incident.resolved", "kernel.event")
+EVENTS = ("incident.opened", "incident.resolved", "kernel.event", "guard.fired")
 
 
 def enqueue(
