@@ -81,6 +81,12 @@ def test_each_host_shows_the_guard_its_agent_reported(collector: Collector) -> N
     assert post(collector, token, batch(events=[started])).status_code == 200
     host = collector.client.get("/api/v1/hosts/spark-01", headers=collector.admin).json()
     assert host["guard"] == {**ARMED, "reported_at": T0 + 1}
+    page = collector.client.get(
+        "/hosts/spark-01", headers={**collector.admin, "Accept": "text/html"}
+    )
+    assert (
+        'data-guard-state="armed"' in page.text and "mem_available_below: 4GiB for 2s" in page.text
+    )
     # A spooled batch of an earlier start, replayed late, does not undo the newer report.
     old = event(2, "agent_started", {"guard": {"state": "off"}}, ts=T0 - 60)
     post(collector, token, batch(events=[old]))
