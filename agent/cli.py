@@ -18,7 +18,6 @@ from agent import catchup
 from agent.burst import BurstController, is_trigger_line
 from agent.canary import Canary
 from agent.config import AgentConfig, parse_args
-from agent.guard.setup import build_guard, read_guard_config
 from agent.netconsole import remove_target, setup_target
 from agent.outbox import Outbox
 from agent.sampler import Sampler
@@ -188,7 +187,7 @@ def run(
         on_event("source_info", {"source": name, "info": info})
     if boot_error:
         shipper.event("source_error", source="boot_id", error=boot_error)
-    guard, guard_summary = build_guard(config, on_event)
+    guard, guard_summary = start_guard(config, on_event)
     burst = BurstController()
     sampler = Sampler(
         sources.samples,
@@ -255,8 +254,20 @@ def remove_netconsole(config: AgentConfig) -> int:
     return 0
 
 
+def start_guard(config: AgentConfig, on_event: OnEvent) -> tuple[Any, dict[str, Any]]:
+    """The guard and what ``agent_started`` says of it; off without rules (its modules are
+    loaded only when it is configured: RSS on the GPU host)."""
+    if config.guard is None and not config.guard_rule:
+        return None, {"state": "off"}
+    from agent.guard.setup import build_guard
+
+    return build_guard(config, on_event)
+
+
 def check_guard(config: AgentConfig) -> int:
     """``--guard-check``: the guard as the agent would run it, or why it would not."""
+    from agent.guard.setup import read_guard_config
+
     try:
         guard_config = read_guard_config(config)
     except ValueError as exc:

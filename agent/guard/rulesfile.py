@@ -85,7 +85,17 @@ def _is_item(content: str) -> bool:
 
 def _split_key(content: str) -> tuple[str, str] | None:
     """``key: rest`` → (key, rest); None when the content is not a mapping entry."""
-    if content[:1] in "[{\"'":
+    if content[:1] in "\"'":
+        parser = _Flow(content, 0, "")
+        try:
+            key = parser.quoted()
+        except RulesFileError:
+            return None
+        rest = content[parser.pos :]
+        if not (rest == ":" or rest.startswith(": ")):
+            return None
+        return key, rest[1:].lstrip()
+    if content[:1] in "[{":
         return None
     m = re.match(r"([^:#]+?)\s*:(?:\s+|$)", content)
     if m is None:

@@ -3,7 +3,8 @@
 A firing (``guard_fired``, sent the moment a rule tripped) and its result (``guard_result``,
 sent when the actions ended) are two agent events joined by ``fire_id``. Shape, sorted by
 time: ``{"ts", "kind": "guard", "fire_id", "rule", "values", "phase", "dry_run", "actions",
-"results": [{"action", "ok", "detail", "ms"}] | null, "text"}``; ``text`` says it in a line.
+"results": [{"action", "ok", "detail", "ms"}] | null, "tripped_at", "text"}``; ``tripped_at``
+is the agent's clock when the rule tripped, ``text`` says it all in a line.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def guard_firings(
                 "dry_run": bool(data.get("dry_run")),
                 "actions": data.get("actions") or [],
                 "results": results.get(str(data.get("fire_id"))),
+                "tripped_at": data.get("tripped_at"),
                 "text": firing_text(data),
             }
         )

@@ -11,7 +11,7 @@ not running); an unknown container is 404. ``behave(name, stop=...)`` makes the 
 ``"exit"`` on the stop signal (default), ``"ignore"`` it (the Engine kills it after ``t``), or
 makes the daemon ``"hang"`` on the stop call (a daemon stuck behind a host in trouble; released
 by ``close()``); ``kill="hang"`` does the same to kill calls. Each call is recorded in ``calls``
-as ``(monotonic time it arrived, "stop"|"kill", container name, query, status)``.
+as ``(wall-clock time it arrived, "stop"|"kill", container name, query, status)``.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         standin = self.server.standin
-        arrived = time.monotonic()
+        arrived = time.time()  # wall clock: comparable with another process's (bench/guard.py)
         url = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(url.query))
         parts = url.path.strip("/").split("/")

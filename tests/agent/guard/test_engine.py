@@ -14,8 +14,9 @@ from agent.guard.engine import ActionRunner
 from agent.outbox import Outbox
 from agent.sampler import Sampler
 from tests.support.docker_standin import DockerStandin
+from tests.support.proctree import GIB, ProcTree
 
-from .conftest import GIB, Clock, Events, ProcTree, make_guard
+from .conftest import Clock, Events, make_guard
 
 MEM = '{"rules": [{"mem_available_below": "4GiB for 2s"}], "actions": ["docker_stop"]}'
 

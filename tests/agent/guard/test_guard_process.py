@@ -13,8 +13,7 @@ import pytest
 
 from tests.agent.conftest import TOKEN, FakeCollector, wait_for
 from tests.support.docker_standin import DockerStandin
-
-from .conftest import GIB, ProcTree
+from tests.support.proctree import GIB, ProcTree
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES = """\

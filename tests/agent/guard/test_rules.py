@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent.cli import main
 from agent.config import parse_args
 from agent.guard.rules import (
     GuardConfigError,
@@ -16,8 +18,9 @@ from agent.guard.rules import (
     parse_size,
 )
 from agent.guard.setup import build_guard, read_guard_config
+from tests.support.proctree import GIB
 
-from .conftest import GIB, Events
+from .conftest import Events
 
 
 @pytest.mark.parametrize(
@@ -162,3 +165,17 @@ def test_a_broken_rules_file_leaves_the_guard_off_and_says_why(tmp_path: Path) -
     assert events.of("source_error")[0]["source"] == "guard"
     missing = build_guard(agent_config("--guard", str(tmp_path / "none.yaml")), Events())[1]
     assert missing["state"] == "error" and "No such file" in missing["error"]
+
+
+def test_guard_check_prints_the_guard_or_why_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = tmp_path / "guard.yaml"
+    rules.write_text("rules: [{mem_available_below: 4GiB for 2s}]\nactions: [docker_stop]\n")
+    assert main(["--guard-check", "--guard", str(rules)]) == 0  # no collector or token needed
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["state"] == "armed" and shown["rules"] == ["mem_available_below: 4GiB for 2s"]
+    rules.write_text("rules: [{mem_available_below: 4GiB}]\n")
+    assert main(["--guard-check", "--guard", str(rules)]) == 2
+    assert "no actions" in capsys.readouterr().err
+    assert main(["--guard-check"]) == 0 and "off" in capsys.readouterr().out
