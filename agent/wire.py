@@ -61,7 +61,7 @@ the boot it runs in: the collector counts the batch as a heartbeat of that boot 
 of the old boot is not the old boot coming back). Older agents omit it; then ``boot_id``.
 
 Events: ``agent_started`` data ``{"previous_boot_id", "guard": {"state": armed|dry_run|off|
-error, "rules": [text], "actions": [text], "cooldown_s", "phases", "source", "sha256",
+error, "rules": [text], "actions": [text], "cooldown_s", "phases", "source", "crc32",
 "error"?}}`` says what the host's guard (``agent.guard``) is; ``guard_fired`` is sent the
 moment a rule trips (also in dry-run, with ``dry_run: true``), ``guard_result`` when its
 actions ended, joined by ``fire_id``.

@@ -19,7 +19,6 @@ import os
 import queue
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -211,7 +210,7 @@ class Guard:
                 return
             self._cool_until = now + self.config.cooldown_s
         firing = {
-            "fire_id": uuid.uuid4().hex[:12],
+            "fire_id": os.urandom(6).hex(),
             "rule": rule.text,
             "values": values,
             "phase": self.phases.phase,

@@ -20,7 +20,7 @@ def _bounded(report: dict[str, Any]) -> dict[str, Any]:
         items = report.get(key)
         if isinstance(items, list):
             out[key] = [str(item)[:MAX_TEXT] for item in items[:MAX_ITEMS]]
-    for key in ("source", "sha256", "error"):
+    for key in ("source", "crc32", "error"):
         if isinstance(report.get(key), str):
             out[key] = report[key][:MAX_TEXT]
     if isinstance(report.get("cooldown_s"), int | float):

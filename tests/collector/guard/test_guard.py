@@ -31,7 +31,7 @@ ARMED = {
     "cooldown_s": 300.0,
     "phases": None,
     "source": "/etc/freezewatch/guard.json",
-    "sha256": "ab" * 32,
+    "crc32": "0badf00d",
 }
 
 
