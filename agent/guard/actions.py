@@ -207,14 +207,16 @@ def signal_unit(action: Action, ctx: ActionContext, firing: dict[str, Any]) -> t
         sent = _systemctl(opts, "kill", f"--signal={opts['signal']}", "--", unit)
         if sent.returncode != 0:
             return False, f"systemctl kill: {(sent.stderr or sent.stdout).strip()[-300:]}"
-        deadline = time.monotonic() + (opts["kill_after"] or 0.0)
+        if not opts["kill_after"]:  # only signal: nothing to wait for
+            return True, f"{opts['signal']} to {unit}"
+        deadline = time.monotonic() + opts["kill_after"]
         while True:
             active = _systemctl(opts, "is-active", "--quiet", "--", unit).returncode == 0
             if not active or time.monotonic() >= deadline:
                 break
             time.sleep(POLL_S * 4)
         detail = f"{opts['signal']} to {unit}"
-        if active and opts["kill_after"]:
+        if active:
             _systemctl(opts, "kill", "--signal=SIGKILL", "--", unit)
             active = _systemctl(opts, "is-active", "--quiet", "--", unit).returncode == 0
             detail += f", SIGKILL after {opts['kill_after']:g} s"
