@@ -225,3 +225,12 @@ def test_the_runner_reports_the_result_and_keeps_the_cooldown(
     assert (tmp_path / "guard.json").read_text() == '{"fired_at": 1234.5, "rule": "' + FIRING[
         "rule"
     ] + '"}'
+
+
+def test_unit_signal_only(tmp_path: Path) -> None:
+    systemctl = fake_systemctl(tmp_path, stays_active=True)
+    opts = {"unit": {"name": "vllm.service", "signal": "SIGUSR1", "kill_after": 0,
+                     "systemctl": str(systemctl)}}  # fmt: skip
+    [result] = run_actions((action(opts),), ActionContext(), FIRING)
+    assert (result["ok"], result["detail"]) == (True, "SIGUSR1 to vllm.service")
+    assert (tmp_path / "calls").read_text() == "kill --signal=SIGUSR1 -- vllm.service\n"
