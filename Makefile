@@ -46,6 +46,8 @@ bench: venv
 	$(PY) bench/ingest.py
 	$(PY) bench/latency.py
 	$(PY) bench/agent_overhead.py
+	$(PY) bench/agent_overhead.py --guard
+	$(PY) bench/guard.py
 	$(PY) bench/detection.py
 	$(PY) bench/netconsole.py
 	$(PY) bench/ui.py

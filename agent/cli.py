@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -186,19 +187,33 @@ def run(
         on_event("source_info", {"source": name, "info": info})
     if boot_error:
         shipper.event("source_error", source="boot_id", error=boot_error)
-    shipper.start()
+    guard, guard_summary = start_guard(config, on_event)
     burst = BurstController()
-    sampler = Sampler(sources.samples, outbox, interval=config.interval, burst=burst)
+    sampler = Sampler(
+        sources.samples,
+        outbox,
+        interval=config.interval,
+        burst=burst,
+        observer=guard.observe_sample if guard is not None else None,
+    )
 
     def observe(line: dict[str, Any]) -> None:
+        if guard is not None:
+            try:
+                guard.observe_line(line)
+            except Exception:  # a guard bug must not stop a line source
+                log.exception("guard failed on a line")
         reason = is_trigger_line(line)
         if reason is not None and burst.trigger(reason):
             log.info("burst mode: %s", reason)
             on_event("source_info", {"source": "burst", "info": f"burst mode: {reason}"})
             sampler.kick()
 
-    threads = [threading.Thread(target=sampler.run, args=(stop,), name="sampler", daemon=True)]
-    threads += [
+    # Sampling (and so the guard) starts before the first batch: an unreachable collector
+    # costs the first batch a timeout, not the guard its first seconds.
+    threading.Thread(target=sampler.run, args=(stop,), name="sampler", daemon=True).start()
+    shipper.start(guard=guard_summary)
+    threads = [
         threading.Thread(
             target=run_line_source, args=(src, outbox, stop, observe), name=src.name, daemon=True
         )
@@ -239,6 +254,32 @@ def remove_netconsole(config: AgentConfig) -> int:
     return 0
 
 
+def start_guard(config: AgentConfig, on_event: OnEvent) -> tuple[Any, dict[str, Any]]:
+    """The guard and what ``agent_started`` says of it; off without rules (its modules are
+    loaded only when it is configured: RSS on the GPU host)."""
+    if config.guard is None and not config.guard_rule:
+        return None, {"state": "off"}
+    from agent.guard.setup import build_guard
+
+    return build_guard(config, on_event)
+
+
+def check_guard(config: AgentConfig) -> int:
+    """``--guard-check``: the guard as the agent would run it, or why it would not."""
+    from agent.guard.setup import read_guard_config
+
+    try:
+        guard_config = read_guard_config(config)
+    except ValueError as exc:
+        print(f"guard: {exc}", file=sys.stderr)
+        return 2
+    if guard_config is None:
+        print("guard: off (no rules)")
+        return 0
+    print(json.dumps(guard_config.summary(), indent=2))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         stream=sys.stderr,
@@ -248,6 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = parse_args(argv, os.environ)
     if config.netconsole_remove:
         return remove_netconsole(config)
+    if config.guard_check:
+        return check_guard(config)
     stop = threading.Event()
     outbox = Outbox()
 

@@ -44,6 +44,12 @@ class AgentConfig:
     sys_root: Path = Path("/")
     journalctl: str = "journalctl"  # used for --journal-unit and the previous boot's catch-up
     pstore_dir: tuple[Path, ...] = PSTORE_DIRS
+    guard: Path | None = None  # rules file (agent.guard); no rules: the guard is off
+    guard_rule: tuple[str, ...] = ()
+    guard_action: tuple[str, ...] = ()
+    guard_cooldown: str | None = None
+    guard_dry_run: bool = False
+    guard_check: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,16 @@ OPTIONS: list[_Option] = [
     _Option(
         "--pstore-dir", Path, "pstore directory to ship new files from (catch-up)", repeat=True
     ),
+    _Option("--guard", Path, "guard rules file (JSON or YAML); the guard is off without rules"),
+    _Option(
+        "--guard-rule", str, "a guard rule, e.g. 'mem_available_below: 4GiB for 2s'", repeat=True
+    ),
+    _Option(
+        "--guard-action", str, "a guard action, e.g. 'docker_stop: {timeout: 10s}'", repeat=True
+    ),
+    _Option("--guard-cooldown", str, "at most one guard firing per this long (default 5m)"),
+    _Option("--guard-dry-run", bool, "the guard only reports what it would do", switch=True),
+    _Option("--guard-check", bool, "print the guard's rules as read, then exit", switch=True),
 ]
 
 
@@ -133,7 +149,7 @@ def parse_args(
         ):
             value = _from_env(opt, environ[opt.env], parser)
         if value is None:
-            if opt.required and not (values.get("netconsole_remove") or _removing(args, environ)):
+            if opt.required and not _one_shot(args, environ):
                 parser.error(f"{opt.flag} (or {opt.env}) is required")
             value = opt.default
         values[opt.field] = value
@@ -165,7 +181,9 @@ def _from_env(opt: _Option, raw: str, parser: argparse.ArgumentParser) -> Any:
         parser.error(f"{opt.env}: invalid {opt.type.__name__} value {raw!r}")
 
 
-def _removing(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
-    """``--netconsole-remove`` is a one-shot action: it needs no collector or token."""
-    env = environ.get(ENV_PREFIX + "NETCONSOLE_REMOVE", "").strip().lower()
-    return bool(args.netconsole_remove) or env in _TRUE
+def _one_shot(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
+    """``--netconsole-remove`` and ``--guard-check`` act and exit: no collector or token."""
+    return any(
+        bool(getattr(args, name)) or environ.get(ENV_PREFIX + name.upper(), "").lower() in _TRUE
+        for name in ("netconsole_remove", "guard_check")
+    )

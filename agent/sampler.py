@@ -34,6 +34,7 @@ class Sampler:
         wall: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] | None = None,
+        observer: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.sources = list(sources)
         self.fast_sources = [s for s in self.sources if s.name in fast]
@@ -45,6 +46,7 @@ class Sampler:
         self._wall = wall
         self._mono = mono
         self._failing: set[str] = set()  # sources whose error was already reported
+        self.observer = observer  # sees every queued sample (the guard)
 
     def kick(self) -> None:
         """Wake the sampler now (a burst just started)."""
@@ -66,6 +68,12 @@ class Sampler:
         if sample.get("mem") is None:
             return None  # mem is required on the wire: no sample rather than a rejected batch
         self.outbox.put_sample(sample)
+        if self.observer is not None:
+            try:
+                self.observer(sample)
+                self._failing.discard("observer")
+            except Exception as exc:  # the guard's bug must not stop sampling
+                self._report("observer", exc)
         return sample
 
     def _report(self, name: str, exc: BaseException) -> None:

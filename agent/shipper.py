@@ -79,9 +79,10 @@ class Shipper:
 
     # -- public steps ----------------------------------------------------------------------
 
-    def start(self) -> None:
-        """First batch: ``agent_started`` (no lines yet), to learn ``resume.kseq`` first."""
-        self.event("agent_started", previous_boot_id=self.state.previous_boot_id)
+    def start(self, **started: Any) -> None:
+        """First batch: ``agent_started`` (no lines yet), to learn ``resume.kseq`` first;
+        ``started`` joins its data (e.g. ``guard``: the guard's state and rules)."""
+        self.event("agent_started", previous_boot_id=self.state.previous_boot_id, **started)
         self.ship(include_lines=False)
 
     def step(self, timeout: float | None = None) -> None:

@@ -60,6 +60,12 @@ the agent sending the batch now (replayed batches are re-stamped), and ``agent.b
 the boot it runs in: the collector counts the batch as a heartbeat of that boot (a catch-up
 of the old boot is not the old boot coming back). Older agents omit it; then ``boot_id``.
 
+Events: ``agent_started`` data ``{"previous_boot_id", "guard": {"state": armed|dry_run|off|
+error, "rules": [text], "actions": [text], "cooldown_s", "phases", "source", "crc32",
+"error"?}}`` says what the host's guard (``agent.guard``) is; ``guard_fired`` is sent the
+moment a rule trips (also in dry-run, with ``dry_run: true``), ``guard_result`` when its
+actions ended, joined by ``fire_id``.
+
 The collector answers 200 with ``{"stored": {stream: n}, "duplicates": {stream: n},
 "resume": {"kseq": <highest kernel seq the agent stored for this boot> | null}}``; ``resume``
 is answered to a batch carrying ``agent_started`` (null for every other batch).
@@ -81,6 +87,45 @@ EVENT_KINDS = (
     "kmsg_overrun",  # data {"lost": n}
     "source_error",  # data {"source": name, "error": text}
     "source_info",  # data {"source": name, "info": text}: e.g. "GPU source off: no NVML"
+    # The guard (agent.guard): a rule tripped, sent at once; its actions' outcome follows.
+    # guard_fired data {"fire_id", "rule", "values", "phase", "dry_run", "actions", "tripped_at"}
+    "guard_fired",
+    "guard_result",  # data {"fire_id", "rule", "results": [{"action", "ok", "detail", "ms"}]}
+)
+
+# What the guard is (``agent_started`` data ``guard``: {"state", "rules", "actions", ...}).
+GUARD_STATES = ("armed", "dry_run", "off", "error")
+
+# Kernel event kinds, as the collector's classifier names them (collector.kernel.classify) and
+# the guard's ``kernel_event`` rules match them on the host.
+KERNEL_EVENT_KINDS = (
+    "xid",
+    "nv_err",
+    "gsp",
+    "uvm",
+    "bus_off",
+    "soft_lockup",
+    "hung_task",
+    "rcu_stall",
+    "oom_kill",
+    "alloc_failure",
+)
+# Xid codes whose immediate action in NVIDIA's Xid catalog is a GPU reset or a reboot (or the
+# double-bit ECC workflow): ``xid fatal`` in a guard rule. Codes the catalog answers with
+# RESTART_APP or IGNORE (13, 31, 43, 94, ...) are not fatal.
+XID_FATAL_CODES = frozenset(
+    {46, 48, 62, 64, 79, 95, 109, 110, 119, 120, 136, 140, 143, 155, 156, 158}
+)
+# vLLM's phases, as the collector reads them from its log (collector.vllm.log_parser).
+VLLM_PHASES = (
+    "starting",
+    "loading_weights",
+    "loading_drafter",
+    "profiling",
+    "capturing_cuda_graphs",
+    "serving",
+    "stopped",
+    "failed",
 )
 
 MAX_LINE_BYTES = 16 * 1024  # longer lines are truncated by the collector, flagged, not dropped

@@ -4,11 +4,15 @@ Real collector (SQLite); the agent follows a kmsg file (a quiet kernel line ever
 /proc, polls a vLLM stand-in (/health + /metrics) and follows its log file, watches containers
 through the Docker Engine API stand-in, writes canaries into the kmsg file; no GPU here.
 Measured from /proc/<pid>/stat (utime+stime) and VmHWM of /proc/<pid>/status, after a warm-up.
-The last line is ``{"cpu_percent": .., "rss_mb": ..}`` (targets: < 2 % and < 35 MB).
+``--guard`` arms the guard with a rule of every kind, evaluated on every sample and kernel
+line, none of them tripping here (this machine's memory is not that low). The last line is
+``{"cpu_percent": .., "rss_mb": .., "guard": "off"|"armed"}`` (targets: < 2 % and < 35 MB,
+the same with the guard armed).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -27,6 +31,15 @@ from tests.support.docker_standin import DockerStandin
 WARMUP_S = 5.0
 MEASURE_S = 60.0
 HOST = "bench-overhead"
+GUARD_RULES = {
+    "rules": [
+        {"mem_available_below": "64MiB for 2s"},
+        {"psi_memory_full_avg10_above": "99.9 for 3s"},
+        {"swap_used_growth_above": "512GiB/10s"},
+        {"kernel_event": ["nv_err NV_ERR_NO_MEMORY", "xid fatal", "oom_kill"]},
+    ],
+    "actions": [{"docker_stop": {"timeout": "10s"}}],
+}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -68,6 +81,9 @@ def start_vllm(tmp: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--guard", action="store_true", help="arm the guard (rules never trip)")
+    guard = parser.parse_args().guard
     with tempfile.TemporaryDirectory(prefix="fw-overhead-") as tmp_name:
         tmp = Path(tmp_name)
         db_url = f"sqlite:///{tmp / 'fw.db'}"
@@ -85,6 +101,9 @@ def main() -> int:
                     "--vllm-log", str(vllm_log), "--docker-socket", docker.socket_path,
                     "--canary-interval", "10", "--pstore-dir", str(tmp / "pstore"),
                 ]  # fmt: skip
+                if guard:
+                    (tmp / "guard.json").write_text(json.dumps(GUARD_RULES))
+                    cmd += ["--guard", str(tmp / "guard.json")]
                 log = open(tmp / "agent.log", "ab")  # noqa: SIM115
                 agent = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log)
                 try:
@@ -113,11 +132,13 @@ def main() -> int:
         cpu_percent = (cpu1 - cpu0) / (t1 - t0) * 100.0
         agent_log = (tmp / "agent.log").read_text()
     print(agent_log[-1500:])
+    state = "armed" if guard else "off"
     print(
-        f"agent over {t1 - t0:.0f} s: CPU {cpu_percent:.2f} % of one core, "
+        f"agent over {t1 - t0:.0f} s (guard {state}): CPU {cpu_percent:.2f} % of one core, "
         f"peak RSS {hwm_kb / 1024:.1f} MB (now {rss_kb / 1024:.1f} MB)"
     )
-    print(json.dumps({"cpu_percent": round(cpu_percent, 2), "rss_mb": round(hwm_kb / 1024, 1)}))
+    figures = {"cpu_percent": round(cpu_percent, 2), "rss_mb": round(hwm_kb / 1024, 1)}
+    print(json.dumps({**figures, "guard": state}))
     return 0
 
 

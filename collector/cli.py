@@ -1,5 +1,5 @@
 """freezewatch-collector: serve | migrate | add-host | deploy-agent | demo | inspect | matrix |
-agent-bundle."""
+agent-bundle | guard."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from collector.demo import run_demo
 from collector.deploy.bundle import build_agent_bundle
 from collector.deploy.cli import add_deploy_parser, run_deploy_cli
 from collector.errors import AppError
+from collector.guard.cli import add_guard_parser, run_guard_cli
 from collector.hosts import registry
 from collector.hosts.config import HostPatch, configure_host
 from collector.inspect import add_inspect_parser, run_inspect
@@ -107,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_matrix_parser(sub)
     add_inspect_parser(sub)
+    add_guard_parser(sub)
     return parser
 
 
@@ -233,6 +235,7 @@ COMMANDS = {
     "demo": cmd_demo,
     "matrix": run_matrix_cli,
     "inspect": run_inspect,
+    "guard": run_guard_cli,
 }
 
 

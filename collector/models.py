@@ -164,6 +164,12 @@ class Host(Base):
     restart_agent: Mapped[bool] = mapped_column(Boolean, default=False)
     netconsole_from: Mapped[list[str]] = mapped_column(JSON, default=list)
 
+    # The agent's guard as the agent last reported it (``agent_started`` data ``guard``), on the
+    # agent's clock; null until an agent that knows the guard said (state: agent.wire.GUARD_STATES).
+    guard_state: Mapped[str | None] = mapped_column(String(16))
+    guard: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    guard_reported_at: Mapped[float | None] = mapped_column(Float)
+
 
 class Boot(Base):
     __tablename__ = "boots"

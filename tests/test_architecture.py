@@ -26,6 +26,7 @@ LAYERS = (
     ("alerts",),
     ("vllm",),
     ("kernel",),
+    ("guard",),
     ("incidents",),
     ("liveness",),
     ("ingest",),
@@ -39,7 +40,7 @@ LAYERS = (
 )
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 DOMAINS = (
-    "remote", "hosts", "readback", "alerts", "vllm", "kernel", "incidents", "liveness",
+    "remote", "hosts", "readback", "alerts", "vllm", "kernel", "guard", "incidents", "liveness",
     "ingest", "netconsole", "matrix", "metrics", "deploy", "api", "web",
 )  # fmt: skip
 

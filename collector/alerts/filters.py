@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 
-EVENTS = ("incident.opened", "incident.resolved", "kernel.event")
+EVENTS = ("incident.opened", "incident.resolved", "kernel.event", "guard.fired")
 KERNEL_EVENT = "kernel.event"
 # Lowest first.
 SEVERITIES = ("info", "warning", "error", "critical")

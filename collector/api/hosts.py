@@ -9,6 +9,7 @@ from fastapi import APIRouter
 import agent
 from collector import db
 from collector.deps import AdminDep, NetconsoleDep, NowDep, SessionDep, SettingsDep, SSHDep
+from collector.guard.report import guard_dict
 from collector.hosts import registry
 from collector.hosts.config import HostPatch, configure_host, host_config_dict
 from collector.incidents.read import open_incident_brief
@@ -18,6 +19,7 @@ from collector.models import Host, Sample
 from collector.netconsole.health import canary_report, netconsole_report
 from collector.readback import series, timeline
 from collector.readback.downsample import bucketed_samples
+from collector.readback.guard_events import guard_firings
 from collector.schemas import first_entry
 from collector.timeutil import to_epoch
 from collector.vllm.status import latest_vllm_phase, vllm_status
@@ -44,6 +46,7 @@ def host_summary(host: Host) -> dict[str, Any]:
         "paused": host.paused,
         "netconsole_from": list(host.netconsole_from or []),
         "config": host_config_dict(host),
+        "guard": guard_dict(host),
     }
 
 
@@ -225,6 +228,24 @@ def get_events(
     kinds = [k.strip() for k in kind.split(",") if k.strip()] if kind else None
     rows = list_events(session, host_id=host.id, kinds=kinds, since=since, until=until, limit=limit)
     return {"host": name, "events": rows}
+
+
+@router.get("/{name}/guard")
+def get_guard(
+    name: str,
+    session: SessionDep,
+    _: AdminDep,
+    now: NowDep,
+    since: float | None = None,
+    until: float | None = None,
+) -> dict[str, Any]:
+    """The guard's state and rules as the agent reported them, and its firings (dry-run
+    matches included) in [since, until] (default: the last 7 days), newest last."""
+    host = registry.get_host(session, name=name)
+    until = now.timestamp() if until is None else until
+    since = until - 7 * 86400 if since is None else since
+    firings = guard_firings(session, host_id=host.id, since=since, until=until)
+    return {"host": name, **guard_dict(host), "firings": firings}
 
 
 @router.get("/{name}/vllm")

@@ -5,9 +5,9 @@ Beyond :func:`collector.incidents.payload.incident_dict` both carry ``simulated`
 flag), ``url`` (the incident page), ``start`` (last heartbeat, else when it went late) and
 ``end`` (returned, else resolved; null while open), the span the pages draw. The detail adds
 ``window`` ``{"since", "until"}`` (the snapshot's 120 s on the agent's clock, +5 s), the host's
-classified kernel events, vLLM phase bands and matrix-run windows in it as ``markers``,
-``phases`` and ``matrix`` (shapes of :mod:`collector.readback.timeline`) and each artifact's
-``url`` (``?download=1`` serves it as an attachment).
+classified kernel events, vLLM phase bands, matrix-run windows and guard firings in it as
+``markers``, ``phases``, ``matrix`` and ``guard`` (shapes of :mod:`collector.readback.timeline`)
+and each artifact's ``url`` (``?download=1`` serves it as an attachment).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from collector.models import (
     Line,
     WebhookTarget,
 )
+from collector.readback.guard_events import guard_firings
 from collector.readback.series import line_dict
 from collector.readback.timeline import kernel_markers, matrix_windows, phase_bands
 from collector.timeutil import from_epoch, to_epoch
@@ -109,6 +110,7 @@ def incident_detail(session: Session, *, incident_id: int) -> dict[str, Any]:
         "markers": kernel_markers(session, host_id=host.id, **window),
         "phases": phase_bands(session, host_id=host.id, **window),
         "matrix": matrix_windows(session, host_id=host.id, **window),
+        "guard": guard_firings(session, host_id=host.id, **window),
         "snapshot": None
         if snapshot is None
         else {

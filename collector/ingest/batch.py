@@ -1,7 +1,7 @@
 """Storing one validated batch in the caller's transaction; duplicates ignored by unique keys.
 
 The raw records first (samples, lines, agent events), then what they imply (``derive``), then
-the heartbeat the batch is, then the alerts its new GPU faults raise.
+the heartbeat the batch is, then the alerts its new GPU faults and guard firings raise.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector import db
+from collector.guard.alerting import note_guard_events
 from collector.hosts.registry import boot_pk
 from collector.ingest.derive import derive_from_batch
 from collector.ingest.lines import store_lines
@@ -79,6 +80,9 @@ def ingest_batch(
         boot_id=batch.boot_id,
         now=now,
         settings=settings,
+    )
+    note_guard_events(
+        session, host=host, events=batch.events, boot_id=batch.boot_id, now=now, settings=settings
     )
     host.agent_version = batch.agent.version
     host.agent_pid = batch.agent.pid

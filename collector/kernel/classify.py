@@ -10,21 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from agent.wire import KERNEL_EVENT_KINDS
 from collector.kernel.xid_table import xid_meaning
 
 GPU_FAULT_KINDS = frozenset({"xid", "nv_err", "gsp", "uvm", "bus_off"})
-EVENT_KINDS = (
-    "xid",
-    "nv_err",
-    "gsp",
-    "uvm",
-    "bus_off",
-    "soft_lockup",
-    "hung_task",
-    "rcu_stall",
-    "oom_kill",
-    "alloc_failure",
-)
+# The kinds' names are shared with the agent (its guard matches them on the host).
+EVENT_KINDS = KERNEL_EVENT_KINDS
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from collector.matrix.results import STARTUP_PHASE, STARTUP_PLAN_KEYS, MatrixRep
 from collector.matrix.spec import MatrixSpec
 from collector.matrix.telemetry import windowed_telemetry
 from collector.models import KERNEL_SOURCES, Host, Line, MatrixRun, MatrixStep, Sample
+from collector.readback.guard_events import guard_firings
 from collector.timeutil import to_epoch
 from collector.vllm.log_parser import parse_vllm_log
 
@@ -90,6 +91,16 @@ def window_samples(session: Session, *, host_id: int, start: float, end: float) 
     )
 
 
+def guard_counts(session: Session, *, host_id: int, start: float, end: float) -> dict[str, Any]:
+    """The agent guard's firings and dry-run matches on the host in [start, end]."""
+    firings = guard_firings(session, host_id=host_id, since=start, until=end)
+    return {
+        "fired": sum(not f["dry_run"] for f in firings),
+        "dry_run": sum(f["dry_run"] for f in firings),
+        "rules": sorted({str(f["rule"]) for f in firings}),
+    }
+
+
 def _startup(start: MatrixStep | None, health: MatrixStep | None) -> dict[str, Any]:
     if start is None:
         return {"outcome": "skipped"}
@@ -157,6 +168,7 @@ def profile_report(
         )
         samples = window_samples(session, host_id=run.host_id, start=lo, end=hi)
         report.telemetry[step.name] = windowed_telemetry(samples, lo, hi)
+    report.guard = guard_counts(session, host_id=run.host_id, start=window_start, end=window_end)
     report.verdict, report.reasons = evaluate_gates(spec.gates, report)
     return report
 

@@ -71,6 +71,18 @@ def _memory_reasons(gates: Gates, profile: ProfileReport) -> list[str]:
     return reasons
 
 
+def _guard_reasons(profile: ProfileReport) -> list[str]:
+    """A profile that needed the guard did not pass, whatever else it did."""
+    guard = profile.guard or {}
+    rules = ", ".join(guard.get("rules") or [])
+    reasons = []
+    if guard.get("fired"):
+        reasons.append(f"the guard fired x{guard['fired']} ({rules})")
+    if guard.get("dry_run"):
+        reasons.append(f"the guard would have fired x{guard['dry_run']} (dry-run: {rules})")
+    return reasons
+
+
 def evaluate_gates(gates: Gates, profile_result: ProfileReport) -> tuple[str, list[str]]:
     """("PASS", []) or ("FAIL", reasons); a failed startup or workload always fails."""
     reasons = (
@@ -78,5 +90,6 @@ def evaluate_gates(gates: Gates, profile_result: ProfileReport) -> tuple[str, li
         + _kernel_reasons(gates, profile_result)
         + _workload_reasons(gates, profile_result)
         + _memory_reasons(gates, profile_result)
+        + _guard_reasons(profile_result)
     )
     return ("FAIL" if reasons else "PASS"), reasons

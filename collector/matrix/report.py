@@ -35,6 +35,11 @@ def _events(kinds: dict[str, int] | None) -> str:
     return ", ".join(f"{k} x{n}" for k, n in sorted(hits.items())) or "none"
 
 
+def _guard(p: ProfileReport) -> str:
+    fired, dry = (p.guard or {}).get("fired") or 0, (p.guard or {}).get("dry_run") or 0
+    return f"{fired}" + (f" (+{dry} dry-run)" if dry else "") if p.guard else DASH
+
+
 def _startup_rows(profiles: list[ProfileReport]) -> list[list[str]]:
     rows = []
     for p in profiles:
@@ -136,9 +141,9 @@ def render_markdown(report: MatrixReport) -> str:
     )  # fmt: skip
     lines += ["", "### Verdicts", ""]
     lines += _table(
-        ["Profile", "Verdict", "Reasons"],
+        ["Profile", "Verdict", "Reasons", "Guard firings"],
         [
-            [_cell(p.label), _cell(p.verdict), _cell("; ".join(p.reasons) or None)]
+            [_cell(p.label), _cell(p.verdict), _cell("; ".join(p.reasons) or None), _guard(p)]
             for p in report.profiles
         ],
     )

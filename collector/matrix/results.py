@@ -33,6 +33,8 @@ class ProfileReport:
     - `kernel_events`: phase ("startup" or a workload name) → kernel event kind → count.
     - `workloads`: `WorkloadResult.figures()` or `summarize_command_result(...)` dicts, in order.
     - `telemetry`: workload name → `windowed_telemetry(samples, start, end)`.
+    - `guard`: the agent guard inside the profile's window: {"fired": n, "dry_run": n (matches
+      that would have fired), "rules": [rule, ...]}; a profile that needed the guard fails.
     """
 
     profile: str
@@ -44,6 +46,7 @@ class ProfileReport:
     kernel_events: dict[str, dict[str, int]] = field(default_factory=dict)
     workloads: list[dict[str, Any]] = field(default_factory=list)
     telemetry: dict[str, dict[str, Any]] = field(default_factory=dict)
+    guard: dict[str, Any] = field(default_factory=dict)
     verdict: str | None = None
     reasons: list[str] = field(default_factory=list)
 

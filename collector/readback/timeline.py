@@ -13,6 +13,7 @@ Shapes (all times epoch seconds; lists sorted by time; the UI ignores unknown ke
 - ``matrix``: matrix-run windows ``{"run_id", "run", "profile", "repetition", "kind":
   startup|workload, "workload" | null, "start", "end" | null, "status", "url"}``; status is the
   step outcome (ok/failed/timeout/cancelled), ``running``, or the run's end status.
+- ``guard``: the agent guard's firings and dry-run matches (:mod:`collector.readback.guard_events`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collector.models import (
     VllmPhase,
 )
 from collector.readback.downsample import bucketed_samples, nice_step
+from collector.readback.guard_events import guard_firings
 from collector.timeutil import from_epoch, to_epoch
 
 DEFAULT_SPAN_S = 3600.0
@@ -271,4 +273,5 @@ def host_timeline(
         "phases": phase_bands(session, **window),
         "incidents": incident_spans(session, **window),
         "matrix": matrix_windows(session, **window),
+        "guard": guard_firings(session, **window),
     }

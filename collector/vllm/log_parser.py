@@ -11,18 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
 
-PHASES = (
-    "starting",
-    "loading_weights",
-    "loading_drafter",
-    "profiling",
-    "capturing_cuda_graphs",
-    "serving",
-    "stopped",
-    "failed",
-)
+PHASES = VLLM_PHASES  # shared with the agent (its guard can act only in given phases)
 # Plan fields in the order `inspect vllm-log --json` prints them.
 PLAN_FIELDS = (
     "vllm_version",

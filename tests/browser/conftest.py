@@ -130,6 +130,15 @@ def _sample(seq: int, ts: float) -> dict[str, Any]:
     }
 
 
+# A dry-run match of the agent's guard 60 s ago: drawn as a "guard" marker.
+GUARD_FIRED = {
+    "seq": 1,
+    "kind": "guard_fired",
+    "data": {"fire_id": "g1", "rule": "psi_memory_full_avg10_above: 20 for 3s", "dry_run": True,
+             "values": {"psi_memory_full_avg10": 31.0}, "actions": ["docker_stop"]},
+}  # fmt: skip
+
+
 def _fill(base: str, token: str, now: float) -> LiveCollector:
     """Ten minutes of 1 s samples ending now, kernel chatter and one Xid line 120 s ago."""
     first = float(int(now) - 600)
@@ -172,7 +181,7 @@ def _fill(base: str, token: str, now: float) -> LiveCollector:
                 "agent": agent,
                 "samples": samples,
                 "lines": lines if start == 0 else [],
-                "events": [],
+                "events": [GUARD_FIRED | {"ts": first + 540.5}] if start == 0 else [],
             }
             resp = client.post(INGEST_PATH, json=body)
             resp.raise_for_status()

@@ -98,6 +98,9 @@ def test_host_chart_marks_the_kernel_event_at_its_time(
     assert float(marker.get_attribute("data-ts")) == live_collector.nvrm_ts
     plotted = page.evaluate("window.fwTimeline")
     assert [m["ts"] for m in plotted["markers"] if m["kind"] == "xid"] == [live_collector.nvrm_ts]
+    guard = [m for m in plotted["markers"] if m["kind"] == "guard"]
+    assert [m["ts"] for m in guard] == [live_collector.first_ts + 540.5]
+    assert "would have run docker_stop" in guard[0]["text"]
 
     # Its position on the time axis: the plot area spans [since, until].
     over = page.locator('[data-panel="memory"] .u-over').bounding_box()

@@ -94,8 +94,10 @@
     /** data: the timeline API response (series, markers, phases, incidents, matrix). */
     setData(data, { since, until }) {
       this.since = since; this.until = until; this.step = data.series.step || data.step || 1;
+      // Guard firings are markers of their own kind ("guard"), drawn like kernel events.
+      const guard = (data.guard || []).map((g) => ({ ...g, kind: "guard", text: g.text, source: g.dry_run ? "dry-run" : "agent" }));
       this.overlays = {
-        markers: data.markers || [], phases: data.phases || [],
+        markers: [...(data.markers || []), ...guard], phases: data.phases || [],
         incidents: data.incidents || [], matrix: data.matrix || [],
       };
       const s = data.series;

@@ -101,7 +101,7 @@
   const KIND_COLORS = {
     xid: "#e53e3e", nv_err: "#dd6b20", gsp: "#b83280", uvm: "#805ad5", bus_off: "#9b2c2c",
     soft_lockup: "#d69e2e", hung_task: "#b7791f", rcu_stall: "#975a16", oom_kill: "#c53030",
-    alloc_failure: "#ed8936",
+    alloc_failure: "#ed8936", guard: "#2b6cb0",
   };
   // Incident kinds (what the silence looked like) and resolutions (what it turned out to be);
   // "open" and "resolving" stand in for the resolution until there is one.

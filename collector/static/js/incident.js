@@ -93,7 +93,7 @@
     const samples = listOf(inc.snapshot && inc.snapshot.samples, "samples");
     let lines = listOf(inc.snapshot && inc.snapshot.lines, "lines");
     if (samples.length) {
-      timeline.setData({ series: window.FW.seriesFromSamples(samples), markers: inc.markers || [], phases: inc.phases || [], matrix: inc.matrix || [], incidents: [span] }, { since, until });
+      timeline.setData({ series: window.FW.seriesFromSamples(samples), markers: inc.markers || [], guard: inc.guard || [], phases: inc.phases || [], matrix: inc.matrix || [], incidents: [span] }, { since, until });
     } else {
       const path = `/api/v1/hosts/${encodeURIComponent(inc.host)}`;
       timeline.setData(await api(`${path}/timeline`, { params: { since, until, step: 1 } }), { since, until });

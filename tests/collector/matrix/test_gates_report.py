@@ -185,8 +185,13 @@ def test_markdown_tables_put_values_in_the_right_rows():
         "0.00",
         "1.50",
     ]
-    assert _row(md, "Verdicts", "A") == ["A", "FAIL", "kernel events during startup: nv_err x10"]
-    assert _row(md, "Verdicts", "C") == ["C", "PASS", "—"]
+    assert _row(md, "Verdicts", "A") == [
+        "A",
+        "FAIL",
+        "kernel events during startup: nv_err x10",
+        "—",
+    ]
+    assert _row(md, "Verdicts", "C") == ["C", "PASS", "—", "—"]
 
 
 def test_json_round_trips_and_labels_repetitions():

@@ -1,0 +1,88 @@
+"""``freezewatch-collector guard push NAME RULES`` and ``guard show NAME``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from collector import db
+from collector.errors import AppError
+from collector.guard.push import DEFAULT_PATH, push_rules, read_rules
+from collector.guard.report import guard_dict
+from collector.hosts import registry
+from collector.remote.connect import SSHError
+from collector.remote.ssh import SSHClient
+from collector.remote.targets import require_ssh_target
+from collector.settings import Settings
+
+
+def add_guard_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``guard`` command (dispatch with ``run_guard_cli``)."""
+    parser = subparsers.add_parser("guard", help="the agent's guard: push rules, show state")
+    sub = parser.add_subparsers(dest="guard_command", required=True)
+    push = sub.add_parser("push", help="check a rules file, write it on the host over SSH")
+    push.add_argument("name", help="registered host (with SSH settings)")
+    push.add_argument("rules", type=Path, help="rules file (YAML or JSON)")
+    push.add_argument("--path", default=DEFAULT_PATH, help=f"on the host (default {DEFAULT_PATH})")
+    push.add_argument("--no-restart", action="store_true", help="do not restart the agent")
+    push.add_argument("--sudo", action="store_true", help="run the steps with sudo -n")
+    push.add_argument("--db", dest="db_url", default=argparse.SUPPRESS)
+    show = sub.add_parser("show", help="the guard's state and rules as the agent reported them")
+    show.add_argument("name")
+    show.add_argument("--db", dest="db_url", default=argparse.SUPPRESS)
+    return parser
+
+
+def run_guard_cli(
+    args: argparse.Namespace,
+    *,
+    ssh: SSHClient | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """0 done; 1 the host or SSH failed; 2 the rules file is wrong."""
+    out, err = out or sys.stdout, err or sys.stderr
+    settings = Settings(**({"db_url": args.db_url} if getattr(args, "db_url", None) else {}))
+    if args.guard_command == "push":
+        try:
+            document, parsed = read_rules(args.rules)
+        except AppError as exc:
+            err.write(f"error: {exc.detail}\n")
+            return 2
+        out.write(f"rules: {json.dumps(parsed.summary())}\n")
+    engine = db.make_engine(settings.db_url)
+    try:
+        with db.session_scope(db.make_sessionmaker(engine)) as session:
+            host = registry.get_host(session, name=args.name)
+            if args.guard_command == "show":
+                out.write(json.dumps(guard_dict(host), indent=2) + "\n")
+                return 0
+            target = require_ssh_target(host)
+            reported = guard_dict(host)
+        steps = push_rules(
+            ssh or SSHClient(),
+            target,
+            document=document,
+            path=args.path,
+            restart=not args.no_restart,
+            sudo=args.sudo,
+        )
+    except AppError as exc:
+        err.write(f"error: {exc.detail}\n")
+        return 1
+    except (SSHError, OSError) as exc:
+        err.write(f"error: {exc}\n")
+        return 1
+    finally:
+        engine.dispose()
+    for step in steps:
+        out.write(f"{step['step']}: {'ok' if step['ok'] else 'FAILED'} ({step['detail']})\n")
+    if reported.get("source") != args.path:
+        out.write(
+            f"note: the agent reported its rules from {reported.get('source') or 'nowhere'}; "
+            f"it reads {args.path} only with FREEZEWATCH_AGENT_GUARD={args.path} in its env\n"
+        )
+    return 0 if all(s["ok"] for s in steps) else 1

@@ -1,0 +1,77 @@
+"""The guard and the collector speak of the same things: kernel event kinds and vLLM phases
+from ``agent.wire``, and the agent's small matchers give the collector's verdicts.
+
+The corpus is every kernel line the collector's classifier tests use (read from that test
+module's string literals, so new lines there are checked here too), the kernel fixtures and
+the vLLM fixture logs.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from agent.guard.kernel import match_record
+from agent.guard.phase import PhaseTracker
+from agent.sources.kmsg import parse_record, split_records
+from agent.sources.lines import level_priority
+from agent.wire import KERNEL_EVENT_KINDS, VLLM_PHASES, XID_FATAL_CODES
+from collector.kernel.classify import EVENT_KINDS, classify_kernel_line
+from collector.kernel.xid_table import XID_TABLE
+from collector.vllm.log_parser import PHASES, parse_vllm_log
+from tests.agent.conftest import FIXTURES
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def kernel_corpus() -> list[str]:
+    source = (ROOT / "tests/collector/kernel/test_classify.py").read_text()
+    texts = [
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) > 20
+    ]
+    texts += (FIXTURES / "kernel/bare.txt").read_text().splitlines()
+    records, _ = split_records((FIXTURES / "kmsg-dump.txt").read_bytes())
+    texts += [r["text"] for r in map(parse_record, records) if r is not None]
+    return sorted(set(texts))
+
+
+def test_the_names_are_the_wire_constants() -> None:
+    assert tuple(EVENT_KINDS) == KERNEL_EVENT_KINDS
+    assert tuple(PHASES) == VLLM_PHASES
+
+
+def test_fatal_xids_are_known_codes() -> None:
+    documented = {code for code in XID_FATAL_CODES if code in XID_TABLE}
+    assert {79, 119, 120, 48, 95} <= documented
+    assert not {13, 31, 43, 94} & XID_FATAL_CODES  # the catalog says restart the app / ignore
+
+
+@pytest.mark.parametrize("text", kernel_corpus())
+def test_the_agent_never_names_a_kernel_event_the_collector_would_not(text: str) -> None:
+    found = match_record({"source": "kmsg", "text": text})
+    event = classify_kernel_line(text)
+    assert (found[0] if found else None) == (event.kind if event else None)
+    if found and found[0] == "xid":
+        assert found[1] == event.xid  # type: ignore[union-attr]
+    if found and found[0] == "nv_err":
+        assert found[1] == event.nv_err  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("log", sorted((FIXTURES / "vllm").glob("*.log")), ids=lambda p: p.name)
+def test_the_agent_follows_vllm_through_the_collectors_phases(log: Path) -> None:
+    lines = log.read_text().splitlines()
+    tracker, seen = PhaseTracker(), []
+    for text in lines:
+        tracker.observe_line({"source": "vllm", "text": text, "priority": level_priority(text)})
+        if tracker.phase is not None and (not seen or seen[-1] != tracker.phase):
+            seen.append(tracker.phase)
+    expected: list[str] = []
+    for plan in parse_vllm_log(lines):
+        for entry in plan.phases:
+            if not expected or expected[-1] != entry["phase"]:
+                expected.append(entry["phase"])
+    assert seen == expected and seen
