@@ -14,7 +14,22 @@ from collector.vllm.log_parser import PLAN_FIELDS
 
 KERNEL = Path(__file__).parent.parent / "fixtures" / "kernel"
 VLLM = Path(__file__).parent.parent / "fixtures" / "vllm"
-KEYS = ["kind", "xid", "pci", "pid", "process", "meaning", "line_no", "text"]
+KEYS = [
+    "kind",
+    "code",
+    "device",
+    "xid",
+    "pci",
+    "pid",
+    "process",
+    "module",
+    "meaning",
+    "severity",
+    "action",
+    "line_no",
+    "text",
+]
+REAL_PSTORE = Path(__file__).parent.parent / "fixtures" / "real" / "pstore"
 
 
 def _summary(name: str) -> list[tuple]:
@@ -58,6 +73,12 @@ def test_json_keys_exact_and_prefix_stripped() -> None:
     gsp = events[3]
     assert gsp["text"].startswith("NVRM: Xid (PCI:000f:01:00): 119, pid=3849, name=KMS thread,")
     assert (gsp["pci"], gsp["pid"], gsp["process"]) == ("000f:01:00", 3849, "KMS thread")
+    assert (gsp["code"], gsp["device"], gsp["severity"], gsp["action"]) == (
+        "119",
+        "000f:01:00",
+        "fatal",
+        "reset_gpu",
+    )
 
 
 def test_kmsg_dictionary_continuation_is_one_record() -> None:
@@ -100,11 +121,21 @@ def _run(argv: list[str]) -> tuple[int, str]:
     return run_inspect(args, out=out), out.getvalue()
 
 
+def test_pstore_files_are_kernel_logs() -> None:
+    [panic] = inspect_kernel_log(REAL_PSTORE / "dmesg-erst-7530486857247752193")
+    assert (panic["kind"], panic["code"], panic["module"]) == ("oops", "panic", "crash_test")
+    [oops] = inspect_kernel_log(REAL_PSTORE / "dmesg-erst-sysrq-oops")
+    assert (oops["kind"], oops["code"], oops["module"]) == ("oops", "oops", None)
+    assert "sysrq_handle_crash" in oops["meaning"]
+
+
 def test_cli_json_and_human_output() -> None:
     code, text = _run(["inspect", "kernel-log", str(KERNEL / "kmsg_raw.txt"), "--json"])
     assert code == 0 and [e["kind"] for e in json.loads(text)] == ["nv_err", "xid"]
+    assert [e["action"] for e in json.loads(text)] == ["restart_app", "restart_app"]
     code, text = _run(["inspect", "kernel-log", str(KERNEL / "kmsg_raw.txt")])
     assert code == 0 and "line 5: xid 31" in text and "2 event(s)" in text
+    assert "severity error, action restart_app" in text and "device=000f:01:00" in text
     code, text = _run(["inspect", "vllm-log", str(VLLM / "v0.20.2_mtp_gb10.log")])
     assert code == 0 and "negative estimate" in text and "loading_drafter" in text
     code, text = _run(["inspect", "vllm-log", str(VLLM / "v0.20.2_mtp_gb10.log"), "--json"])

@@ -1,0 +1,141 @@
+"""The real-log corpus under ``tests/fixtures/real/`` (see its README): loading and scoring.
+
+Kernel files: ``# key: value`` header lines, then one line per log line, ``<label> <verbatim
+line>``. A label is ``kind[:code][@module]`` (an event this line must raise), ``.`` (no event
+may be raised here: benign chatter or the inside of a report already counted) or ``~`` (part of
+a fault report that may or may not count as its own event).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
+
+
+@dataclass(frozen=True)
+class Expect:
+    kind: str | None  # None: no event; "~": either
+    code: str | None = None
+    module: str | None = None
+
+
+@dataclass
+class CorpusFile:
+    path: Path
+    header: dict[str, str]
+    labels: list[Expect]
+    lines: list[str]
+
+
+def parse_label(label: str) -> Expect:
+    if label == ".":
+        return Expect(None)
+    if label == "~":
+        return Expect("~")
+    label, _, module = label.partition("@")
+    kind, _, code = label.partition(":")
+    return Expect(kind, code or None, module or None)
+
+
+def load(path: Path) -> CorpusFile:
+    header: dict[str, str] = {}
+    labels, lines = [], []
+    for raw in path.read_text(encoding="utf-8").split("\n"):
+        if not raw:
+            continue
+        if raw.startswith("# ") and not lines:
+            key, _, value = raw[2:].partition(": ")
+            header[key] = value
+            continue
+        label, _, line = raw.partition(" ")
+        labels.append(parse_label(label))
+        lines.append(line)
+    return CorpusFile(path, header, labels, lines)
+
+
+def kernel_files() -> list[CorpusFile]:
+    return [load(p) for p in sorted((REAL / "kernel").glob("*.txt"))]
+
+
+@dataclass
+class Score:
+    expected: int = 0
+    found: int = 0
+    benign: int = 0
+    misses: list[str] = field(default_factory=list)
+    false_alarms: list[str] = field(default_factory=list)
+
+    @property
+    def recall(self) -> float:
+        return self.found / self.expected if self.expected else 1.0
+
+
+def matches(expect: Expect, kind: str | None, code: str | None, module: str | None) -> bool:
+    return (
+        kind == expect.kind
+        and (expect.code is None or code == expect.code)
+        and (expect.module is None or module == expect.module)
+    )
+
+
+def score_lines(files: list[CorpusFile], classify: Callable[[str], object]) -> Score:
+    """Each line on its own, as ingest sees it (modules are attributed later, not scored)."""
+    score = Score()
+    for f in files:
+        for n, (expect, line) in enumerate(zip(f.labels, f.lines, strict=True), start=1):
+            event = classify(line)
+            where = f"{f.path.name}:{n}: {line[:160]}"
+            kind = getattr(event, "kind", None)
+            code = getattr(event, "code", None)
+            if expect.kind is None:
+                score.benign += 1
+                if event is not None:
+                    score.false_alarms.append(f"{where} -> {kind}:{code}")
+            elif expect.kind != "~":
+                score.expected += 1
+                if matches(Expect(expect.kind, expect.code), kind, code, None):
+                    score.found += 1
+                else:
+                    score.misses.append(f"{where} -> {kind}:{code} (want {expect})")
+    return score
+
+
+def score_records(files: list[CorpusFile], read: Callable[[list[str]], list]) -> Score:
+    """Whole files through the record reader (inspect, pstore): modules are scored too. An
+    event stands for its whole record (a line and its indented continuations)."""
+    score = Score()
+    for f in files:
+        claimed: set[int] = set()
+        for e in read(f.lines):
+            span = range(e.line_no, e.line_no + len(e.text.split("\n")))
+            wanted = [n for n in span if f.labels[n - 1].kind not in (None, "~")]
+            hit = next(
+                (
+                    n
+                    for n in wanted
+                    if matches(f.labels[n - 1], e.event.kind, e.event.code, e.event.module)
+                ),
+                None,
+            )
+            if hit is not None:
+                claimed.add(hit)
+            elif not wanted and all(f.labels[n - 1].kind is None for n in span):
+                line = f.lines[e.line_no - 1][:160]
+                score.false_alarms.append(
+                    f"{f.path.name}:{e.line_no}: {line} -> {e.event.kind}:{e.event.code}"
+                )
+        for n, expect in enumerate(f.labels, start=1):
+            if expect.kind is None:
+                score.benign += 1
+            elif expect.kind != "~":
+                score.expected += 1
+                if n in claimed:
+                    score.found += 1
+                else:
+                    score.misses.append(
+                        f"{f.path.name}:{n}: {f.lines[n - 1][:160]} (want {expect})"
+                    )
+    return score
