@@ -38,7 +38,8 @@ Sample sections (all optional except ``mem``; units are fixed so the collector n
   %, bytes, MHz), plus ``"devices": [...]`` (same keys each) when there are several; a value
   the device does not report (GB10 unified memory) is null and named in ``unsupported``.
 - ``vllm``: list of ``{"url", "health", "health_ms", "error", "running", "waiting", "kv_usage",
-  "preemptions", "prompt_tokens", "generation_tokens", "spec_accepted", "spec_draft"}``;
+  "preemptions", "prompt_tokens", "generation_tokens", "iteration_tokens", "spec_accepted",
+  "spec_draft"}``; counts summed over data-parallel engines, ``kv_usage`` the busiest engine's;
   ``health`` is the /health HTTP status or null when nothing answered, ``error`` says why.
 - ``containers``: list of ``{"id", "name", "image", "state", "restart_count", "oom_killed",
   "exit_code", "started_at", "mem_used", "mem_limit"}`` (bytes; memory refreshed every few
