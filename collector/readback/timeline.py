@@ -54,6 +54,7 @@ PHASE_LABELS = {
     "serving": "serving",
     "stopped": "stopped",
     "failed": "failed",
+    "crashed": "crashed",
 }
 
 

@@ -8,9 +8,11 @@ a fault report that may or may not count as its own event).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 
@@ -137,5 +139,74 @@ def score_records(files: list[CorpusFile], read: Callable[[list[str]], list]) ->
                 else:
                     score.misses.append(
                         f"{f.path.name}:{n}: {f.lines[n - 1][:160]} (want {expect})"
+                    )
+    return score
+
+
+@dataclass
+class VllmLog:
+    path: Path
+    header: dict[str, str]
+    expect: dict[str, Any]
+    lines: list[str]
+
+
+def vllm_logs() -> list[VllmLog]:
+    """``vllm/*.log``: ``# source:``, ``# what:``, ``# expect: {json}`` lines, then the log."""
+    out = []
+    for path in sorted((REAL / "vllm").glob("*.log")):
+        header: dict[str, str] = {}
+        lines = path.read_text(encoding="utf-8").split("\n")
+        while lines and lines[0].startswith("# "):
+            key, _, value = lines.pop(0)[2:].partition(": ")
+            header[key] = value
+        if lines and lines[-1] == "":
+            lines.pop()
+        out.append(VllmLog(path, header, json.loads(header["expect"]), lines))
+    return out
+
+
+def _same(want: Any, got: Any) -> bool:
+    if isinstance(want, float) and isinstance(got, (int, float)):
+        return abs(want - got) < 1e-6
+    return bool(want == got)
+
+
+def score_plans(
+    logs: list[VllmLog], parse: Callable[[list[str]], tuple[list, list[str]]]
+) -> Score:
+    """Every expected plan field (and the count of starts, and the hang signals) is one point.
+
+    ``parse`` returns the starts and the names of the hang signals, in order."""
+    score = Score()
+    for log in logs:
+        plans, signals = parse(log.lines)
+        want_signals = log.expect.get("hang_signals", [])
+        score.expected += 1
+        if signals == want_signals:
+            score.found += 1
+        else:
+            score.misses.append(f"{log.path.name}: hang signals {signals}, want {want_signals}")
+        expected = log.expect.get("plans", [])
+        score.expected += 1
+        if len(plans) == len(expected):
+            score.found += 1
+        else:
+            score.misses.append(f"{log.path.name}: {len(plans)} starts, want {len(expected)}")
+        for i, want in enumerate(expected):
+            got = plans[i] if i < len(plans) else None
+            for name, value in want.items():
+                score.expected += 1
+                if name == "error_contains":
+                    actual = getattr(got, "error", None)
+                    ok = actual is not None and value in actual
+                else:
+                    actual = getattr(got, name, None)
+                    ok = got is not None and _same(value, actual)
+                if ok:
+                    score.found += 1
+                else:
+                    score.misses.append(
+                        f"{log.path.name}: start {i + 1} {name}={actual!r}, want {value!r}"
                     )
     return score
