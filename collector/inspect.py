@@ -3,7 +3,8 @@
 Kernel logs are accepted in any common shape (``collector.kernel.prefix``): dmesg in any time
 style, syslog or ``journalctl -k`` text, ``journalctl -o json`` export, raw ``/dev/kmsg``
 records, pstore files, cluster log shippers' lines, or bare lines. Each event is printed with
-its kind, code, device, meaning, severity and action.
+its kind, code, device, meaning, severity and action. vLLM logs give every server start's plan
+and outcome, and the hang signals with the phase each came in.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from collector.kernel.records import log_event_dicts
-from collector.vllm.log_parser import parse_vllm_log
+from collector.vllm.log_parser import VllmLogParser
 
 
 def inspect_kernel_log(path: str | Path) -> list[dict[str, Any]]:
@@ -23,10 +24,19 @@ def inspect_kernel_log(path: str | Path) -> list[dict[str, Any]]:
     return log_event_dicts(Path(path).read_text(encoding="utf-8", errors="replace").splitlines())
 
 
-def inspect_vllm_log(path: str | Path) -> list[dict[str, Any]]:
-    """The startup plan of every server start in a saved vLLM log (the --json contract)."""
-    lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-    return [plan.to_dict() for plan in parse_vllm_log(lines)]
+def inspect_vllm_log(path: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """The --json contract: ``starts``, the plan of every server start in a saved vLLM log,
+    and ``hang_signals``, each with its line number, the phase and the start it came in (the
+    1-based start number, None before the first)."""
+    parser = VllmLogParser()
+    signals = []
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        for fact in parser.feed(line, line_no=line_no):
+            if fact.kind == "hang_signal":
+                start = len(parser.plans()) or None
+                signals.append({"line_no": line_no, "start": start, **fact.data})
+    return {"starts": [plan.to_dict() for plan in parser.plans()], "hang_signals": signals}
 
 
 def add_inspect_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -39,7 +49,7 @@ def add_inspect_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
     ):
         sub = kinds.add_parser(name, help=help_text)
         sub.add_argument("file", help="the saved log file")
-        sub.add_argument("--json", action="store_true", help="print a JSON list")
+        sub.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=run_inspect)
     return parser
 
@@ -80,7 +90,8 @@ def _render_kernel(events: list[dict[str, Any]], out: TextIO) -> None:
     out.write(f"{len(events)} event(s)\n")
 
 
-def _render_vllm(plans: list[dict[str, Any]], out: TextIO) -> None:
+def _render_vllm(result: dict[str, list[dict[str, Any]]], out: TextIO) -> None:
+    plans = result["starts"]
     if not plans:
         out.write("no vLLM server start found\n")
     for number, plan in enumerate(plans, start=1):
@@ -102,3 +113,9 @@ def _render_vllm(plans: list[dict[str, Any]], out: TextIO) -> None:
         for phase in plan["phases"]:
             when = phase.get("log_time") or ""
             out.write(f"    line {phase['line_no']:>6}  {when:14}  {phase['phase']}\n")
+    for signal in result["hang_signals"]:
+        where = f"start {signal['start']}, " if signal["start"] else ""
+        out.write(
+            f"hang signal line {signal['line_no']}: {signal['signal']}"
+            f" ({where}phase {signal['phase'] or 'unknown'})\n"
+        )

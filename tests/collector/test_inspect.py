@@ -30,6 +30,7 @@ KEYS = [
     "text",
 ]
 REAL_PSTORE = Path(__file__).parent.parent / "fixtures" / "real" / "pstore"
+REAL_VLLM = Path(__file__).parent.parent / "fixtures" / "real" / "vllm"
 
 
 def _summary(name: str) -> list[tuple]:
@@ -107,10 +108,28 @@ def test_journal_json_byte_array_message() -> None:
 
 
 def test_vllm_json_keys_exact() -> None:
-    plans = inspect_vllm_log(VLLM / "v0.33.0_restart_fail_then_start.log")
+    result = inspect_vllm_log(VLLM / "v0.33.0_restart_fail_then_start.log")
+    assert list(result) == ["starts", "hang_signals"]
+    plans = result["starts"]
     assert [list(p) for p in plans] == [list(PLAN_FIELDS)] * 2
     assert [p["outcome"] for p in plans] == ["failed", "started"]
-    json.dumps(plans)  # serialisable as is
+    json.dumps(result)  # serialisable as is
+
+
+def test_vllm_hang_signals_with_their_phase() -> None:
+    result = inspect_vllm_log(REAL_VLLM / "omni-2928-serving-then-shm-hang.log")
+    [signal] = result["hang_signals"]
+    assert (signal["signal"], signal["phase"], signal["start"]) == (
+        "shm_broadcast_timeout",
+        "serving",
+        1,
+    )
+    assert signal["line_no"] == 5  # the header lines count: line numbers are the file's
+    code, text = _run(
+        ["inspect", "vllm-log", str(REAL_VLLM / "omni-2928-serving-then-shm-hang.log")]
+    )
+    assert code == 0
+    assert "hang signal line 5: shm_broadcast_timeout (start 1, phase serving)" in text
 
 
 def _run(argv: list[str]) -> tuple[int, str]:
@@ -139,7 +158,7 @@ def test_cli_json_and_human_output() -> None:
     code, text = _run(["inspect", "vllm-log", str(VLLM / "v0.20.2_mtp_gb10.log")])
     assert code == 0 and "negative estimate" in text and "loading_drafter" in text
     code, text = _run(["inspect", "vllm-log", str(VLLM / "v0.20.2_mtp_gb10.log"), "--json"])
-    assert json.loads(text)[0]["cuda_graph_estimate_gib"] == -0.9
+    assert json.loads(text)["starts"][0]["cuda_graph_estimate_gib"] == -0.9
 
 
 def test_cli_missing_file() -> None:
