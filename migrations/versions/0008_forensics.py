@@ -32,9 +32,7 @@ def upgrade() -> None:
         batch.add_column(sa.Column("occurrence_id", sa.BigInteger(), nullable=True))
         batch.create_index("ix_kernel_events_occurrence_id", ["occurrence_id"])
     with op.batch_alter_table("artifacts") as batch:
-        batch.add_column(
-            sa.Column("kernel_events", sa.JSON(), server_default="[]", nullable=False)
-        )
+        batch.add_column(sa.Column("kernel_events", sa.JSON(), server_default="[]", nullable=False))
     op.create_table(
         "kernel_occurrences",
         sa.Column("id", BigId, nullable=False),

@@ -172,9 +172,7 @@ def _same(want: Any, got: Any) -> bool:
     return bool(want == got)
 
 
-def score_plans(
-    logs: list[VllmLog], parse: Callable[[list[str]], tuple[list, list[str]]]
-) -> Score:
+def score_plans(logs: list[VllmLog], parse: Callable[[list[str]], tuple[list, list[str]]]) -> Score:
     """Every expected plan field (and the count of starts, and the hang signals) is one point.
 
     ``parse`` returns the starts and the names of the hang signals, in order."""
