@@ -79,7 +79,7 @@ def derive_from_batch(
             event = classify_kernel_line(line.text)
             if event is not None:
                 classified.append((line, event))
-            else:
+            elif "RIP: " in line.text or "pc : " in line.text:
                 site = site_of(line.text)
                 if site is not None:
                     sites.append((line.ts, *site))

@@ -61,7 +61,7 @@ def classify_kernel_line(text: str) -> KernelEvent | None:
     for tag in _NVIDIA:
         if tag in message:
             event = classify_nvidia(message)
-            if event is not None:
-                return event
+            if event is not None or message.startswith("NVRM"):
+                return event  # the driver's own message is never one of the kernel's events
             break
     return classify_generic(message)

@@ -204,6 +204,27 @@ def _gpu_device(text: str) -> str | None:
     return device_key(p.group("pci")) if p else None
 
 
+def _may_be_gsp(t: str) -> bool:
+    """Whether any GSP family's pattern (or the generic GSP error) could match: every one needs
+    one of these words. Spelled out: cheaper than a loop or a regex on ordinary NVRM chatter."""
+    return (
+        "GSP" in t
+        or "gsp" in t
+        or "RPC" in t
+        or "Rpc" in t
+        or "rpc" in t
+        or "pc:0x" in t
+        or "CrashCat" in t
+        or "eartbeat" in t
+        or "PMU" in t
+        or "RC all" in t
+        or "RmInit" in t
+        or "WPR2" in t
+        or "GFW" in t
+        or "Gfw" in t
+    )
+
+
 def _classify_gsp(text: str) -> KernelEvent | None:
     family = next(
         (
@@ -278,10 +299,11 @@ def classify_nvidia(text: str) -> KernelEvent | None:
             meaning="GPU has fallen off the bus",
             detail=text.strip(),
         )
-    event = _classify_nv_err(text)
-    if event is not None:
-        return event
-    if "NVRM" in text:
+    if "NV_ERR_" in text or "Failed" in text:
+        event = _classify_nv_err(text)
+        if event is not None:
+            return event
+    if "NVRM" in text and _may_be_gsp(text):
         event = _classify_gsp(text)
         if event is not None:
             return event

@@ -39,6 +39,8 @@ _SYSLOG = re.compile(r"(?:[^\W\d_]{3,9}\.?|\d{1,2}月) {1,2}\d{1,2} \d\d:\d\d:\d
 # After a journal/syslog time: "[host ]kernel[pid]: " (journalctl --no-hostname drops the host)
 _IDENT = re.compile(r"(?:\S+ )?kernel(?:\[\d+\])?: ")
 
+# Messages that begin with their subsystem tag carry no prefix.
+_BARE = ("NVRM", "nvidia", "NV_ERR_", "watchdog: ", "INFO: task ", "rcu: ", "Out of memory")
 _ANYWHERE = (_PRIO, _KMSG, _DECODE, _CRI, _CALLER)
 _TIMES = (_BRACKET_TIME, _ISO, _SYSLOG)
 
@@ -47,6 +49,8 @@ def kernel_message(line: str) -> str:
     """The kernel message of one log line, every known prefix removed (leading spaces of a
     stack-trace frame are kept)."""
     text = line.rstrip("\r\n")
+    if text.startswith(_BARE):
+        return text  # the agent ships bare messages: no prefix to look for
     for _ in range(8):  # each round peels one prefix; real lines carry at most five
         for pattern in _ANYWHERE:
             m = pattern.match(text)
