@@ -45,7 +45,7 @@ def test_the_names_are_the_wire_constants() -> None:
 
 
 def test_fatal_xids_are_the_catalogs() -> None:
-    assert XID_FATAL_CODES == {code for code, info in xid_catalog().items() if info.fatal}
+    assert {code for code, info in xid_catalog().items() if info.fatal} == XID_FATAL_CODES
     assert {79, 119, 120, 48, 95} <= XID_FATAL_CODES
     assert not {13, 31, 43, 94} & XID_FATAL_CODES  # the catalog says restart the app / ignore
 
