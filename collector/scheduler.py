@@ -15,7 +15,7 @@ from collector.alerts.delivery import deliver_due_alerts
 from collector.incidents.lifecycle import settle_incidents
 from collector.incidents.postmortem import collect_postmortems
 from collector.liveness.checker import check_heartbeats, prober, start_pre_probes
-from collector.liveness.collector_runs import tick_collector_alive
+from collector.liveness.collector_runs import release_held_alerts, tick_collector_alive
 from collector.liveness.preprobes import PreProbes
 from collector.remote.ssh import SSHClient
 from collector.settings import Settings
@@ -74,7 +74,8 @@ def build_scheduler(
             pre_probes=pre_probes,
         )
         settled = settle_incidents(session_factory, now=at, settings=settings)
-        if opened or settled:
+        released = release_held_alerts(session_factory, now=at, settings=settings)
+        if opened or settled or released:
             deliver()  # don't wait for the delivery tick: seconds matter here
 
     add("check_heartbeats", settings.check_interval_s, check)
