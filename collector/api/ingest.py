@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import zlib
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from agent.wire import INGEST_PATH, MAX_BATCH_RECORDS
 from collector.auth import bearer_token, host_for_token
@@ -20,7 +22,10 @@ from collector.settings import Settings
 from collector.timeutil import from_epoch
 from collector.vllm.state import VllmStates
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["ingest"])
+# Answered to a client that went away mid-body (nobody reads it): nothing was stored.
+CLIENT_GONE = 499
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -52,7 +57,7 @@ async def ingest(
     settings: SettingsDep,
     clock: ClockDep,
     vllm_states: VllmStatesDep,
-) -> IngestResult:
+) -> IngestResult | Response:
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
         raise AuthFailed("missing bearer token")
@@ -60,7 +65,12 @@ async def ingest(
     host = await run_in_threadpool(host_for_token, session, token=token)
     if host is None:
         raise AuthFailed("unknown host token")
-    body = await read_body(request, settings.max_body_bytes)
+    try:
+        body = await read_body(request, settings.max_body_bytes)
+    except ClientDisconnect:
+        # An agent killed or cut off mid-POST: expected; it resends what it still has.
+        log.info("host %s: client disconnected mid-body; nothing stored", host.name)
+        return Response(status_code=CLIENT_GONE)
     try:
         batch = Batch.model_validate_json(body)
     except ValidationError as exc:
