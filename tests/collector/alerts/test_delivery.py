@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import time
 from datetime import timedelta
+from functools import partial
 
 import httpx
 from sqlalchemy import select
@@ -221,8 +222,16 @@ def test_a_resolved_never_overtakes_an_opened_that_is_retrying(collector: Collec
         lose(collector)
         assert deliver(collector) == []  # the opened got a 503: backing off
         post(collector, token, "spark-01", boot=BOOT_B)
-        assert deliver(collector, now_offset_s=11.2) == []  # the resolved may not go first
-        later = 12 + collector.settings.webhook_backoff_base_s * 2
-        assert len(deliver(collector, now_offset_s=later)) == 1  # the opened, at last
-        assert len(deliver(collector, now_offset_s=later)) == 1  # then the resolved
+        sf = factory(collector)
+        with db.session_scope(sf) as s:
+            opened = select(Delivery.next_attempt_at).where(Delivery.event == "incident.opened")
+            retry_at = s.scalar(opened)
+        assert retry_at is not None
+        with httpx.Client() as http:
+            step = partial(
+                webhooks.deliver_due_alerts, sf, http_client=http, settings=collector.settings
+            )
+            assert step(now=retry_at - timedelta(seconds=0.1)) == []  # the resolved waits
+            assert len(step(now=retry_at)) == 1  # the opened, at last
+            assert len(step(now=retry_at)) == 1  # then the resolved
         assert rec.events() == ["incident.opened", "incident.resolved"]
