@@ -10,7 +10,7 @@ from typing import Annotated
 from apscheduler.schedulers.base import BaseScheduler
 from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from collector import auth
 from collector.db import session_scope
@@ -32,6 +32,12 @@ def get_session(request: Request) -> Iterator[Session]:
     with ``db.after_commit`` runs once the commit is done."""
     with session_scope(request.app.state.sessionmaker) as session:
         yield session
+
+
+def get_session_factory(request: Request) -> sessionmaker[Session]:
+    """For a route that is its own commit point (ingest: each step one transaction, run whole
+    in one worker thread)."""
+    return request.app.state.sessionmaker
 
 
 def get_clock(request: Request) -> Callable[[], float]:
@@ -71,6 +77,7 @@ def get_templates(request: Request) -> Jinja2Templates:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 # scope="function": commit before the response is sent, so a 200 means stored.
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+SessionFactoryDep = Annotated[sessionmaker[Session], Depends(get_session_factory)]
 NowDep = Annotated[datetime, Depends(get_now)]
 ClockDep = Annotated[Callable[[], float], Depends(get_clock)]
 RunnerDep = Annotated[MatrixRunner | None, Depends(get_runner)]

@@ -1,19 +1,28 @@
-"""POST /api/v1/ingest: a batch from an agent, authenticated by the host's token."""
+"""POST /api/v1/ingest: a batch from an agent, authenticated by the host's token.
+
+This route is its own commit point: each database step (the token lookup, then storing the
+batch) runs whole inside one worker thread, so no transaction is ever open across an await.
+On SQLite a transaction holds the one write lock: a request that held it while reading its
+body and waiting for a worker to store it could wait for ever behind workers blocked on that
+very lock (20 agents were enough to stall ingest for the busy timeout, and hosts went late).
+"""
 
 from __future__ import annotations
 
 import logging
 import zlib
+from collections.abc import Callable
 
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from agent.wire import INGEST_PATH, MAX_BATCH_RECORDS
 from collector.auth import bearer_token, host_for_token
-from collector.deps import ClockDep, SessionDep, SettingsDep, VllmStatesDep
+from collector.db import session_scope
+from collector.deps import ClockDep, SessionFactoryDep, SettingsDep, VllmStatesDep
 from collector.errors import AuthFailed, BadRequest, Forbidden, PayloadTooLarge
 from collector.ingest.batch import ingest_batch
 from collector.models import Host
@@ -53,7 +62,7 @@ async def read_body(request: Request, limit: int) -> bytes:
 @router.post(INGEST_PATH, response_model=IngestResult)
 async def ingest(
     request: Request,
-    session: SessionDep,
+    factory: SessionFactoryDep,
     settings: SettingsDep,
     clock: ClockDep,
     vllm_states: VllmStatesDep,
@@ -62,14 +71,15 @@ async def ingest(
     if token is None:
         raise AuthFailed("missing bearer token")
     # Authenticate before reading the body: an unknown client cannot make us parse 16 MiB.
-    host = await run_in_threadpool(host_for_token, session, token=token)
+    host = await run_in_threadpool(_authenticate, factory, token)
     if host is None:
         raise AuthFailed("unknown host token")
+    host_id, host_name = host
     try:
         body = await read_body(request, settings.max_body_bytes)
     except ClientDisconnect:
         # An agent killed or cut off mid-POST: expected; it resends what it still has.
-        log.info("host %s: client disconnected mid-body; nothing stored", host.name)
+        log.info("host %s: client disconnected mid-body; nothing stored", host_name)
         return Response(status_code=CLIENT_GONE)
     try:
         batch = Batch.model_validate_json(body)
@@ -78,29 +88,42 @@ async def ingest(
     records = len(batch.samples) + len(batch.lines) + len(batch.events)
     if records > MAX_BATCH_RECORDS:
         raise PayloadTooLarge(f"{records} records in one batch; the limit is {MAX_BATCH_RECORDS}")
-    if host.name != batch.host:
-        raise Forbidden(f"token belongs to host {host.name!r}, batch says {batch.host!r}")
-    # The database work is synchronous; run it off the event loop.
-    return await run_in_threadpool(_store, session, settings, host, batch, clock(), vllm_states)
+    if host_name != batch.host:
+        raise Forbidden(f"token belongs to host {host_name!r}, batch says {batch.host!r}")
+    # The database work is synchronous; run it off the event loop. Committed when it returns:
+    # a 200 means stored.
+    return await run_in_threadpool(_store, factory, settings, host_id, batch, clock, vllm_states)
+
+
+def _authenticate(factory: sessionmaker[Session], token: str) -> tuple[int, str] | None:
+    """(id, name) of the token's host; the read's transaction ends here."""
+    with session_scope(factory) as session:
+        host = host_for_token(session, token=token)
+        return None if host is None else (host.id, host.name)
 
 
 def _store(
-    session: Session,
+    factory: sessionmaker[Session],
     settings: Settings,
-    host: Host,
+    host_id: int,
     batch: Batch,
-    received_at: float,
+    clock: Callable[[], float],
     vllm_states: VllmStates,
 ) -> IngestResult:
-    return ingest_batch(
-        session,
-        host=host,
-        batch=batch,
-        received_at=received_at,
-        now=from_epoch(received_at),
-        settings=settings,
-        vllm_states=vllm_states,
-    )
+    with session_scope(factory) as session:
+        host = session.get(Host, host_id)
+        if host is None:
+            raise AuthFailed("host removed")
+        received_at = clock()
+        return ingest_batch(
+            session,
+            host=host,
+            batch=batch,
+            received_at=received_at,
+            now=from_epoch(received_at),
+            settings=settings,
+            vllm_states=vllm_states,
+        )
 
 
 class BatchInvalid(Exception):

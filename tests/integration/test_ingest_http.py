@@ -1,5 +1,6 @@
-"""An agent that goes away in the middle of a POST body (killed, link cut) is an expected
-event: one info line naming the host, no ERROR, nothing stored; the next batch is taken."""
+"""Ingest over real HTTP (uvicorn, SQLite): an agent slow or gone in the middle of its POST body
+holds nothing up, and going away is an expected event (an info line naming the host, no ERROR,
+nothing stored)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,31 @@ def test_client_gone_mid_body_is_an_info_line_with_the_host(
     assert len(gone) == 1 and gone[0].levelno == logging.INFO
     assert "spark-cut" in gone[0].getMessage()
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def test_an_agent_stuck_mid_body_holds_no_lock_over_the_others(tmp_path: Path) -> None:
+    """SQLite has one write lock; a request must not hold it while it waits for its body."""
+    with running_collector(tmp_path, run_scheduler=False) as c:
+        slow_token, fast_token = c.add_host("spark-slow"), c.add_host("spark-fast")
+        port = int(c.url.rsplit(":", 1)[1])
+        stuck = []
+        for _ in range(3):  # authenticated, then silent in the middle of their bodies
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.sendall(
+                f"POST {INGEST_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {slow_token}"
+                "\r\nContent-Length: 100000\r\n\r\n{".encode()
+            )
+            stuck.append(sock)
+        time.sleep(0.3)
+        try:
+            body = json.dumps({"host": "spark-fast", "boot_id": "b", "agent": {"version": "t"}})
+            r = httpx.post(
+                c.url + INGEST_PATH,
+                content=body,
+                headers={"Authorization": f"Bearer {fast_token}"},
+                timeout=60,
+            )
+            assert r.status_code == 200, r.text  # stored, not "database is locked"
+        finally:
+            for sock in stuck:
+                sock.close()
