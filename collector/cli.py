@@ -13,7 +13,7 @@ from pathlib import Path
 import uvicorn
 from pydantic import ValidationError
 
-from collector import db
+from collector import db, heap
 from collector.demo import run_demo
 from collector.deploy.bundle import build_agent_bundle
 from collector.errors import AppError
@@ -129,6 +129,7 @@ def tune_gc() -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    heap.tune()  # before the worker threads exist: they take their malloc arenas as they start
     settings = settings_from(args)
     app = create_app(settings)
     tune_gc()

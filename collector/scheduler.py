@@ -11,6 +11,7 @@ from apscheduler.events import EVENT_SCHEDULER_SHUTDOWN
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy.orm import Session, sessionmaker
 
+from collector import heap
 from collector.alerts.delivery import deliver_due_alerts
 from collector.incidents.lifecycle import settle_incidents
 from collector.incidents.postmortem import collect_postmortems
@@ -93,6 +94,7 @@ def build_scheduler(
         settings.alive_tick_s,
         lambda: tick_collector_alive(session_factory, run_id=run_id, now=now()),
     )
+    add("trim_heap", heap.TRIM_INTERVAL_S, heap.trim)
     add(
         "postmortems",
         settings.postmortem_interval_s,
