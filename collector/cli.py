@@ -6,9 +6,11 @@ import argparse
 import gc
 import logging
 import sys
+import threading
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from pydantic import ValidationError
@@ -133,7 +135,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     app = create_app(settings)
     tune_gc()
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.bind,
         port=settings.port,
@@ -141,7 +143,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         access_log=False,
         timeout_graceful_shutdown=5,
     )
+    StoppingServer(config, app.state.stopping).run()
     return 0
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn that tells the app the moment a stop signal arrives: from then on it takes no
+    batch, so the checker must judge no silence (its jobs run until the lifespan ends, which
+    is seconds later)."""
+
+    def __init__(self, config: uvicorn.Config, stopping: threading.Event) -> None:
+        super().__init__(config)
+        self._stopping = stopping
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._stopping.set()  # no logging here: a signal handler must not take locks
+        super().handle_exit(sig, frame)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

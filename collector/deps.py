@@ -3,6 +3,7 @@ the app's lifespan built (matrix runner, netconsole channel, vLLM state, SSH lay
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from collector import auth
 from collector.db import session_scope
 from collector.errors import AuthFailed
+from collector.liveness.arrivals import Arrivals
 from collector.matrix.runner import MatrixRunner
 from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
@@ -62,6 +64,15 @@ def get_scheduler(request: Request) -> BaseScheduler | None:
     return getattr(request.app.state, "scheduler", None)
 
 
+def get_arrivals(request: Request) -> Arrivals:
+    return request.app.state.arrivals
+
+
+def get_store_slots(request: Request) -> asyncio.Semaphore:
+    """How many batches may be stored at once (``ingest_concurrency``)."""
+    return request.app.state.store_slots
+
+
 def get_vllm_states(request: Request) -> VllmStates:
     return request.app.state.vllm_states
 
@@ -84,6 +95,8 @@ RunnerDep = Annotated[MatrixRunner | None, Depends(get_runner)]
 NetconsoleDep = Annotated[NetconsoleChannel | None, Depends(get_netconsole)]
 SchedulerDep = Annotated[BaseScheduler | None, Depends(get_scheduler)]
 VllmStatesDep = Annotated[VllmStates, Depends(get_vllm_states)]
+ArrivalsDep = Annotated[Arrivals, Depends(get_arrivals)]
+StoreSlotsDep = Annotated[asyncio.Semaphore, Depends(get_store_slots)]
 SSHDep = Annotated[SSHClient, Depends(get_ssh)]
 TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
 

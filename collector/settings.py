@@ -19,6 +19,8 @@ class Settings(BaseSettings):
     public_url: str | None = None
     grace_s: float = Field(3.0, gt=0)
     max_body_bytes: int = 16 * 1024 * 1024
+    # Batches stored at once; more wait for a slot (SQLite has one writer anyway).
+    ingest_concurrency: int = Field(4, ge=1)
     # The scheduler (heartbeat checks, alert delivery) runs in `serve`; tests turn it off and
     # call the job steps directly.
     run_scheduler: bool = True

@@ -1,17 +1,19 @@
 """POST /api/v1/ingest: a batch from an agent, authenticated by the host's token.
 
-This route is its own commit point: each database step (the token lookup, then storing the
-batch) runs whole inside one worker thread, so no transaction is ever open across an await.
+This route is its own commit point: each database step (the token lookup, a read that never
+waits for the writer, then storing the batch) runs whole inside one worker thread, so no
+transaction is ever open across an await.
 On SQLite a transaction holds the one write lock: a request that held it while reading its
 body and waiting for a worker to store it could wait for ever behind workers blocked on that
 very lock (20 agents were enough to stall ingest for the busy timeout, and hosts went late).
+A batch is a heartbeat from its arrival: while it waits to be stored the checker knows it is
+in hand (``liveness.arrivals``).
 """
 
 from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Callable
 
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
@@ -21,8 +23,15 @@ from starlette.requests import ClientDisconnect
 
 from agent.wire import INGEST_PATH, MAX_BATCH_RECORDS
 from collector.auth import bearer_token, host_for_token
-from collector.db import session_scope
-from collector.deps import ClockDep, SessionFactoryDep, SettingsDep, VllmStatesDep
+from collector.db import read_scope, session_scope
+from collector.deps import (
+    ArrivalsDep,
+    ClockDep,
+    SessionFactoryDep,
+    SettingsDep,
+    StoreSlotsDep,
+    VllmStatesDep,
+)
 from collector.errors import AuthFailed, BadRequest, Forbidden, PayloadTooLarge
 from collector.ingest.batch import ingest_batch
 from collector.models import Host
@@ -66,6 +75,8 @@ async def ingest(
     settings: SettingsDep,
     clock: ClockDep,
     vllm_states: VllmStatesDep,
+    arrivals: ArrivalsDep,
+    store_slots: StoreSlotsDep,
 ) -> IngestResult | Response:
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
@@ -91,13 +102,20 @@ async def ingest(
     if host_name != batch.host:
         raise Forbidden(f"token belongs to host {host_name!r}, batch says {batch.host!r}")
     # The database work is synchronous; run it off the event loop. Committed when it returns:
-    # a 200 means stored.
-    return await run_in_threadpool(_store, factory, settings, host_id, batch, clock, vllm_states)
+    # a 200 means stored. It is a heartbeat from now on, however long it waits to be stored.
+    received_at = clock()
+    with arrivals.holding(host_id):
+        # At most ingest_concurrency at once: the others wait here, not in worker threads
+        # blocked on the database (which would leave none for the token lookups).
+        async with store_slots:
+            return await run_in_threadpool(
+                _store, factory, settings, host_id, batch, received_at, vllm_states
+            )
 
 
 def _authenticate(factory: sessionmaker[Session], token: str) -> tuple[int, str] | None:
-    """(id, name) of the token's host; the read's transaction ends here."""
-    with session_scope(factory) as session:
+    """(id, name) of the token's host; a read that never waits for the writer."""
+    with read_scope(factory) as session:
         host = host_for_token(session, token=token)
         return None if host is None else (host.id, host.name)
 
@@ -107,14 +125,13 @@ def _store(
     settings: Settings,
     host_id: int,
     batch: Batch,
-    clock: Callable[[], float],
+    received_at: float,
     vllm_states: VllmStates,
 ) -> IngestResult:
     with session_scope(factory) as session:
         host = session.get(Host, host_id)
         if host is None:
             raise AuthFailed("host removed")
-        received_at = clock()
         return ingest_batch(
             session,
             host=host,

@@ -17,6 +17,7 @@ from collector import db
 from collector.alerts import delivery as webhooks
 from collector.incidents import lifecycle as incidents
 from collector.liveness import checker
+from collector.liveness.arrivals import Arrivals
 from collector.liveness.collector_runs import release_held_alerts
 from collector.models import CollectorRun, Delivery, Host, Incident, IncidentSnapshot
 from collector.timeutil import utcnow
@@ -311,3 +312,22 @@ def test_two_checkers_on_postgres_alert_exactly_once(fresh_postgres_url: str) ->
 
 def webhooks_client() -> Any:
     return httpx.Client()
+
+
+def test_a_batch_in_hand_is_a_heartbeat_while_it_waits_to_be_stored(collector: Collector) -> None:
+    """Under load a batch may wait seconds for the database; its host is not silent."""
+    token = collector.add_host("spark-01")
+    post(collector, token, "spark-01")
+    sf, settings = factory(collector), collector.settings
+    arrivals = Arrivals()
+    with db.session_scope(sf) as s:
+        host_id = s.scalar(select(Host.id))
+    later = utcnow() + timedelta(seconds=settings.grace_s + 1)
+    sweep = partial(
+        checker.check_heartbeats, sf, settings=settings, probe_runner=no_probes, arrivals=arrivals
+    )
+    with arrivals.holding(host_id):
+        assert sweep(now=later) == []
+        with db.session_scope(sf) as s:
+            assert s.scalar(select(Host.status)) == "up"
+    assert len(sweep(now=later)) == 1  # nothing in hand any more: silent for real
