@@ -1,4 +1,5 @@
-"""The spool's on-disk record: a framed batch, and thinning a run of them by drop priority.
+"""The spool's on-disk record, a framed batch; a run of them thinned by drop priority, or
+merged into one batch for replay.
 
 A frame is ``b"FWS1" | u32 length | u32 crc32(payload) | payload`` (big endian), payload = the
 batch as compact JSON. Thinning level 1 drops every other sample, level 2 all samples and
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 MAGIC = b"FWS1"
@@ -39,6 +40,23 @@ def count(batch: dict[str, Any]) -> dict[str, int]:
     return {key: len(batch.get(key, ())) for key in DROP_KEYS}
 
 
+def count_all(payloads: list[bytes]) -> dict[str, int]:
+    total = dict.fromkeys(DROP_KEYS, 0)
+    for payload in payloads:
+        for key, n in count(load(payload)).items():
+            total[key] += n
+    return total
+
+
+def max_kseqs(batch: dict[str, Any]) -> dict[str, int]:
+    """{boot_id: the highest kernel seq among its lines} (resume hint), {} if none."""
+    try:
+        kseqs = [ln["kseq"] for ln in batch.get("lines", ()) if ln.get("kseq") is not None]
+    except (TypeError, KeyError, AttributeError):
+        return {}
+    return {str(batch.get("boot_id", "")): max(kseqs)} if kseqs else {}
+
+
 def iter_frames(data: bytes) -> Iterator[tuple[int, int, bytes]]:
     """(start, end, payload) of every valid frame; garbage between frames is skipped."""
     pos = 0
@@ -55,6 +73,32 @@ def iter_frames(data: bytes) -> Iterator[tuple[int, int, bytes]]:
         if nxt < 0:
             return
         pos = nxt
+
+
+def coalesce(
+    payloads: Iterable[bytes], max_records: int, max_bytes: int
+) -> tuple[dict[str, Any] | None, int, int]:
+    """The leading payloads of one boot merged into one batch within the limits (the first is
+    taken whatever its size): (the batch, None if none was one; frames taken; their bytes)."""
+    merged: dict[str, Any] | None = None
+    frames = records = size = 0
+    for payload in payloads:
+        batch = load(payload)
+        n = sum(count(batch).values())
+        if merged is not None and (
+            batch.get("boot_id") != merged.get("boot_id")
+            or records + n > max_records
+            or size + HEADER.size + len(payload) > max_bytes
+        ):
+            break
+        frames, records = frames + 1, records + n
+        size += HEADER.size + len(payload)
+        if merged is None:
+            merged = batch or None  # a frame that is not a batch: skipped
+        else:
+            for key in DROP_KEYS:
+                merged.setdefault(key, []).extend(batch.get(key, ()))
+    return merged, frames, size
 
 
 def thin(payloads: list[bytes], level: int) -> tuple[list[bytes], dict[str, int]]:

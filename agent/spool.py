@@ -25,17 +25,27 @@ most once a second and on close (a power loss may cost the last second).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agent import diskio
-from agent.frames import DROP_KEYS, HEADER, count, encode_frame, iter_frames, load, thin
+from agent.frames import (
+    DROP_KEYS,
+    HEADER,
+    coalesce,
+    count,
+    count_all,
+    encode_frame,
+    iter_frames,
+    load,
+    max_kseqs,
+    thin,
+)
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +110,8 @@ class Spool:
             good_end = 0
             for _, end, payload in iter_frames(data):
                 good_end = end
-                self._note_kseq(payload)
+                for boot, kseq in max_kseqs(load(payload)).items():
+                    self.max_kseq[boot] = max(self.max_kseq.get(boot, -1), kseq)
             if good_end < len(data):
                 log.warning("spool: %s: skipping %d corrupt/torn bytes", path, len(data) - good_end)
                 with open(path, "r+b") as f:  # truncate a torn tail so appends stay framed
@@ -109,16 +120,6 @@ class Spool:
                 path.unlink()
                 continue
             self._segments.append(_Segment(number, level, good_end))
-
-    def _note_kseq(self, payload: bytes) -> None:
-        try:
-            batch = json.loads(payload)
-            kseqs = [ln["kseq"] for ln in batch.get("lines", ()) if ln.get("kseq") is not None]
-        except (ValueError, TypeError, KeyError, AttributeError):
-            return
-        if kseqs:
-            boot = batch.get("boot_id", "")
-            self.max_kseq[boot] = max(self.max_kseq.get(boot, -1), *kseqs)
 
     def __bool__(self) -> bool:
         return bool(self._segments)
@@ -230,7 +231,7 @@ class Spool:
                 if level == 3:
                     if seg is active:
                         self._rotate()
-                    self._drop(self._counts(seg))
+                    self._drop(count_all(self._payloads(seg)))
                     self._remove(seg)
                 elif seg.level < level and seg is not active:
                     self._thin(seg, level)
@@ -243,13 +244,6 @@ class Spool:
             return [p for _, _, p in iter_frames((self.dir / seg.name).read_bytes())]
         except OSError:
             return []
-
-    def _counts(self, seg: _Segment) -> dict[str, int]:
-        total = dict.fromkeys(DROP_KEYS, 0)
-        for payload in self._payloads(seg):
-            for key, n in count(load(payload)).items():
-                total[key] += n
-        return total
 
     def _remove(self, seg: _Segment) -> None:
         if self._segments and seg is self._segments[0]:
@@ -295,31 +289,17 @@ class Spool:
         empty."""
         while self._segments and not self._head():
             self._remove(self._segments[0])
-        merged: dict[str, Any] | None = None
-        frames = records = size = 0
-        for index, seg in enumerate(list(self._segments)):
-            if self._active is not None and self._active[0] is seg:
-                self._rotate()
-            for payload in self._head() if index == 0 else self._payloads(seg):
-                batch = load(payload)
-                n = sum(count(batch).values())
-                if merged is not None and (
-                    batch.get("boot_id") != merged.get("boot_id")
-                    or records + n > max_records
-                    or size + HEADER.size + len(payload) > max_bytes
-                ):
-                    return merged, frames, size
-                frames, records = frames + 1, records + n
-                size += HEADER.size + len(payload)
-                if merged is None:
-                    merged = batch or None  # a frame that is not a batch: skipped
-                else:
-                    for key in DROP_KEYS:
-                        merged.setdefault(key, []).extend(batch.get(key, ()))
+        merged, frames, size = coalesce(self._oldest_first(), max_records, max_bytes)
         if merged is None:
             self.pop(frames)
             return None
         return merged, frames, size
+
+    def _oldest_first(self) -> Iterator[bytes]:
+        for index, seg in enumerate(list(self._segments)):
+            if self._active is not None and self._active[0] is seg:
+                self._rotate()
+            yield from self._head() if index == 0 else self._payloads(seg)
 
     def peek(self) -> dict[str, Any] | None:
         """The oldest spooled batch on its own (still in the spool until ``pop``)."""

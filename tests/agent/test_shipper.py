@@ -24,7 +24,9 @@ class Clock:
         return self.now
 
 
-def make(tmp_path: Path, collector: FakeCollector) -> tuple[Shipper, Outbox, Clock]:
+def make(
+    tmp_path: Path, collector: FakeCollector, *, spool_bytes: int = 1 << 20
+) -> tuple[Shipper, Outbox, Clock]:
     outbox = Outbox()
     clock = Clock()
     shipper = Shipper(
@@ -32,7 +34,7 @@ def make(tmp_path: Path, collector: FakeCollector) -> tuple[Shipper, Outbox, Clo
         boot_id=BOOT,
         transport=Transport(collector.url, TOKEN, timeout=5),
         state=AgentState(tmp_path, "spark-01", BOOT),
-        spool=Spool(tmp_path / "spool", 1 << 20),
+        spool=Spool(tmp_path / "spool", spool_bytes),
         outbox=outbox,
         interval=3600.0,  # huge: anything shipped below was not waiting for the interval
         wall=lambda: 1764400000.0,
@@ -269,19 +271,7 @@ def test_replay_is_coalesced_says_its_backlog_and_when_it_was_sent(
 def test_drops_are_reported_once_cumulatively_and_never_spooled(
     tmp_path: Path, collector: FakeCollector
 ) -> None:
-    outbox = Outbox()
-    clock = Clock()
-    shipper = Shipper(
-        host="spark-01",
-        boot_id=BOOT,
-        transport=Transport(collector.url, TOKEN, timeout=5),
-        state=AgentState(tmp_path, "spark-01", BOOT),
-        spool=Spool(tmp_path / "spool", 64 * 1024),  # small: it must drop
-        outbox=outbox,
-        interval=3600.0,
-        wall=lambda: 1764400000.0,
-        mono=clock,
-    )
+    shipper, outbox, clock = make(tmp_path, collector, spool_bytes=64 * 1024)  # it must drop
     shipper.start()
     collector.stop()
     for k in range(1, 1001):

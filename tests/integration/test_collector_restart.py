@@ -11,7 +11,6 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from sqlalchemy import func, select
 from collector import db
 from collector.models import Host, Incident, Line
 from tests.collector.freeze_support import SECRET, receiver
-from tests.support import postgres as pg_support
 from tests.support.fleet import CollectorProcess, append_kmsg, register, start_agent, stop_all
 from tests.twohost.harness import wait_for
 
@@ -32,16 +30,6 @@ HOLD_S = 10.0  # FREEZEWATCH_RESTART_ALERT_HOLD_S for this test (30 s by default
 STARTUP_GRACE_S = 5.0 + 3.0  # the agents' longest retry delay + the default grace
 FLEET = [f"fleet-{i:02d}" for i in range(20)]
 FROZEN = "frozen"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fw.db'}"
-        return
-    url = pg_support.fresh_database(request.getfixturevalue("postgres_url"))
-    yield url
-    pg_support.drop_database(url)
 
 
 class Feeder:

@@ -17,7 +17,7 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,6 @@ from sqlalchemy import func, select
 
 from collector import db
 from collector.models import Line
-from tests.support import postgres as pg_support
 from tests.support.fleet import CollectorProcess, append_kmsg, register, start_agent, stop_all
 from tests.support.tmpfs import fill
 from tests.twohost.harness import wait_for
@@ -35,16 +34,6 @@ pytestmark = pytest.mark.timeout(300)
 
 HOST = "spark-disk"
 RATE = 300  # kernel lines a second while the collector is down
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fw.db'}"
-        return
-    url = pg_support.fresh_database(request.getfixturevalue("postgres_url"))
-    yield url
-    pg_support.drop_database(url)
 
 
 class Kernel:

@@ -86,13 +86,18 @@ def test_heartbeat_within_grace_keeps_host_up(collector: Collector) -> None:
         assert s.scalar(select(Host.status)) == "up"
 
 
+def subscribe(c: Collector, rec: Any) -> None:
+    r = c.client.post(
+        "/api/v1/webhooks", json={"url": rec.url, "secret": rec.secret}, headers=c.admin
+    )
+    assert r.status_code == 201
+
+
 def test_collector_restart_raises_no_false_alarm_but_reports_dead_host(sqlite_url: str) -> None:
     with receiver() as rec, time_machine.travel(utcnow(), tick=False) as clock:
         gen = make_collector(sqlite_url)
         first = next(gen)
-        first.client.post(
-            "/api/v1/webhooks", json={"url": rec.url, "secret": rec.secret}, headers=first.admin
-        )
+        subscribe(first, rec)
         tokens = {name: first.add_host(name) for name in ("alive", "slow", "dead")}
         for name, token in tokens.items():
             post(first, token, name)
@@ -143,9 +148,7 @@ def test_a_host_back_before_its_held_alert_never_alerts(sqlite_url: str) -> None
     with receiver() as rec, time_machine.travel(utcnow(), tick=False) as clock:
         gen = make_collector(sqlite_url)
         first = next(gen)
-        first.client.post(
-            "/api/v1/webhooks", json={"url": rec.url, "secret": rec.secret}, headers=first.admin
-        )
+        subscribe(first, rec)
         token = first.add_host("late-agent")
         post(first, token, "late-agent")
         gen.close()
