@@ -24,6 +24,7 @@ BATCH_BYTES = MAX_BATCH_BYTES // 2  # stay well under the collector's limit
 # the kernel is quiet): after a freeze the next boot's catch-up starts from it.
 STATE_FLUSH_S = 10.0
 DROPS_FLUSH_S = 1.0  # the drop ledger, while drops happen: a kill -9 costs at most this much
+DROPS_LOG_S = 60.0
 STORED, DOWN, REJECTED = "stored", "down", "rejected"
 
 
@@ -73,6 +74,7 @@ class Shipper:
         self.kmsg_usec_acked: int | None = state.kmsg_usec_acked
         self._flushed_at = mono()
         self._drops_dirty = False
+        self._drops_logged_at = -1e18
         self._careful = 0  # frames to replay one by one (a merged replay was refused)
         self._resumed = False  # kseq_skip confirmed by the collector
         self._first_line = True
@@ -185,12 +187,17 @@ class Shipper:
             self.spool.append(batch)
             dropped = self.spool.take_dropped()
             if dropped:
-                log.warning("spool full: dropped %s (%s)", dropped[0], ", ".join(dropped[1]))
                 self._count_drops(*dropped)
 
     def _count_drops(self, counts: dict[str, int], reasons: list[str]) -> None:
-        if self.state.drops.add(counts, reasons, round(self._wall(), 6)):
-            self._drops_dirty = True
+        if not self.state.drops.add(counts, reasons, round(self._wall(), 6)):
+            return
+        self._drops_dirty = True
+        if self._mono() - self._drops_logged_at >= DROPS_LOG_S:  # at the bound: every batch
+            self._drops_logged_at = self._mono()
+            totals, why = self.state.drops.totals, ", ".join(self.state.drops.reasons)
+            log.warning("records dropped (%s), %s so far (reported when the collector answers)",
+                        why, totals)  # fmt: skip
 
     def _replay_spool(self) -> bool:
         """Replay spooled batches oldest first, coalesced into large batches (one per boot and

@@ -235,7 +235,6 @@ class Spool:
                     self._remove(seg)
                 elif seg.level < level and seg is not active:
                     self._thin(seg, level)
-        log.warning("spool: a batch of %d bytes exceeds the spool bound", need)
 
     def _payloads(self, seg: _Segment) -> list[bytes]:
         if self._reading is not None and self._segments and seg is self._segments[0]:
