@@ -154,6 +154,10 @@ class Host(Base):
     agent_version: Mapped[str | None] = mapped_column(String(64))
     agent_pid: Mapped[int | None] = mapped_column(Integer)
     agent_started_at: Mapped[float | None] = mapped_column(Float)
+    # What the agent's spool still held after its latest batch (None: an agent that does not
+    # say), and its clock's offset (our receive time - its send time, smoothed), seconds.
+    backlog_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    clock_offset_s: Mapped[float | None] = mapped_column(Float)
 
     # How the collector reaches the host on its own (probes, post-mortem, matrix runs).
     ssh_user: Mapped[str | None] = mapped_column(String(64))
@@ -609,6 +613,9 @@ class Incident(Base):
     stall_s: Mapped[float | None] = mapped_column(Float)
     shutdown: Mapped[bool] = mapped_column(Boolean, default=False)
     collector_down: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The opened alert waits until then (the silence began while the collector was down);
+    # resolved before that, the incident never alerts.
+    alert_held_until: Mapped[datetime | None]
     probes: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     agent_restart: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     postmortem_state: Mapped[str] = mapped_column(String(16), default=PostmortemState.NONE)

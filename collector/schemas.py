@@ -22,6 +22,14 @@ class AgentInfo(BaseModel):
     started_at: float | None = None
     # The sender's current boot; absent from older agents (then it is the batch's boot).
     boot_id: str | None = Field(None, min_length=1, max_length=64)
+    # The sender's wall clock at this POST: the clock offset is measured from it.
+    sent_at: float | None = Field(None, ge=0, le=1e11)
+
+
+class Backlog(BaseModel):
+    """What the sender's spool still holds after this batch."""
+
+    bytes: int = Field(ge=0)
 
 
 def first_entry(value: Any) -> dict[str, Any]:
@@ -96,6 +104,7 @@ class Batch(BaseModel):
     samples: list[WireSample] = Field(default_factory=list)
     lines: list[WireLine] = Field(default_factory=list)
     events: list[WireEvent] = Field(default_factory=list)
+    backlog: Backlog | None = None
 
     @property
     def sender_boot_id(self) -> str:

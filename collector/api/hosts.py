@@ -17,9 +17,10 @@ from collector.kernel.read import list_events, list_occurrences
 from collector.liveness.status import set_paused
 from collector.models import Host, Sample
 from collector.netconsole.health import canary_report, netconsole_report
-from collector.readback import series, timeline
+from collector.readback import series, timebase, timeline
 from collector.readback.downsample import bucketed_samples
 from collector.readback.guard_events import guard_firings
+from collector.readback.losses import spool_losses
 from collector.schemas import first_entry
 from collector.timeutil import to_epoch
 from collector.vllm.status import latest_vllm_phase, vllm_status
@@ -44,6 +45,10 @@ def host_summary(host: Host) -> dict[str, Any]:
         },
         "simulated": host.simulated,
         "paused": host.paused,
+        # our clock minus the agent's, seconds; from 2 s on the views correct for it
+        "clock_offset_s": host.clock_offset_s,
+        "clock_corrected": timebase.offset_s(host) != 0.0,
+        "backlog_bytes": host.backlog_bytes,
         "netconsole_from": list(host.netconsole_from or []),
         "config": host_config_dict(host),
         "guard": guard_dict(host),
@@ -87,11 +92,13 @@ def get_host(name: str, session: SessionDep, _: AdminDep, now: NowDep) -> dict[s
     host = registry.get_host(session, name=name)
     latest = series.latest_sample(session, host_id=host.id)
     expect = ("kmsg", "netconsole") if host.netconsole_from else ("kmsg",)
+    offset = timebase.offset_s(host)
     return {
         **host_summary(host),
-        "latest_sample": series.sample_dict(latest) if latest else None,
+        "latest_sample": series.sample_dict(latest, offset) if latest else None,
         "canary": canary_report(session, host_id=host.id, expect=expect, now=now.timestamp()),
         "netconsole": netconsole_report(session, host_id=host.id),
+        "spool_losses": spool_losses(session, host_id=host.id, offset=offset),
     }
 
 
@@ -147,15 +154,22 @@ def get_samples(
 ) -> dict[str, Any]:
     """Raw samples; with ``step`` (seconds) min/max/avg per bucket ``floor(ts/step)*step``
     instead, as ``{"host", "since", "until", "step", "t": [...], "avg"|"min"|"max": {col: [...]}}``
-    (``since`` defaults to one hour before ``until``, ``until`` to now)."""
+    (``since`` defaults to one hour before ``until``, ``until`` to now). Times and filters are
+    on the collector's time base (``collector.readback.timebase``)."""
     host = registry.get_host(session, name=name)
+    offset = timebase.offset_s(host)
     if step is not None:
         until = now.timestamp() if until is None else until
         since = until - timeline.DEFAULT_SPAN_S if since is None else since
-        samples = bucketed_samples(session, host_id=host.id, since=since, until=until, step=step)
+        samples = bucketed_samples(
+            session, host_id=host.id, since=since - offset, until=until - offset, step=step
+        )
+        samples["t"] = [t + offset for t in samples["t"]]
         return {"host": name, "since": since, "until": until, **samples}
-    rows = series.list_samples(session, host_id=host.id, since=since, until=until, limit=limit)
-    return {"host": name, "samples": [series.sample_dict(s) for s in rows]}
+    rows = series.list_samples(
+        session, host_id=host.id, since=since, until=until, limit=limit, offset=offset
+    )
+    return {"host": name, "samples": [series.sample_dict(s, offset) for s in rows]}
 
 
 @router.get("/{name}/timeline")
@@ -191,6 +205,7 @@ def get_lines(
     order: Literal["asc", "desc"] = "asc",
 ) -> dict[str, Any]:
     host = registry.get_host(session, name=name)
+    offset = timebase.offset_s(host)
     rows, next_cursor = series.list_lines(
         session,
         host_id=host.id,
@@ -202,10 +217,11 @@ def get_lines(
         cursor=cursor,
         limit=limit,
         newest_first=order == "desc",
+        offset=offset,
     )
     return {
         "host": name,
-        "lines": [series.line_dict(line) for line in rows],
+        "lines": [series.line_dict(line, offset) for line in rows],
         "next_cursor": next_cursor,
     }
 
@@ -226,8 +242,10 @@ def get_events(
     """
     host = registry.get_host(session, name=name)
     kinds = [k.strip() for k in kind.split(",") if k.strip()] if kind else None
+    offset = timebase.offset_s(host)
+    since, until = timebase.to_agent(since, offset), timebase.to_agent(until, offset)
     rows = list_events(session, host_id=host.id, kinds=kinds, since=since, until=until, limit=limit)
-    return {"host": name, "events": rows}
+    return {"host": name, "events": timebase.shifted(rows, offset, "ts")}
 
 
 @router.get("/{name}/guard")

@@ -75,6 +75,7 @@ def incident_dict(incident: Incident, *, host_name: str | None = None) -> dict[s
         "return_boot_id": incident.return_boot_id,
         "shutdown": incident.shutdown,
         "collector_down": incident.collector_down,
+        "alert_held_until": to_epoch(incident.alert_held_until),
         "probes": incident.probes,
         "agent_restart": incident.agent_restart,
         "postmortem": {

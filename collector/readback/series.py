@@ -9,15 +9,19 @@ from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
 from collector.models import KERNEL_SOURCES, Line, Sample
+from collector.readback.timebase import to_agent
 
 MAX_LIMIT = 10_000
 LAST_KERNEL_LINES = 20
 
 
-def sample_dict(sample: Sample) -> dict[str, Any]:
+def sample_dict(sample: Sample, offset: float = 0.0) -> dict[str, Any]:
+    """``ts`` on the collector's time base (``offset``: ``timebase.offset_s``), ``agent_ts``
+    as the agent's clock read it."""
     return {
         "seq": sample.seq,
-        "ts": sample.ts,
+        "ts": sample.ts + offset,
+        "agent_ts": sample.ts,
         "received_at": sample.received_at,
         "burst": sample.burst,
         "mem_total": sample.mem_total,
@@ -40,12 +44,14 @@ def sample_dict(sample: Sample) -> dict[str, Any]:
     }
 
 
-def line_dict(line: Line) -> dict[str, Any]:
+def line_dict(line: Line, offset: float = 0.0) -> dict[str, Any]:
+    """``ts`` on the collector's time base, ``agent_ts`` as the agent's clock read it."""
     return {
         "id": line.id,
         "seq": line.seq,
         "kseq": line.kseq,
-        "ts": line.ts,
+        "ts": line.ts + offset,
+        "agent_ts": line.ts,
         "received_at": line.received_at,
         "source": line.source,
         "priority": line.priority,
@@ -83,9 +89,12 @@ def list_samples(
     since: float | None = None,
     until: float | None = None,
     limit: int = 1000,
+    offset: float = 0.0,
 ) -> list[Sample]:
-    """Samples in [since, until], oldest first; without ``since``, the newest ``limit``."""
+    """Samples in [since, until] (the collector's time base: ``offset`` is the host's clock
+    offset), oldest first; without ``since``, the newest ``limit``."""
     limit = _check_limit(limit)
+    since, until = to_agent(since, offset), to_agent(until, offset)
     query = select(Sample).where(Sample.host_id == host_id)
     if until is not None:
         query = query.where(Sample.ts <= until)
@@ -109,13 +118,16 @@ def list_lines(
     cursor: str | None = None,
     limit: int = 500,
     newest_first: bool = False,
+    offset: float = 0.0,
 ) -> tuple[list[Line], str | None]:
     """Lines keyset-paginated on (ts, id), oldest first unless ``newest_first``; returns the
-    page and the cursor of the next one.
+    page and the cursor of the next one. [since, until] is on the collector's time base
+    (``offset``: the host's clock offset); the cursor is the agent's.
 
     ``min_priority`` is a syslog severity: 3 means "err and worse" (numerically <= 3).
     """
     limit = _check_limit(limit)
+    since, until = to_agent(since, offset), to_agent(until, offset)
     query = select(Line).where(Line.host_id == host_id)
     if since is not None:
         query = query.where(Line.ts >= since)

@@ -2,6 +2,10 @@
 
 Shapes (all times epoch seconds; lists sorted by time; the UI ignores unknown keys):
 
+All times are on the collector's time base: series, markers and phases carry the agent's clock,
+moved by the host's measured offset when it is skewed (``collector.readback.timebase``;
+``clock_offset_s`` says by how much).
+
 - ``series``: see :func:`collector.readback.downsample.bucketed_samples`.
 - ``markers``: classified kernel events ``{"ts", "kind", "text", "priority", "source",
   "line_id", "meaning", "vllm_phase", "code", "device", "severity", "action"}``; ``kind`` as
@@ -36,6 +40,7 @@ from collector.models import (
     MatrixStep,
     VllmPhase,
 )
+from collector.readback import timebase
 from collector.readback.downsample import bucketed_samples, nice_step
 from collector.readback.guard_events import guard_firings
 from collector.timeutil import from_epoch, to_epoch
@@ -269,15 +274,20 @@ def host_timeline(
     since = until - DEFAULT_SPAN_S if since is None else since
     step = nice_step(until - since, DEFAULT_POINTS) if step is None else step
     window = {"host_id": host.id, "since": since, "until": until}
+    offset = timebase.offset_s(host)
+    agent = {"host_id": host.id, "since": since - offset, "until": until - offset}
+    series = bucketed_samples(session, step=step, **agent)
+    series["t"] = [t + offset for t in series["t"]]
     return {
         "host": host.name,
         "since": since,
         "until": until,
         "step": step,
         "now": now,
-        "series": bucketed_samples(session, step=step, **window),
-        "markers": kernel_markers(session, **window),
-        "phases": phase_bands(session, **window),
+        "clock_offset_s": offset,
+        "series": series,
+        "markers": timebase.shifted(kernel_markers(session, **agent), offset, "ts"),
+        "phases": timebase.shifted(phase_bands(session, **agent), offset, "start", "end"),
         "incidents": incident_spans(session, **window),
         "matrix": matrix_windows(session, **window),
         "guard": guard_firings(session, **window),
