@@ -78,18 +78,21 @@ class WorkloadResult:
     """Summary figures of one workload run; `figures()` is what reports and gates read.
 
     `errors` counts failed requests (HTTP non-2xx, transport errors, unreadable bodies and
-    timeouts); `timeouts` is the subset that hit `request_timeout_s`. Latency figures cover every
-    request that ended (timeouts at their timeout), not cancelled ones.
+    timeouts); `timeouts` is the subset that hit `request_timeout_s`; `cut_by_freeze` the
+    requests in flight when the host froze (not errors). Latency figures cover every request
+    that ended (timeouts at their timeout), not cancelled or cut ones.
     """
 
     name: str
     kind: str = "tool_conversation"
-    outcome: str = "ok"  # ok | failed | cancelled
+    outcome: str = "ok"  # ok | failed | cancelled | host_froze
     started_at: float | None = None
     ended_at: float | None = None
     requests: int = 0
     errors: int = 0
     timeouts: int = 0
+    cut_by_freeze: int = 0
+    conversations: int = 0
     latency_median_s: float | None = None
     latency_p95_s: float | None = None
     latency_max_s: float | None = None
