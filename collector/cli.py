@@ -260,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # Every scheduler tick at INFO would bury the decisions (host lost, alert sent).
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    # One line per matrix workload request would bury them too.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     return COMMANDS[args.command](args)
 

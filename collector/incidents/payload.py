@@ -76,6 +76,7 @@ def incident_dict(incident: Incident, *, host_name: str | None = None) -> dict[s
         "collector_down": incident.collector_down,
         "probes": incident.probes,
         "agent_restart": incident.agent_restart,
+        "power_cycles": incident.power_cycles or [],
         "postmortem": {
             "state": incident.postmortem_state,
             "attempts": incident.postmortem_attempts,

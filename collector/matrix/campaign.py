@@ -20,8 +20,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from collector.db import session_scope
 from collector.matrix import durable, hostwatch
 from collector.matrix.hostwait import away_reason
-from collector.matrix.state import RunState
 from collector.matrix.recorder import label
+from collector.matrix.state import RunState
 from collector.matrix.steps import ProfileSteps
 from collector.matrix.store import record_event
 from collector.models import HostStatus, MatrixStep, StepOutcome

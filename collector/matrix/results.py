@@ -33,6 +33,9 @@ class ProfileReport:
     - `kernel_events`: phase ("startup" or a workload name) → kernel event kind → count.
     - `workloads`: `WorkloadResult.figures()` or `summarize_command_result(...)` dicts, in order.
     - `telemetry`: workload name → `windowed_telemetry(samples, start, end)`.
+    - `freeze`: {"incident_id", "kind", "resolution", "during"} when the host froze.
+    - `reboot`: the cold boot before it, {"from_boot_id", "to_boot_id", "boot_s", "outcome"}.
+    - `interrupted`: a collector restart cut it short (left out of the campaign's N).
     """
 
     profile: str
@@ -46,6 +49,9 @@ class ProfileReport:
     telemetry: dict[str, dict[str, Any]] = field(default_factory=dict)
     verdict: str | None = None
     reasons: list[str] = field(default_factory=list)
+    freeze: dict[str, Any] | None = None
+    reboot: dict[str, Any] | None = None
+    interrupted: bool = False
 
     @property
     def label(self) -> str:
@@ -54,7 +60,8 @@ class ProfileReport:
 
 @dataclass
 class MatrixReport:
-    """A matrix run's results: one ProfileReport per profile x repetition, in run order."""
+    """A matrix run's results: one ProfileReport per profile x repetition, in run order;
+    `error` says why a failed run failed; `summary` is `summary.summarize` across repetitions."""
 
     name: str
     host: str
@@ -62,7 +69,10 @@ class MatrixReport:
     status: str | None = None
     started_at: float | None = None
     ended_at: float | None = None
+    error: str | None = None
     profiles: list[ProfileReport] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

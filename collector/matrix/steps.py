@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 STOP_TIMEOUT_S = 120.0
 
+
 @dataclass
 class UnitResult:
     ok: bool

@@ -177,6 +177,10 @@ def run_summary(run: MatrixRun, host: Host | None = None) -> dict[str, Any]:
         "cancel_requested": run.cancel_requested,
         "error": run.error,
         "schedule_id": run.schedule_id,
+        "events": run.events or [],
+        "lease": {"owner": run.lease_owner, "until": to_epoch(run.lease_until)}
+        if run.lease_owner
+        else None,
     }
 
 
@@ -194,14 +198,15 @@ def step_dict(step: MatrixStep) -> dict[str, Any]:
 
 
 def planned_steps(spec: MatrixSpec) -> int:
-    """How many steps the runner records for the spec when nothing fails (see
-    `MatrixRunner._run_profile`): cold-start stops, start, health, workloads, stop."""
-    per_profile = 3 + len(spec.workloads)
-    if spec.cold_start.enabled and stop_argv(spec):
-        per_profile += 1
-    if spec.cold_start.enabled and spec.cold_start.drop_caches:
-        per_profile += 1
-    return per_profile * len(spec.profiles) * spec.repeat
+    """How many steps the runner records for the spec when nothing fails or freezes (see
+    `ProfileSteps.run_profile`): a reboot, cold-start stops, start, health, workloads, stop."""
+    total = 0
+    for profile in spec.profiles:
+        cold = spec.cold_start_for(profile)
+        per_unit = 3 + len(spec.workloads)
+        per_unit += bool(cold.enabled and stop_argv(spec)) + bool(cold.enabled and cold.drop_caches)
+        total += sum(per_unit + spec.reboots(profile, rep) for rep in range(1, spec.repeat + 1))
+    return total
 
 
 def progress(session: Session, runs: list[MatrixRun]) -> dict[int, dict[str, int]]:
