@@ -345,8 +345,9 @@ class MatrixSchedule(Base):
 class MatrixRun(Base):
     """One matrix run: the validated spec, its lifecycle and (once built) its report.
 
-    status: queued → running → succeeded | failed | cancelled; a run found `running` when the
-    collector starts was cut off by a restart and becomes `interrupted`.
+    status: queued → running → succeeded | failed | cancelled; a run left `running` by a
+    collector that stopped is taken over by the next one (see ``matrix.durable``), and ends
+    `interrupted` only when it cannot go on.
     """
 
     __tablename__ = "matrix_runs"
