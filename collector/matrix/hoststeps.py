@@ -4,10 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import timedelta
-
-from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import session_scope
 from collector.hosts.registry import current_boot_pk
@@ -17,7 +14,6 @@ from collector.matrix.hostwait import HostWait, away_reason
 from collector.matrix.recorder import StepRecorder, label
 from collector.matrix.remote_ops import HostOps
 from collector.matrix.spec import ColdStart
-from collector.matrix.state import RunState
 from collector.matrix.store import record_event
 from collector.models import Host, StepOutcome
 from collector.remote.connect import SSHError
@@ -29,22 +25,11 @@ REBOOT_COMMAND_TIMEOUT_S = 30.0
 
 
 class HostSteps:
-    def __init__(
-        self,
-        factory: sessionmaker[Session],
-        state: RunState,
-        recorder: StepRecorder,
-        ops: HostOps,
-        host_wait: HostWait,
-        *,
-        clock: Callable[[], float],
-    ) -> None:
-        self.factory = factory
-        self.state = state
+    def __init__(self, recorder: StepRecorder, ops: HostOps, host_wait: HostWait) -> None:
+        self.factory, self.state, self.clock = ops.factory, ops.state, ops.clock
         self.step = recorder.step
         self.ops = ops
         self.host_wait = host_wait
-        self.clock = clock
 
     def refresh_boot(self) -> None:
         """The unit starts on the host's current boot: its lines are stored under it."""

@@ -10,36 +10,26 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
-
-from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import session_scope
 from collector.matrix import hostwatch
 from collector.matrix.power import power_control, power_cycle
 from collector.matrix.remote_ops import HostOps
-from collector.matrix.state import RunState
 from collector.models import SILENT_KINDS, HostStatus, StepOutcome
 
 log = logging.getLogger(__name__)
 
 
 class HostWait:
-    def __init__(
-        self,
-        factory: sessionmaker[Session],
-        state: RunState,
-        ops: HostOps,
-        *,
-        clock: Callable[[], float],
-        poll_s: float,
-    ) -> None:
-        self.factory = factory
-        self.state = state
+    def __init__(self, ops: HostOps) -> None:
         self.ops = ops
-        self.clock = clock
-        self.poll_s = poll_s
+        self.factory, self.state, self.clock, self.poll_s = (
+            ops.factory,
+            ops.state,
+            ops.clock,
+            ops.poll_s,
+        )
 
     def wait(
         self,

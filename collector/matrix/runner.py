@@ -31,6 +31,7 @@ from collector.hosts.registry import current_boot_pk
 from collector.matrix import durable, store
 from collector.matrix.campaign import failure_reason, resume, run_campaign, run_steps
 from collector.matrix.collect import build_report
+from collector.matrix.remote_ops import HostOps
 from collector.matrix.report import render_json
 from collector.matrix.spec import MatrixSpec
 from collector.matrix.state import RunState
@@ -183,7 +184,7 @@ class MatrixRunner:
             clock=self.clock,
         ).start()
         steps = ProfileSteps(
-            self.factory, state, ssh=self.ssh, clock=self.clock, poll_s=self.poll_s
+            HostOps(self.factory, state, ssh=self.ssh, clock=self.clock, poll_s=self.poll_s)
         )
         try:
             done = resume(state, steps, self.factory, self.clock) if taken_over else set()

@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import session_scope
 from collector.matrix import durable, hostwatch
@@ -28,11 +25,9 @@ from collector.matrix.line_sink import LineSink
 from collector.matrix.recorder import StepRecorder
 from collector.matrix.remote_ops import HostOps
 from collector.matrix.spec import CommandWorkloadSpec, ToolConversationSpec
-from collector.matrix.state import RunState
 from collector.matrix.workload import ToolConversation
 from collector.models import StepOutcome
 from collector.remote.process import RemoteProcess
-from collector.remote.ssh import SSHClient
 
 log = logging.getLogger(__name__)
 
@@ -48,23 +43,14 @@ class UnitResult:
 class ProfileSteps:
     """Runs the units of one run; ``run_profile`` is one profile x repetition."""
 
-    def __init__(
-        self,
-        factory: sessionmaker[Session],
-        state: RunState,
-        *,
-        ssh: SSHClient,
-        clock: Callable[[], float],
-        poll_s: float,
-    ) -> None:
-        self.factory = factory
-        self.state = state
-        self.clock = clock
-        recorder = StepRecorder(factory, state, clock=clock)
+    def __init__(self, ops: HostOps) -> None:
+        """``ops`` carries the run's database, state, SSH layer and clock."""
+        self.ops = ops
+        self.factory, self.state, self.clock = ops.factory, ops.state, ops.clock
+        recorder = StepRecorder(ops.factory, ops.state, clock=ops.clock)
         self.step = recorder.step
-        self.ops = HostOps(factory, state, ssh=ssh, clock=clock, poll_s=poll_s)
-        self.host_wait = HostWait(factory, state, self.ops, clock=clock, poll_s=poll_s)
-        self.host = HostSteps(factory, state, recorder, self.ops, self.host_wait, clock=clock)
+        self.host_wait = HostWait(ops)
+        self.host = HostSteps(recorder, ops, self.host_wait)
 
     # -- one unit ---------------------------------------------------------------------------
     def run_profile(self, profile: str, repetition: int) -> UnitResult:

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from tests.support import sshd as sshd_support
+from tests.support.netns import process_table
 from tests.support.ports import free_port
 from tests.support.skips import require
 
@@ -47,18 +48,7 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 45.0) -> Any:
 
 def session_members(sid: int) -> list[int]:
     """Live processes of session ``sid`` (simhost's children: own groups, same session)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[3]) == sid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
+    return [pid for pid, f in process_table().items() if int(f[3]) == sid and f[0] != "Z"]
 
 
 @contextlib.contextmanager

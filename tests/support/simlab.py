@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.netns import NetNamespace
+from tests.support.netns import NetNamespace, process_table
 from tests.support.simhost import BOOT_RECORDS, HostModel, kmsg_record, write_atomic
 from tests.support.sshd import TestSshd
 
@@ -59,15 +59,8 @@ class LabConfig:
 def descendants(root: int) -> list[int]:
     """Every live process under ``root`` (children, their children, ...)."""
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rpartition(")")[2].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
+    for pid, fields in process_table().items():
+        children.setdefault(int(fields[1]), []).append(pid)
     found, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(), []):

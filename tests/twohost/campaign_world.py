@@ -11,7 +11,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from tests.support import sshd as sshd_support
 from tests.support.ports import free_port
 from tests.support.simlab import LabConfig, LabHost
 from tests.support.skips import require
+from tests.twohost import harness
 from tests.twohost.harness import start_collector
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,16 +35,8 @@ ADMIN = "fwa_campaign-admin"
 HOST = "spark-lab"
 SPEC_CONFIG = '{"method":"mtp","num_speculative_tokens":3}'
 COLLECTOR_ENV = {
+    **harness.FAST_ENV,
     "FREEZEWATCH_ADMIN_TOKEN": ADMIN,
-    "FREEZEWATCH_GRACE_S": "1.5",
-    "FREEZEWATCH_PROBE_DEADLINE_S": "1.0",
-    "FREEZEWATCH_CHECK_INTERVAL_S": "0.2",
-    "FREEZEWATCH_DELIVERY_INTERVAL_S": "0.2",
-    "FREEZEWATCH_RESOLVE_SETTLE_S": "2.0",
-    "FREEZEWATCH_STALL_MIN_S": "3.0",
-    "FREEZEWATCH_POSTMORTEM_INTERVAL_S": "0.5",
-    "FREEZEWATCH_POSTMORTEM_RETRY_S": "0.5",
-    "FREEZEWATCH_POSTMORTEM_TIMEOUT_S": "10",
     "FREEZEWATCH_MATRIX_SETTLE_S": "1",
     "FREEZEWATCH_MATRIX_LEASE_S": "3",
 }
@@ -54,13 +46,7 @@ STANDIN = [sys.executable, "-m", "tests.support.vllm_standin", "--load-seconds",
 
 
 def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.2)
+    return harness.wait_for(predicate, timeout, 0.2, what=what)
 
 
 @dataclass

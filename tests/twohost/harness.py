@@ -25,6 +25,18 @@ from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "fwa_twohost-admin"
+# Freeze detection in seconds rather than minutes, for a `serve` process under test.
+FAST_ENV = {
+    "FREEZEWATCH_GRACE_S": "1.5",
+    "FREEZEWATCH_PROBE_DEADLINE_S": "1.0",
+    "FREEZEWATCH_CHECK_INTERVAL_S": "0.2",
+    "FREEZEWATCH_DELIVERY_INTERVAL_S": "0.2",
+    "FREEZEWATCH_RESOLVE_SETTLE_S": "2.0",
+    "FREEZEWATCH_STALL_MIN_S": "3.0",
+    "FREEZEWATCH_POSTMORTEM_INTERVAL_S": "0.3",
+    "FREEZEWATCH_POSTMORTEM_RETRY_S": "0.5",
+    "FREEZEWATCH_POSTMORTEM_TIMEOUT_S": "10",
+}
 
 
 @dataclass
@@ -119,13 +131,19 @@ class StandinAgent:
             self.proc.wait(5)
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, step: float = 0.1) -> Any:
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout: float = 20.0,
+    step: float = 0.1,
+    *,
+    what: str = "condition",
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
-        assert time.monotonic() < deadline, "condition not reached in time"
+        assert time.monotonic() < deadline, f"{what} not reached within {timeout} s"
         time.sleep(step)
 
 

@@ -78,7 +78,7 @@ def test_cold_boot_campaign_two_profiles_two_repetitions(tmp_path: Path) -> None
 
 def test_a_freeze_mid_workload_ends_the_step_and_the_campaign_goes_on(tmp_path: Path) -> None:
     with campaign_world(tmp_path) as w:
-        run_id = w.submit(w.spec(soak_s=8))
+        run_id = w.submit(w.spec(soak_s=4))
         w.soaking(run_id, "X")
         w.lab.freeze()
         froze = wait_for(lambda: w.step(run_id, "X", "workload", outcome="host_froze"), "froze")
@@ -131,7 +131,7 @@ def test_a_host_that_stays_away_is_power_cycled_once(tmp_path: Path) -> None:
     log = tmp_path / "power.log"
     with campaign_world(tmp_path, cli_extra=power_hook(log, brings_back=True)) as w:
         argv = w.lab.power_argv(log, brings_back=True)
-        run_id = w.submit(w.spec(soak_s=8))
+        run_id = w.submit(w.spec(soak_s=4))
         w.soaking(run_id, "X")
         w.lab.freeze()  # and it never comes back by itself
         run = w.finished(run_id)
@@ -150,7 +150,7 @@ def test_a_host_that_stays_away_is_power_cycled_once(tmp_path: Path) -> None:
 def test_a_host_that_never_comes_back_fails_the_run_saying_so(tmp_path: Path) -> None:
     log = tmp_path / "power.log"
     with campaign_world(tmp_path, cli_extra=power_hook(log, brings_back=False)) as w:
-        run_id = w.submit(w.spec(soak_s=8, freeze_wait_s=10))
+        run_id = w.submit(w.spec(soak_s=4, freeze_wait_s=10))
         w.soaking(run_id, "X")
         w.lab.freeze()
         run = w.finished(run_id)
