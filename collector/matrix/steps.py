@@ -90,10 +90,13 @@ class ProfileSteps:
             froze = state.freeze_incident
             if froze is not None:
                 self.host.recover(profile, repetition, cold)
-            if not state.freeze.is_set():
+            # A host that stayed away keeps its groups on record; one that answers SSH (only
+            # its agent stayed away) has them killed now, so the failed run leaves no orphan.
+            if state.freeze.is_set() and not (state.failed and self.ops.ssh_answers()):
+                if server is not None:
+                    self.ops.end(server)
+            else:
                 self.stop_server(profile, repetition, server)
-            elif server is not None:
-                self.ops.end(server)  # the host stayed away: its groups stay on record
             sink.close()
         return UnitResult(ok=ok, froze=froze)
 
