@@ -94,6 +94,7 @@ def create_run(
     _: AdminDep,
 ) -> dict[str, Any]:
     spec = _validate(body)
+    store.require_runnable(session, spec=spec)
     schedule = None
     if spec.schedule is not None:
         schedule = store.save_schedule(session, spec=spec, preset=body.preset)

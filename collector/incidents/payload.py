@@ -78,6 +78,7 @@ def incident_dict(incident: Incident, *, host_name: str | None = None) -> dict[s
         "alert_held_until": to_epoch(incident.alert_held_until),
         "probes": incident.probes,
         "agent_restart": incident.agent_restart,
+        "power_cycles": incident.power_cycles or [],
         "postmortem": {
             "state": incident.postmortem_state,
             "attempts": incident.postmortem_attempts,
