@@ -149,8 +149,8 @@ def journal_kernel_line(entry: dict[str, Any], boot_id: str) -> tuple[int, dict[
     return usec, {
         "ts": round(ts, 6),
         "source": "kmsg",
-        "priority": int(priority) if str(priority).isdigit() else None,
-        "facility": int(facility) if str(facility).isdigit() else 0,
+        "priority": int(str(priority)) if str(priority).isdigit() else None,
+        "facility": int(str(facility)) if str(facility).isdigit() else 0,
         "text": str(message).rstrip("\n"),
         "fields": fields,
     }

@@ -56,8 +56,9 @@ def canary_report(
         top = n if top is None else max(top, n)
         arrivals = {"kmsg": agent_at, "netconsole": netconsole_at}
         for name, bit, _column in CHANNELS:
-            if channels & bit and arrivals[name] is not None:
-                stats.observe(name, n, sent, arrivals[name])
+            arrival = arrivals[name]
+            if channels & bit and arrival is not None:
+                stats.observe(name, n, sent, arrival)
     out: dict[str, dict[str, Any]] = {}
     for name, _bit, _column in CHANNELS:
         if name not in expect and name not in stats.channels():

@@ -113,7 +113,9 @@ class NetconsoleStore:
         with db.session_scope(self._factory) as session:
             db.copy_rows(session, "netconsole_datagrams", RAW_COLUMNS, rows)
             conn = session.connection()
-            last = int(conn.exec_driver_sql("SELECT max(id) FROM netconsole_datagrams").scalar())
+            last = int(
+                conn.exec_driver_sql("SELECT max(id) FROM netconsole_datagrams").scalar_one()
+            )
             now = self._clock()
             if self._last_prune is None or now - self._last_prune >= PRUNE_EVERY_S:
                 self._last_prune = now
@@ -150,7 +152,8 @@ class NetconsoleStore:
             raise failed
 
     def store_records(self, session: Session, records: list[ReceivedRecord]) -> None:
-        keyed, plain = [], []
+        keyed: list[tuple[Any, ...]] = []
+        plain: list[tuple[Any, ...]] = []
         hits: list[_Hit] = []  # records naming a kernel event (a few substring tests each)
         sites: dict[tuple[int, int], list[Site]] = {}  # RIP/pc lines naming a module
         hosts: dict[int, Host | None] = {}
@@ -198,14 +201,14 @@ class NetconsoleStore:
             session.connection().exec_driver_sql(_upsert_sql(db.param_mark(session)), keyed)
         db.copy_rows(session, "lines", LINE_COLUMNS, plain)
         for host_id, (received, lost, incomplete, last) in stats.items():
-            row = session.get(NetconsoleStats, host_id)
-            if row is None:
-                row = NetconsoleStats(host_id=host_id, received=0, lost_msgid=0, incomplete=0)
-                session.add(row)
-            row.received += int(received)
-            row.lost_msgid += int(lost)
-            row.incomplete += int(incomplete)
-            row.last_line_at = max(row.last_line_at or 0.0, last)
+            counters = session.get(NetconsoleStats, host_id)
+            if counters is None:
+                counters = NetconsoleStats(host_id=host_id, received=0, lost_msgid=0, incomplete=0)
+                session.add(counters)
+            counters.received += int(received)
+            counters.lost_msgid += int(lost)
+            counters.incomplete += int(incomplete)
+            counters.last_line_at = max(counters.last_line_at or 0.0, last)
         session.flush()
         if hits:
             self._kernel_events(session, hits)
@@ -288,7 +291,9 @@ def _stored_keyed_lines(
                     Line.boot_pk == boot, Line.kseq.in_(ordered[i : i + 500])
                 )
             ).all()
-            found.update({(boot, kseq): (line_id, ts) for kseq, line_id, ts in rows})
+            found.update(
+                {(boot, kseq): (line_id, ts) for kseq, line_id, ts in rows if kseq is not None}
+            )
     return found
 
 
