@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, Float, Table, create_engine, event, text
+from sqlalchemy import CursorResult, Engine, Executable, Float, Table, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.compiler import compiles
@@ -196,7 +196,9 @@ def _copy_insert(conn: Any, table: str, names: str, rows: list[tuple[Any, ...]])
     return len(rows)
 
 
-def _staged_insert(cursor: Any, table: str, names: str, rows: list[tuple[Any, ...]]) -> int:
+def _staged_insert(
+    cursor: psycopg.Cursor[Any], table: str, names: str, rows: list[tuple[Any, ...]]
+) -> int:
     staging = f"staging_{table}"
     cursor.execute(
         f"CREATE TEMP TABLE IF NOT EXISTS {staging} "
@@ -251,3 +253,8 @@ def alembic_config(url: str) -> Config:
 def migrate(url: str) -> None:
     """Bring the schema to head (idempotent; `serve` calls it before accepting traffic)."""
     command.upgrade(alembic_config(url), "head")
+
+
+def changed_rows(session: Session, statement: Executable) -> int:
+    """Rows an UPDATE or DELETE matched: a compare-and-set claim won when it is 1."""
+    return cast("CursorResult[Any]", session.execute(statement)).rowcount

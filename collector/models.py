@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -29,7 +29,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from agent.kernel.event import KernelAction, Severity
+# Re-exported: the collector names them through its models.
+from agent.kernel.event import KernelAction as KernelAction
+from agent.kernel.event import Severity as Severity
 from collector.timeutil import UTCDateTime, utcnow
 
 if sys.version_info >= (3, 11):
@@ -135,6 +137,11 @@ NAMING = {
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
     type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON()}
+
+
+def table_of(model: type[Base]) -> Table:
+    """A model's table, typed as one (``__table__`` is typed as any FromClause)."""
+    return cast(Table, model.__table__)
 
 
 class Meta(Base):

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.wire import MAX_RETRY_DELAY_S
+
+
+class PostmortemCommand(BaseModel):
+    """One evidence command run on the host after a reboot."""
+
+    name: str = Field(min_length=1)
+    argv: list[str] = Field(min_length=1)
 
 
 class Settings(BaseSettings):
@@ -80,7 +87,7 @@ class Settings(BaseSettings):
     # Post-mortem over SSH after a reboot.
     postmortem_interval_s: float = Field(2.0, gt=0)
     # JSON list of {"name": ..., "argv": [...]}; empty means the built-in defaults.
-    postmortem_commands: list[dict[str, object]] = Field(default_factory=list)
+    postmortem_commands: list[PostmortemCommand] = Field(default_factory=list)
     postmortem_nvidia_bug_report: bool = False
     postmortem_timeout_s: float = Field(120.0, gt=0)
     postmortem_max_bytes: int = Field(4 * 1024 * 1024, gt=0)

@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, aliased, sessionmaker
 from sqlalchemy.sql.expression import ColumnElement
 
 from collector.alerts import notify
-from collector.db import session_scope
+from collector.db import changed_rows, session_scope
 from collector.models import Delivery, DeliveryState, WebhookTarget
 from collector.settings import Settings
 
@@ -108,13 +108,14 @@ def lease_s(settings: Settings) -> float:
 
 def _claim(session: Session, delivery_id: int, now: datetime, settings: Settings) -> bool:
     lease = now + timedelta(seconds=lease_s(settings))
-    result = session.execute(
+    result = changed_rows(
+        session,
         update(Delivery)
         .where(Delivery.id == delivery_id, _due(now))
         .values(state=DeliveryState.SENDING, claimed_until=lease, attempts=Delivery.attempts + 1)
-        .execution_options(synchronize_session=False)
+        .execution_options(synchronize_session=False),
     )
-    return result.rowcount == 1
+    return result == 1
 
 
 def deliver_due_alerts(

@@ -14,7 +14,9 @@ from collector.remote.ssh import SSHClient
 from collector.settings import Settings
 
 
-def add_deploy_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_deploy_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     """Add the `deploy-agent` command (dispatch with `run_deploy_cli`)."""
     parser = subparsers.add_parser(
         "deploy-agent",

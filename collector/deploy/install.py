@@ -211,8 +211,8 @@ def uninstall_agent(
     paths = layout.installed_paths(options.root)
     removed = host.remove(paths, layout.installed_dirs(options.root))
     if live:
-        for argv in layout.FORGET:
-            host.run(argv)
+        for forget in layout.FORGET:
+            host.run(forget)
     would = [] if live else [[*host.sudo, *a] for a in [*steps, *layout.FORGET]]
     return {
         "host": name,

@@ -19,7 +19,9 @@ from collector.remote.targets import require_ssh_target
 from collector.settings import Settings
 
 
-def add_guard_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_guard_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     """Add the ``guard`` command (dispatch with ``run_guard_cli``)."""
     parser = subparsers.add_parser("guard", help="the agent's guard: push rules, show state")
     sub = parser.add_subparsers(dest="guard_command", required=True)

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.db import session_scope
+from collector.db import changed_rows, session_scope
 from collector.incidents import lifecycle
 from collector.liveness.arrivals import Arrivals
 from collector.liveness.collector_runs import current_run
@@ -212,7 +212,8 @@ def check_host(
         )
         if not claimed:
             # A "late" claim whose checker died mid-probe is taken over.
-            result = session.execute(
+            result = changed_rows(
+                session,
                 update(Host)
                 .where(
                     Host.id == host_id,
@@ -220,9 +221,9 @@ def check_host(
                     Host.status_since <= reclaim,
                 )
                 .values(status_since=now)
-                .execution_options(synchronize_session=False)
+                .execution_options(synchronize_session=False),
             )
-            claimed = result.rowcount == 1
+            claimed = result == 1
         if not claimed:
             return None
         host = session.get(Host, host_id, populate_existing=True)

@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.db import session_scope
+from collector.db import changed_rows, session_scope
 from collector.incidents.payload import enqueue_incident_alert
 from collector.liveness.status import watch_again
 from collector.models import CollectorRun, Host, HostStatus, Incident, IncidentState
@@ -97,7 +97,8 @@ def release_held_alerts(
     released = []
     for incident_id in due:
         with session_scope(session_factory) as session:
-            claimed = session.execute(
+            claimed = changed_rows(
+                session,
                 update(Incident)
                 .where(
                     Incident.id == incident_id,
@@ -105,9 +106,9 @@ def release_held_alerts(
                     Incident.alert_held_until.is_not(None),
                 )
                 .values(alert_held_until=None)
-                .execution_options(synchronize_session=False)
+                .execution_options(synchronize_session=False),
             )
-            if claimed.rowcount != 1:
+            if claimed != 1:
                 continue  # resolved meanwhile, or another checker released it
             incident = session.get(Incident, incident_id, populate_existing=True)
             assert incident is not None

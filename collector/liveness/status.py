@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from collector.db import changed_rows
 from collector.incidents import lifecycle
 from collector.models import Host, HostStatus, IncidentState, Resolution
 from collector.settings import Settings
@@ -43,12 +44,13 @@ def transition(
 ) -> bool:
     """``UPDATE hosts SET status=new WHERE id=? AND status IN old AND ...``: True if we won."""
     stmt = update(Host).where(Host.id == host_id, Host.status.in_(old), *where)
-    result = session.execute(
+    result = changed_rows(
+        session,
         stmt.values(status=new, status_since=now, **values).execution_options(
             synchronize_session=False
-        )
+        ),
     )
-    return result.rowcount == 1
+    return result == 1
 
 
 def mark_up(host: Host, now: datetime) -> None:

@@ -153,8 +153,8 @@ def profile_report(
     by_kind: dict[str, list[MatrixStep]] = {}
     for step in steps:
         by_kind.setdefault(step.kind, []).append(step)
-    start = (by_kind.get("start") or [None])[0]
-    health = (by_kind.get("health") or [None])[0]
+    first = {kind: group[0] for kind, group in by_kind.items()}
+    start, health = first.get("start"), first.get("health")
     report = ProfileReport(
         profile=profile,
         repetition=repetition,
@@ -189,7 +189,7 @@ def profile_report(
         report.telemetry[step.name] = windowed_telemetry(samples, lo, hi)
     report.guard = guard_counts(session, host_id=run.host_id, start=window_start, end=window_end)
     report.freeze = _freeze(session, steps)
-    report.reboot = _reboot((by_kind.get("reboot") or [None])[0])
+    report.reboot = _reboot(first.get("reboot"))
     report.interrupted = any(s.outcome == StepOutcome.INTERRUPTED for s in steps)
     report.verdict, report.reasons = evaluate_gates(spec.gates, report)
     if report.interrupted and report.verdict == "PASS":

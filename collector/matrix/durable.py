@@ -57,13 +57,14 @@ def claim_next(
             values: dict[str, Any] = {"lease_owner": owner, "lease_until": until}
             if not resume:
                 values |= {"status": RunStatus.RUNNING, "started_at": now}
-            claimed = session.execute(
+            claimed = db.changed_rows(
+                session,
                 update(MatrixRun)
                 .where(MatrixRun.id == run_id, where)
                 .values(**values)
-                .execution_options(synchronize_session=False)
+                .execution_options(synchronize_session=False),
             )
-            if claimed.rowcount == 1:
+            if claimed == 1:
                 return run_id, resume
     return None
 
@@ -78,7 +79,8 @@ def renew_lease(
     session: Session, *, run_id: int, owner: str, now: datetime, lease_s: float
 ) -> bool:
     """Extend our lease; False when the run is no longer ours to drive."""
-    result = session.execute(
+    result = db.changed_rows(
+        session,
         update(MatrixRun)
         .where(
             MatrixRun.id == run_id,
@@ -86,9 +88,9 @@ def renew_lease(
             MatrixRun.status == RunStatus.RUNNING,
         )
         .values(lease_until=now + timedelta(seconds=lease_s))
-        .execution_options(synchronize_session=False)
+        .execution_options(synchronize_session=False),
     )
-    return result.rowcount == 1
+    return result == 1
 
 
 def release_lease(session: Session, *, run_id: int, owner: str) -> None:

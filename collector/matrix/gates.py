@@ -74,7 +74,7 @@ def _memory_reasons(gates: Gates, profile: ProfileReport) -> list[str]:
         return []
     reasons = []
     for w in profile.workloads:
-        window = profile.telemetry.get(w.get("name"), {})
+        window = profile.telemetry.get(str(w.get("name")), {})
         low = window.get("min_mem_available_gib")
         if low is None:
             # Missing data must not read as headroom: a frozen host sends no samples.

@@ -88,7 +88,7 @@ def _telemetry_rows(profiles: list[ProfileReport]) -> list[list[str]]:
     rows = []
     for p in profiles:
         for w in p.workloads:
-            t = p.telemetry.get(w.get("name"), {})
+            t = p.telemetry.get(str(w.get("name")), {})
             rows.append(
                 [
                     _cell(p.label),

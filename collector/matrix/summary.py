@@ -40,6 +40,7 @@ def headroom(rep: ProfileReport) -> float | None:
 
 
 def _values(reps: list[ProfileReport], get: Callable[[ProfileReport], Any]) -> list[float]:
+    """The numeric values of ``get`` over the repetitions (bools and missing ones left out)."""
     return [float(v) for r in reps if isinstance(v := get(r), int | float) and v is not True]
 
 
@@ -47,15 +48,23 @@ def _workload(rep: ProfileReport, name: str) -> dict[str, Any]:
     return next((w for w in rep.workloads if w.get("name") == name), {})
 
 
+def _plan_field(key: str) -> Callable[[ProfileReport], Any]:
+    return lambda rep: rep.startup_plan.get(key)
+
+
+def _workload_field(name: str, key: str) -> Callable[[ProfileReport], Any]:
+    return lambda rep: _workload(rep, name).get(key)
+
+
 def metrics(reps: list[ProfileReport], workloads: list[str]) -> dict[str, list[float]]:
     """Per repetition values of every figure with a median: name → values."""
     out = {"startup_s": _values(reps, lambda r: r.startup.get("duration_s"))}
     for key in PLAN_FIELDS:
-        out[key] = _values(reps, lambda r, key=key: r.startup_plan.get(key))
+        out[key] = _values(reps, _plan_field(key))
     out["min_mem_available_gib"] = _values(reps, headroom)
     for name in workloads:
         for key in LATENCIES:
-            out[f"{name}.{key}"] = _values(reps, lambda r, n=name, k=key: _workload(r, n).get(k))
+            out[f"{name}.{key}"] = _values(reps, _workload_field(name, key))
     return out
 
 
@@ -132,7 +141,7 @@ def summarize(profiles: list[ProfileReport], order: list[str]) -> dict[str, Any]
     groups = {name: reps for name, reps in groups.items() if reps}
     every = [r for reps in groups.values() for r in counted(reps)]
     kinds = sorted({kind for r in every for kind in event_kinds(r)})
-    workloads = list(dict.fromkeys(w.get("name") for r in every for w in r.workloads))
+    workloads = list(dict.fromkeys(str(w.get("name")) for r in every for w in r.workloads))
     rows = [profile_summary(name, reps, kinds, workloads) for name, reps in groups.items()]
     values = {name: metrics(counted(reps), workloads) for name, reps in groups.items()}
     comparisons = []
