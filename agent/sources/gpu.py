@@ -97,6 +97,7 @@ class GpuSource:
             "temp_c", lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
         )
         power_mw = ask("power_w", lambda: nvml.nvmlDeviceGetPowerUsage(handle))
+
         def clock(const: str) -> Callable[[], Any]:
             return lambda: nvml.nvmlDeviceGetClockInfo(handle, getattr(nvml, const))
 
