@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from collector import auth, db
@@ -101,6 +102,7 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
         description="Heartbeats, kernel lines and telemetry from GPU inference hosts.",
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
     app.state.clock = clock
@@ -136,6 +138,11 @@ def create_app(
         return matrix.spec_invalid_response(exc)
 
     return app
+
+
+def operation_id(route: APIRoute) -> str:
+    """The route function's name (``list_hosts``): what generated clients call it."""
+    return route.name
 
 
 def start_matrix_runner(app: FastAPI, settings: Settings) -> MatrixRunner:

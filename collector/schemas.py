@@ -1,11 +1,12 @@
-"""Pydantic models at the edges: the ingest batch (validated whole before any write) and
-API responses."""
+"""Pydantic models at the edges: the ingest batch (validated whole before any write) and the
+base of every response shape (each domain declares its own next to the query behind it)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from agent.wire import EVENT_KINDS, LINE_SOURCES, MAX_LINE_BYTES
 
@@ -35,6 +36,29 @@ def first_entry(value: Any) -> dict[str, Any]:
 def number(value: Any) -> int | float | None:
     """``value`` if it is a real number (not a bool), else None."""
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def scalar(value: Any) -> str | int | float | bool | None:
+    """``value`` if it is a JSON scalar, else None."""
+    return value if isinstance(value, str | int | float | bool) else None
+
+
+def listed(value: Any) -> list[Any]:
+    """``value`` if it is a list, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def mapped(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+# What an agent reported inside the free-form parts of a sample or event: read back as the type
+# it should have, or null (empty) when it is something else (bad data never fails a read).
+ReportedNumber = Annotated[int | float | None, BeforeValidator(number)]
+ReportedScalar = Annotated[str | int | float | bool | None, BeforeValidator(scalar)]
+ReportedList = Annotated[list[ReportedScalar], BeforeValidator(listed)]
+ReportedObject = Annotated[dict[str, Any], BeforeValidator(mapped)]
 
 
 class WireSample(BaseModel):
@@ -100,6 +124,21 @@ class Batch(BaseModel):
     @property
     def sender_boot_id(self) -> str:
         return self.agent.boot_id or self.boot_id
+
+
+class OutModel(BaseModel):
+    """A response shape (API, alert payloads, stored snapshots): built from an ORM row by
+    attribute where the names match, else by its own ``of`` classmethod."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+def _epoch(value: Any) -> Any:
+    return value.timestamp() if isinstance(value, datetime) else value
+
+
+# An instant as epoch seconds; a stored (UTC-aware) datetime converts on the way in.
+Epoch = Annotated[float, BeforeValidator(_epoch)]
 
 
 class StreamCounts(BaseModel):

@@ -6,93 +6,121 @@ from typing import Any, Literal
 
 from fastapi import APIRouter
 
-import agent
 from collector import db
 from collector.deps import AdminDep, NetconsoleDep, NowDep, SessionDep, SettingsDep, SSHDep
-from collector.guard.report import guard_dict
+from collector.guard.report import GuardOut
 from collector.hosts import registry
-from collector.hosts.config import HostPatch, configure_host, host_config_dict
-from collector.incidents.read import open_incident_brief
-from collector.kernel.read import list_events
+from collector.hosts.config import HostPatch, configure_host
+from collector.hosts.registry import HostOut
+from collector.incidents.read import OpenIncidentBrief, open_incident_brief
+from collector.kernel.read import EventOut, list_events
 from collector.liveness.status import set_paused
-from collector.models import Host, Sample
-from collector.netconsole.health import canary_report, netconsole_report
+from collector.models import Host
+from collector.netconsole.health import (
+    CanaryOut,
+    NetconsoleHostOut,
+    canary_report,
+    netconsole_report,
+)
 from collector.readback import series, timeline
-from collector.readback.downsample import bucketed_samples
-from collector.readback.guard_events import guard_firings
-from collector.schemas import first_entry
-from collector.timeutil import to_epoch
-from collector.vllm.status import latest_vllm_phase, vllm_status
+from collector.readback.downsample import SeriesOut, bucketed_samples
+from collector.readback.guard_events import GuardFiring, guard_firings
+from collector.readback.series import LatestBrief, LineOut, SampleOut
+from collector.schemas import OutModel
+from collector.vllm.status import VllmStatus, latest_vllm_phase, vllm_status
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
 
 
-def host_summary(host: Host) -> dict[str, Any]:
-    return {
-        "name": host.name,
-        "status": host.status,
-        "status_since": to_epoch(host.status_since),
-        "last_seen": to_epoch(host.last_seen_at),
-        "boot_id": host.current_boot_id,
-        "agent": {
-            "version": host.agent_version,
-            "pid": host.agent_pid,
-            "started_at": host.agent_started_at,
-            # This collector's bundle differs: `freezewatch-collector deploy-agent NAME` upgrades.
-            "outdated": registry.agent_outdated(host),
-            "bundled_version": agent.__version__,
-        },
-        "simulated": host.simulated,
-        "paused": host.paused,
-        "netconsole_from": list(host.netconsole_from or []),
-        "config": host_config_dict(host),
-        "guard": guard_dict(host),
-    }
+class HostSummary(HostOut):
+    guard: GuardOut
 
 
-def latest_brief(sample: Sample | None) -> dict[str, Any] | None:
-    """The few latest figures the hosts overview shows (vLLM health from the first endpoint)."""
-    if sample is None:
-        return None
-    return {
-        "ts": sample.ts,
-        "mem_total": sample.mem_total,
-        "mem_available": sample.mem_available,
-        "swap_used": sample.swap_used,
-        "psi_mem_full_avg10": sample.psi_mem_full_avg10,
-        "gpu_util": sample.gpu_util,
-        "vllm_health": first_entry((sample.data or {}).get("vllm")).get("health"),
-        "vllm_running": sample.vllm_running,
-        "vllm_waiting": sample.vllm_waiting,
-    }
+def summary(host: Host) -> dict[str, Any]:
+    """The fields of a ``HostSummary``, for the shapes that extend it."""
+    return {**dict(HostOut.of(host)), "guard": GuardOut.of(host)}
+
+
+class HostListItem(HostSummary):
+    """A host on the overview: its latest figures, its latest vLLM start's phase and its open
+    (or resolving) incident."""
+
+    latest: LatestBrief | None
+    vllm_phase: str | None
+    open_incident: OpenIncidentBrief | None
+
+
+class HostDetail(HostSummary):
+    """A host with its latest sample, per-channel canary figures and netconsole counters."""
+
+    latest_sample: SampleOut | None
+    canary: dict[str, CanaryOut]
+    netconsole: NetconsoleHostOut
+
+
+class HostPatched(HostSummary):
+    """The host after the change; ``host_key_fingerprint`` when a host key was just trusted."""
+
+    host_key_fingerprint: str | None = None
+
+
+class SamplesPage(OutModel):
+    host: str
+    samples: list[SampleOut]
+
+
+class BucketedSamples(SeriesOut):
+    host: str
+    since: float
+    until: float
+
+
+class LinesPage(OutModel):
+    """A page of lines; ``next_cursor`` fetches the next one (null on the last)."""
+
+    host: str
+    lines: list[LineOut]
+    next_cursor: str | None
+
+
+class EventsPage(OutModel):
+    host: str
+    events: list[EventOut]
+
+
+class GuardStatus(GuardOut):
+    host: str
+    firings: list[GuardFiring]
 
 
 @router.get("")
-def list_hosts(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
-    """Every host with its latest figures, its latest vLLM start's phase and its open (or
-    resolving) incident ``{"id", "kind", "state", "since", "url"}`` or null."""
+def list_hosts(session: SessionDep, _: AdminDep) -> list[HostListItem]:
     return [
-        {
-            **host_summary(h),
-            "latest": latest_brief(series.latest_sample(session, host_id=h.id)),
-            "vllm_phase": latest_vllm_phase(session, host_id=h.id),
-            "open_incident": open_incident_brief(session, host_id=h.id),
-        }
+        HostListItem.model_validate(
+            {
+                **summary(h),
+                "latest": series.latest_brief(session, host_id=h.id),
+                "vllm_phase": latest_vllm_phase(session, host_id=h.id),
+                "open_incident": open_incident_brief(session, host_id=h.id),
+            }
+        )
         for h in registry.list_hosts(session)
     ]
 
 
 @router.get("/{name}")
-def get_host(name: str, session: SessionDep, _: AdminDep, now: NowDep) -> dict[str, Any]:
+def get_host(name: str, session: SessionDep, _: AdminDep, now: NowDep) -> HostDetail:
     host = registry.get_host(session, name=name)
     latest = series.latest_sample(session, host_id=host.id)
     expect = ("kmsg", "netconsole") if host.netconsole_from else ("kmsg",)
-    return {
-        **host_summary(host),
-        "latest_sample": series.sample_dict(latest) if latest else None,
-        "canary": canary_report(session, host_id=host.id, expect=expect, now=now.timestamp()),
-        "netconsole": netconsole_report(session, host_id=host.id),
-    }
+    return HostDetail.model_validate(
+        {
+            **summary(host),
+            "latest_sample": latest,
+            "canary": canary_report(session, host_id=host.id, expect=expect, now=now.timestamp()),
+            "netconsole": netconsole_report(session, host_id=host.id),
+        }
+    )
 
 
 @router.delete("/{name}", status_code=204)
@@ -110,7 +138,7 @@ def patch_host(
     ssh: SSHDep,
     now: NowDep,
     _: AdminDep,
-) -> dict[str, Any]:
+) -> HostPatched:
     host = registry.get_host(session, name=name)
     facts = configure_host(
         session,
@@ -131,7 +159,7 @@ def patch_host(
         if netconsole is not None:
             # The receiver reloads its allowlist from the database: after the commit.
             db.after_commit(session, netconsole.allowlist.invalidate)
-    return {**host_summary(host), **facts}
+    return HostPatched(**summary(host), **facts)
 
 
 @router.get("/{name}/samples")
@@ -144,18 +172,17 @@ def get_samples(
     until: float | None = None,
     limit: int = 1000,
     step: int | None = None,
-) -> dict[str, Any]:
+) -> SamplesPage | BucketedSamples:
     """Raw samples; with ``step`` (seconds) min/max/avg per bucket ``floor(ts/step)*step``
-    instead, as ``{"host", "since", "until", "step", "t": [...], "avg"|"min"|"max": {col: [...]}}``
-    (``since`` defaults to one hour before ``until``, ``until`` to now)."""
+    instead (``since`` defaults to one hour before ``until``, ``until`` to now)."""
     host = registry.get_host(session, name=name)
     if step is not None:
         until = now.timestamp() if until is None else until
         since = until - timeline.DEFAULT_SPAN_S if since is None else since
         samples = bucketed_samples(session, host_id=host.id, since=since, until=until, step=step)
-        return {"host": name, "since": since, "until": until, **samples}
+        return BucketedSamples(host=name, since=since, until=until, **dict(samples))
     rows = series.list_samples(session, host_id=host.id, since=since, until=until, limit=limit)
-    return {"host": name, "samples": [series.sample_dict(s) for s in rows]}
+    return SamplesPage(host=name, samples=series.samples_out(rows))
 
 
 @router.get("/{name}/timeline")
@@ -167,9 +194,9 @@ def get_timeline(
     since: float | None = None,
     until: float | None = None,
     step: int | None = None,
-) -> dict[str, Any]:
+) -> timeline.TimelineOut:
     """One request for the host page: bucketed series, kernel markers, vLLM phase bands,
-    incident spans and matrix-run windows (shapes in ``collector.readback.timeline``)."""
+    incident spans and matrix-run windows."""
     host = registry.get_host(session, name=name)
     return timeline.host_timeline(
         session, host=host, since=since, until=until, step=step, now=now.timestamp()
@@ -189,7 +216,7 @@ def get_lines(
     cursor: str | None = None,
     limit: int = 500,
     order: Literal["asc", "desc"] = "asc",
-) -> dict[str, Any]:
+) -> LinesPage:
     host = registry.get_host(session, name=name)
     rows, next_cursor = series.list_lines(
         session,
@@ -203,11 +230,7 @@ def get_lines(
         limit=limit,
         newest_first=order == "desc",
     )
-    return {
-        "host": name,
-        "lines": [series.line_dict(line) for line in rows],
-        "next_cursor": next_cursor,
-    }
+    return LinesPage(host=name, lines=series.lines_out(rows), next_cursor=next_cursor)
 
 
 @router.get("/{name}/events")
@@ -219,7 +242,7 @@ def get_events(
     since: float | None = None,
     until: float | None = None,
     limit: int = 500,
-) -> dict[str, Any]:
+) -> EventsPage:
     """Kernel events (with line text and vLLM correlation) and host events, newest first.
 
     ``kind``: comma-separated kinds (``nv_err,xid``, ``vllm_hung``, or ``gpu_fault``).
@@ -227,7 +250,7 @@ def get_events(
     host = registry.get_host(session, name=name)
     kinds = [k.strip() for k in kind.split(",") if k.strip()] if kind else None
     rows = list_events(session, host_id=host.id, kinds=kinds, since=since, until=until, limit=limit)
-    return {"host": name, "events": rows}
+    return EventsPage(host=name, events=rows)
 
 
 @router.get("/{name}/guard")
@@ -238,18 +261,18 @@ def get_guard(
     now: NowDep,
     since: float | None = None,
     until: float | None = None,
-) -> dict[str, Any]:
+) -> GuardStatus:
     """The guard's state and rules as the agent reported them, and its firings (dry-run
     matches included) in [since, until] (default: the last 7 days), newest last."""
     host = registry.get_host(session, name=name)
     until = now.timestamp() if until is None else until
     since = until - 7 * 86400 if since is None else since
     firings = guard_firings(session, host_id=host.id, since=since, until=until)
-    return {"host": name, **guard_dict(host), "firings": firings}
+    return GuardStatus.model_validate({"host": name, **dict(GuardOut.of(host)), "firings": firings})
 
 
 @router.get("/{name}/vllm")
-def get_vllm(name: str, session: SessionDep, _: AdminDep) -> dict[str, Any]:
+def get_vllm(name: str, session: SessionDep, _: AdminDep) -> VllmStatus:
     """Current vLLM phase, health from the latest sample, latest startup plan and history."""
     host = registry.get_host(session, name=name)
     return vllm_status(session, host=host)

@@ -7,7 +7,7 @@ from typing import Any
 
 from agent.wire import GUARD_STATES
 from collector.models import Host
-from collector.schemas import WireEvent
+from collector.schemas import OutModel, WireEvent
 
 # What the agent reports is kept as it said it, within these bounds (it is agent input).
 MAX_ITEMS = 50
@@ -44,7 +44,23 @@ def note_guard_reports(host: Host, events: Iterable[WireEvent]) -> None:
         host.guard_reported_at = event.ts
 
 
-def guard_dict(host: Host) -> dict[str, Any]:
-    """``{"state": armed|dry_run|off|error|null, "reported_at", "rules", "actions", ...}``;
-    ``state`` null: no agent that knows the guard has reported (an older agent)."""
-    return {"state": host.guard_state, "reported_at": host.guard_reported_at, **(host.guard or {})}
+class GuardOut(OutModel):
+    """The guard as the host's agent last reported it (bounded; what it did not say is null).
+    ``state`` is armed, dry_run, off or error; null: no agent that knows the guard has reported
+    (an older agent)."""
+
+    state: str | None
+    reported_at: float | None
+    rules: list[str] | None = None
+    actions: list[str] | None = None
+    source: str | None = None
+    crc32: str | None = None
+    error: str | None = None
+    cooldown_s: float | None = None
+    phases: list[str] | None = None
+
+    @classmethod
+    def of(cls, host: Host) -> GuardOut:
+        return cls.model_validate(
+            {"state": host.guard_state, "reported_at": host.guard_reported_at, **(host.guard or {})}
+        )

@@ -19,10 +19,10 @@ from collector.alerts.filters import highest
 from collector.alerts.notice import Notice
 from collector.alerts.notice import lines as notice_lines
 from collector.kernel.classify import GPU_FAULT_KINDS
-from collector.kernel.read import describe_event, kernel_event_dict
+from collector.kernel.read import KernelEventOut, describe_event
 from collector.kernel.store import NewKernelEvent
 from collector.models import Host, KernelEventRow, Line
-from collector.readback.series import last_kernel_lines, latest_sample, line_dict, sample_dict
+from collector.readback.series import lines_json, recent_evidence
 from collector.settings import Settings
 
 EVENT = "kernel.event"
@@ -61,8 +61,7 @@ def enqueue_kernel_events(
         if not hits:
             continue
         first_line = hits[0][1]
-        events_ = [kernel_event_dict(row, line) for row, line in hits]
-        sample = latest_sample(session, host_id=host.id)
+        events_ = [KernelEventOut.of(row, line).model_dump(mode="json") for row, line in hits]
         url = links.absolute(settings, links.host_url(host.name))
         payload = {
             "type": EVENT,
@@ -71,9 +70,8 @@ def enqueue_kernel_events(
             "host": {"name": host.name, "status": host.status, "boot_id": boot_id},
             "kernel_event": events_[0],
             "count": len(faults),
-            "lines": [line_dict(line) for _, line in hits[:MAX_LINES]],
-            "last_sample": sample_dict(sample) if sample else None,
-            "kernel_lines": last_kernel_lines(session, host_id=host.id),
+            "lines": lines_json(line for _, line in hits[:MAX_LINES]),
+            **recent_evidence(session, host_id=host.id).model_dump(mode="json"),
             "url": url,
         }
         queued += outbox.enqueue(

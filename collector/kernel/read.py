@@ -1,50 +1,86 @@
 """Reading a host's events back: kernel events (with their line and vLLM context) and host
-events, merged newest first; ``kernel_event_dict`` is the one shape of a kernel event (API and
+events, merged newest first; ``KernelEventOut`` is the one shape of a kernel event (API and
 alerts)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
 from collector.kernel.classify import EVENT_KINDS, GPU_FAULT_KINDS
 from collector.models import HostEvent, KernelEventRow, Line
+from collector.schemas import OutModel
 
 MAX_LIMIT = 10_000
 
 
-def kernel_event_dict(event: KernelEventRow, line: Line | None) -> dict[str, Any]:
-    return {
-        "type": "kernel",
-        "id": event.id,
-        "ts": event.ts,
-        "kind": event.kind,
-        "gpu_fault": event.kind in GPU_FAULT_KINDS,
-        "xid": event.xid,
-        "pci": event.pci,
-        "pid": event.pid,
-        "process": event.process,
-        "meaning": event.meaning,
-        "nv_err": event.nv_err,
-        "call_site": event.call_site,
-        "line": None
-        if line is None
-        else {"id": line.id, "source": line.source, "kseq": line.kseq, "text": line.text},
-        "vllm": {
-            "phase": event.vllm_phase,
-            "line_id": event.vllm_line_id,
-            "line_ts": event.vllm_line_ts,
-            "line": event.vllm_line,
-        },
-    }
+class EventLine(OutModel):
+    """The kernel line an event was classified from."""
+
+    id: int
+    source: str
+    kseq: int | None
+    text: str
+
+
+class VllmContext(OutModel):
+    """What vLLM was doing when the event happened: its phase and its nearest log line."""
+
+    phase: str | None
+    line_id: int | None
+    line_ts: float | None
+    line: str | None
+
+
+class KernelEventOut(OutModel):
+    type: Literal["kernel"] = "kernel"
+    id: int
+    ts: float
+    kind: str
+    gpu_fault: bool
+    xid: int | None
+    pci: str | None
+    pid: int | None
+    process: str | None
+    meaning: str | None
+    nv_err: str | None
+    call_site: str | None
+    line: EventLine | None
+    vllm: VllmContext
+
+    @classmethod
+    def of(cls, event: KernelEventRow, line: Line | None) -> KernelEventOut:
+        return cls.model_validate(
+            {
+                "id": event.id,
+                "ts": event.ts,
+                "kind": event.kind,
+                "gpu_fault": event.kind in GPU_FAULT_KINDS,
+                "xid": event.xid,
+                "pci": event.pci,
+                "pid": event.pid,
+                "process": event.process,
+                "meaning": event.meaning,
+                "nv_err": event.nv_err,
+                "call_site": event.call_site,
+                "line": line,
+                "vllm": {
+                    "phase": event.vllm_phase,
+                    "line_id": event.vllm_line_id,
+                    "line_ts": event.vllm_line_ts,
+                    "line": event.vllm_line,
+                },
+            }
+        )
 
 
 def describe_event(event: dict[str, Any]) -> str:
-    """A kernel event (``kernel_event_dict``) in one line for people: kind and code, meaning,
-    the action when the event names one, the vLLM phase it fell in."""
+    """A kernel event (``KernelEventOut`` as data) in one line for people: kind and code,
+    meaning, the action when the event names one, the vLLM phase it fell in."""
     what = " ".join(
         str(part) for part in (event["kind"], event.get("xid"), event.get("nv_err")) if part
     )
@@ -55,8 +91,17 @@ def describe_event(event: dict[str, Any]) -> str:
     return f"{text}, during vLLM {phase}" if phase else text
 
 
-def host_event_dict(event: HostEvent) -> dict[str, Any]:
-    return {"type": "host", "id": event.id, "ts": event.ts, "kind": event.kind, "data": event.data}
+class HostEventOut(OutModel):
+    """A collector-side fact about a host (``vllm_hung``, ``vllm_stats``, ...)."""
+
+    type: Literal["host"] = "host"
+    id: int
+    ts: float
+    kind: str
+    data: dict[str, Any]
+
+
+EventOut = Annotated[KernelEventOut | HostEventOut, Field(discriminator="type")]
 
 
 def list_events(
@@ -67,7 +112,7 @@ def list_events(
     since: float | None = None,
     until: float | None = None,
     limit: int = 500,
-) -> list[dict[str, Any]]:
+) -> list[KernelEventOut | HostEventOut]:
     """Kernel and host events in [since, until], newest first, at most ``limit``.
 
     ``kinds`` filters on kind (kernel kinds such as ``nv_err``, host kinds such as
@@ -81,7 +126,7 @@ def list_events(
     kernel_kinds = wanted & set(EVENT_KINDS) if wanted else None
     host_kinds = wanted - set(EVENT_KINDS) if wanted else None
 
-    out: list[dict[str, Any]] = []
+    out: list[KernelEventOut | HostEventOut] = []
     if kernel_kinds is None or kernel_kinds:
         query = (
             select(KernelEventRow, Line)
@@ -95,7 +140,7 @@ def list_events(
         if until is not None:
             query = query.where(KernelEventRow.ts <= until)
         query = query.order_by(KernelEventRow.ts.desc(), KernelEventRow.id.desc()).limit(limit)
-        out += [kernel_event_dict(event, line) for event, line in session.execute(query)]
+        out += [KernelEventOut.of(event, line) for event, line in session.execute(query)]
     if host_kinds is None or host_kinds:
         hquery = select(HostEvent).where(HostEvent.host_id == host_id)
         if host_kinds:
@@ -105,6 +150,6 @@ def list_events(
         if until is not None:
             hquery = hquery.where(HostEvent.ts <= until)
         hquery = hquery.order_by(HostEvent.ts.desc(), HostEvent.id.desc()).limit(limit)
-        out += [host_event_dict(event) for event in session.scalars(hquery)]
-    out.sort(key=lambda e: (e["ts"], e["type"] == "kernel", e["id"]), reverse=True)
+        out += [HostEventOut.model_validate(event) for event in session.scalars(hquery)]
+    out.sort(key=lambda e: (e.ts, e.type == "kernel", e.id), reverse=True)
     return out[:limit]
