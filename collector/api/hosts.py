@@ -268,7 +268,8 @@ def get_guard(
     until = now.timestamp() if until is None else until
     since = until - 7 * 86400 if since is None else since
     firings = guard_firings(session, host_id=host.id, since=since, until=until)
-    return GuardStatus.model_validate({"host": name, **dict(GuardOut.of(host)), "firings": firings})
+    guard = GuardOut.of(host).model_dump(exclude_unset=True)
+    return GuardStatus.model_validate({"host": name, **guard, "firings": firings})
 
 
 @router.get("/{name}/vllm")

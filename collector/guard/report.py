@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic import SerializerFunctionWrapHandler, model_serializer
+
 from agent.wire import GUARD_STATES
 from collector.models import Host
 from collector.schemas import OutModel, WireEvent
@@ -45,9 +47,9 @@ def note_guard_reports(host: Host, events: Iterable[WireEvent]) -> None:
 
 
 class GuardOut(OutModel):
-    """The guard as the host's agent last reported it (bounded; what it did not say is null).
-    ``state`` is armed, dry_run, off or error; null: no agent that knows the guard has reported
-    (an older agent)."""
+    """The guard as the host's agent last reported it (bounded; what it did not say is left
+    out). ``state`` is armed, dry_run, off or error; null: no agent that knows the guard has
+    reported (an older agent)."""
 
     state: str | None
     reported_at: float | None
@@ -58,6 +60,12 @@ class GuardOut(OutModel):
     error: str | None = None
     cooldown_s: float | None = None
     phases: list[str] | None = None
+
+    # Keys the agent did not report stay out, as they always have (not null). No return
+    # annotation on purpose: pydantic would take it for the schema, the fields' own stays.
+    @model_serializer(mode="wrap")
+    def _as_reported(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
 
     @classmethod
     def of(cls, host: Host) -> GuardOut:
