@@ -51,6 +51,8 @@ bench: venv
 	$(PY) bench/detection.py
 	$(PY) bench/netconsole.py
 	$(PY) bench/ui.py
+	$(PY) bench/replay.py
+	$(PY) bench/memory.py --minutes 10
 
 agent-bundle: venv
 	$(PY) -m collector agent-bundle dist/freezewatch-agent.pyz

@@ -7,7 +7,9 @@ A batch is one JSON object (optionally gzip-encoded) POSTed to ``INGEST_PATH`` w
       "host": "spark-01",
       "boot_id": "0b3c…",                      # /proc/sys/kernel/random/boot_id
       "agent": {"version": "0.1.0", "pid": 812, "started_at": 1764400000.0,
-                "boot_id": "0b3c…"},           # the SENDER's current boot (see below)
+                "boot_id": "0b3c…",            # the SENDER's current boot (see below)
+                "sent_at": 1764400001.3},      # the sender's wall clock at this POST
+      "backlog": {"bytes": 0},                 # spool still held after this batch
       "samples": [{"seq": 1, "ts": 1764400001.0, "burst": false,
                    "mem": {...}, "psi": {...}, "vmstat": {...}, "load": {...},
                    "gpu": {...} | null, "vllm": {...} | null}],
@@ -38,7 +40,8 @@ Sample sections (all optional except ``mem``; units are fixed so the collector n
   %, bytes, MHz), plus ``"devices": [...]`` (same keys each) when there are several; a value
   the device does not report (GB10 unified memory) is null and named in ``unsupported``.
 - ``vllm``: list of ``{"url", "health", "health_ms", "error", "running", "waiting", "kv_usage",
-  "preemptions", "prompt_tokens", "generation_tokens", "spec_accepted", "spec_draft"}``;
+  "preemptions", "prompt_tokens", "generation_tokens", "iteration_tokens", "spec_accepted",
+  "spec_draft"}``; counts summed over data-parallel engines, ``kv_usage`` the busiest engine's;
   ``health`` is the /health HTTP status or null when nothing answered, ``error`` says why.
 - ``containers``: list of ``{"id", "name", "image", "state", "restart_count", "oom_killed",
   "exit_code", "started_at", "mem_used", "mem_limit"}`` (bytes; memory refreshed every few
@@ -66,6 +69,12 @@ error, "rules": [text], "actions": [text], "cooldown_s", "phases", "source", "cr
 moment a rule trips (also in dry-run, with ``dry_run: true``), ``guard_result`` when its
 actions ended, joined by ``fire_id``.
 
+``agent.sent_at`` (the agent's wall clock when it sent this POST, also on replayed batches)
+lets the collector measure the agent's clock offset; ``backlog.bytes`` is how much the agent's
+spool still holds after this batch (0: this batch is live, or the last of a replay). Both are
+optional (older agents omit them): without ``backlog`` the collector cannot tell a replay in
+progress from a finished one.
+
 The collector answers 200 with ``{"stored": {stream: n}, "duplicates": {stream: n},
 "resume": {"kseq": <highest kernel seq the agent stored for this boot> | null}}``; ``resume``
 is answered to a batch carrying ``agent_started`` (null for every other batch).
@@ -83,7 +92,10 @@ LINE_SOURCES = ("kmsg", "journal", "vllm", "netconsole")
 EVENT_KINDS = (
     "agent_started",
     "agent_stopping",  # SIGTERM: data {"shutdown": bool} says whether the system is going down
-    "spool_dropped",  # data {"samples": n, "lines": n, "events": n}
+    # Cumulative drop ledger: data {"ledger": id, "samples": n, "lines": n, "events": n (totals
+    # since the ledger began), "first_ts", "last_ts" (the drops new since the last report),
+    # "reasons": [...]}. Older agents sent per-drop counts without "ledger".
+    "spool_dropped",
     "kmsg_overrun",  # data {"lost": n}
     "source_error",  # data {"source": name, "error": text}
     "source_info",  # data {"source": name, "info": text}: e.g. "GPU source off: no NVML"
@@ -96,27 +108,22 @@ EVENT_KINDS = (
 # What the guard is (``agent_started`` data ``guard``: {"state", "rules", "actions", ...}).
 GUARD_STATES = ("armed", "dry_run", "off", "error")
 
-# Kernel event kinds, as the collector's classifier names them (collector.kernel.classify) and
+# Kernel event kinds, as the collector's classifier names them (agent.kernel.classify) and
 # the guard's ``kernel_event`` rules match them on the host.
 KERNEL_EVENT_KINDS = (
     "xid",
+    "sxid",
     "nv_err",
     "gsp",
     "uvm",
     "bus_off",
+    "oops",
     "soft_lockup",
     "hung_task",
     "rcu_stall",
     "oom_kill",
     "alloc_failure",
 )
-# Xid codes whose immediate action in NVIDIA's Xid catalog is a GPU reset or a reboot (or the
-# double-bit ECC workflow): ``xid fatal`` in a guard rule. Codes the catalog answers with
-# RESTART_APP or IGNORE (13, 31, 43, 94, ...) are not fatal.
-XID_FATAL_CODES = frozenset(
-    {46, 48, 62, 64, 79, 95, 109, 110, 119, 120, 136, 140, 143, 155, 156, 158}
-)
-# vLLM's phases, as the collector reads them from its log (collector.vllm.log_parser).
 VLLM_PHASES = (
     "starting",
     "loading_weights",
@@ -126,8 +133,14 @@ VLLM_PHASES = (
     "serving",
     "stopped",
     "failed",
+    "crashed",
 )
 
 MAX_LINE_BYTES = 16 * 1024  # longer lines are truncated by the collector, flagged, not dropped
 MAX_BATCH_BYTES = 16 * 1024 * 1024  # decompressed body limit; over it the collector answers 413
 MAX_BATCH_RECORDS = 20_000  # records of all streams in one batch
+# The agent's longest wait between retries while the collector is unreachable (it retries
+# every interval while the collector's port refuses, i.e. the collector is restarting). The
+# collector's startup grace is built from it: a restart must not declare a host late before
+# its agent had the chance to reconnect.
+MAX_RETRY_DELAY_S = 5.0

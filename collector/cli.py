@@ -7,14 +7,16 @@ import argparse
 import gc
 import logging
 import sys
+import threading
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from pydantic import ValidationError
 
-from collector import db
+from collector import db, heap
 from collector.demo import run_demo
 from collector.deploy.bundle import build_agent_bundle
 from collector.deploy.cli import add_deploy_parser, run_deploy_cli
@@ -135,10 +137,11 @@ def tune_gc() -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    heap.tune()  # before the worker threads exist: they take their malloc arenas as they start
     settings = settings_from(args)
     app = create_app(settings)
     tune_gc()
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.bind,
         port=settings.port,
@@ -146,7 +149,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         access_log=False,
         timeout_graceful_shutdown=5,
     )
+    StoppingServer(config, app.state.stopping).run()
     return 0
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn that tells the app the moment a stop signal arrives: from then on it takes no
+    batch, so the checker must judge no silence (its jobs run until the lifespan ends, which
+    is seconds later)."""
+
+    def __init__(self, config: uvicorn.Config, stopping: threading.Event) -> None:
+        super().__init__(config)
+        self._stopping = stopping
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._stopping.set()  # no logging here: a signal handler must not take locks
+        super().handle_exit(sig, frame)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ from sqlalchemy.sql.expression import FunctionElement
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 AFTER_COMMIT = "after_commit"
+READ_ONLY = "freezewatch_read_only"  # connection execution option: see read_scope
 
 
 def normalize_url(url: str) -> str:
@@ -61,7 +62,8 @@ def _tune_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        read_only = conn.get_execution_options().get(READ_ONLY, False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
@@ -84,6 +86,20 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         session.close()
     for callback in callbacks:
         callback()
+
+
+@contextmanager
+def read_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A unit of work that only reads, ended by a rollback. On SQLite its BEGIN is deferred: in
+    WAL mode readers never wait for the one writer (``session_scope`` takes the write lock up
+    front, see ``_tune_sqlite``)."""
+    session = factory()
+    try:
+        session.connection(execution_options={READ_ONLY: True})
+        yield session
+    finally:
+        session.rollback()
+        session.close()
 
 
 def after_commit(session: Session, callback: Callable[[], object]) -> None:

@@ -4,6 +4,7 @@ clock)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated
@@ -17,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from collector import auth
 from collector.db import session_scope
 from collector.errors import AuthFailed
+from collector.liveness.arrivals import Arrivals
 from collector.matrix.runner import MatrixRunner
 from collector.metrics.ingest import IngestMetrics
 from collector.netconsole.channel import NetconsoleChannel
@@ -38,7 +40,8 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 def get_session_factory(request: Request) -> sessionmaker[Session]:
-    """For jobs a route runs to the end (a deploy): they commit on their own, step by step."""
+    """For a route that is its own commit point: ingest (each step one transaction, run whole
+    in one worker thread) and jobs run to the end (a deploy commits step by step)."""
     return request.app.state.sessionmaker
 
 
@@ -62,6 +65,15 @@ def get_netconsole(request: Request) -> NetconsoleChannel | None:
 
 def get_scheduler(request: Request) -> BaseScheduler | None:
     return getattr(request.app.state, "scheduler", None)
+
+
+def get_arrivals(request: Request) -> Arrivals:
+    return request.app.state.arrivals
+
+
+def get_store_slots(request: Request) -> asyncio.Semaphore:
+    """How many batches may be stored at once (``ingest_concurrency``)."""
+    return request.app.state.store_slots
 
 
 def get_vllm_states(request: Request) -> VllmStates:
@@ -95,6 +107,8 @@ RunnerDep = Annotated[MatrixRunner | None, Depends(get_runner)]
 NetconsoleDep = Annotated[NetconsoleChannel | None, Depends(get_netconsole)]
 SchedulerDep = Annotated[BaseScheduler | None, Depends(get_scheduler)]
 VllmStatesDep = Annotated[VllmStates, Depends(get_vllm_states)]
+ArrivalsDep = Annotated[Arrivals, Depends(get_arrivals)]
+StoreSlotsDep = Annotated[asyncio.Semaphore, Depends(get_store_slots)]
 SSHDep = Annotated[SSHClient, Depends(get_ssh)]
 TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
 HttpClientDep = Annotated[httpx.Client, Depends(get_http_client)]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -16,8 +18,19 @@ from fastapi.staticfiles import StaticFiles
 
 from collector import auth, db
 from collector.alerts.targets import sync_env_targets
-from collector.api import deploy, health, hosts, incidents, ingest, matrix, netconsole, webhooks
+from collector.api import (
+    deploy,
+    health,
+    host_records,
+    hosts,
+    incidents,
+    ingest,
+    matrix,
+    netconsole,
+    webhooks,
+)
 from collector.errors import AppError, AuthFailed
+from collector.liveness.arrivals import Arrivals
 from collector.liveness.collector_runs import start_collector_run, stop_collector_run
 from collector.matrix import store as matrix_store
 from collector.matrix.runner import MatrixRunner
@@ -72,6 +85,8 @@ def create_app(
                 http_client=http_client,
                 ssh=ssh,
                 clock=clock,
+                arrivals=app.state.arrivals,
+                stopping=app.state.stopping,
             )
         if settings.netconsole_bind:
             app.state.netconsole = NetconsoleChannel(
@@ -109,10 +124,24 @@ def create_app(
     app.state.ssh = ssh
     app.state.netconsole = None
     app.state.vllm_states = VllmStates(hang_stall_s=settings.vllm_hang_s)
+    app.state.arrivals = Arrivals()
+    # Set when the process starts to stop (cli.StoppingServer): silence judged no more.
+    app.state.stopping = threading.Event()
+    app.state.store_slots = asyncio.Semaphore(settings.ingest_concurrency)
     app.state.templates = make_templates(clock)
     app.state.ingest_metrics = IngestMetrics()
     app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)
-    for api in (ingest, hosts, deploy, incidents, webhooks, health, matrix, netconsole):
+    for api in (
+        ingest,
+        hosts,
+        host_records,
+        deploy,
+        incidents,
+        webhooks,
+        health,
+        matrix,
+        netconsole,
+    ):
         app.include_router(api.router)
     app.include_router(matrix.presets_router)
     app.include_router(pages.router)

@@ -29,6 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from agent.kernel.event import KernelAction, Severity
 from collector.timeutil import UTCDateTime, utcnow
 
 if sys.version_info >= (3, 11):
@@ -153,6 +154,10 @@ class Host(Base):
     agent_version: Mapped[str | None] = mapped_column(String(64))
     agent_pid: Mapped[int | None] = mapped_column(Integer)
     agent_started_at: Mapped[float | None] = mapped_column(Float)
+    # What the agent's spool still held after its latest batch (None: an agent that does not
+    # say), and its clock's offset (our receive time - its send time, smoothed), seconds.
+    backlog_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    clock_offset_s: Mapped[float | None] = mapped_column(Float)
 
     # How the collector reaches the host on its own (probes, post-mortem, matrix runs).
     ssh_user: Mapped[str | None] = mapped_column(String(64))
@@ -437,6 +442,7 @@ class KernelEventRow(Base):
     __table_args__ = (
         UniqueConstraint("line_id"),
         Index("ix_kernel_events_host_ts", "host_id", "ts"),
+        Index("ix_kernel_events_occurrence_id", "occurrence_id"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
@@ -452,6 +458,16 @@ class KernelEventRow(Base):
     meaning: Mapped[str | None] = mapped_column(Text)
     nv_err: Mapped[str | None] = mapped_column(String(64))
     call_site: Mapped[str | None] = mapped_column(String(255))
+    code: Mapped[str | None] = mapped_column(String(64))
+    device: Mapped[str | None] = mapped_column(String(64))
+    module: Mapped[str | None] = mapped_column(String(64))
+    severity: Mapped[str] = mapped_column(
+        String(16), default=Severity.ERROR, server_default=Severity.ERROR.value
+    )
+    action: Mapped[str] = mapped_column(
+        String(24), default=KernelAction.NONE, server_default=KernelAction.NONE.value
+    )
+    occurrence_id: Mapped[int | None] = mapped_column(BigInteger)
     # Correlation: the vLLM phase at ts and the nearest vLLM line within ±2 s (same host).
     vllm_phase: Mapped[str | None] = mapped_column(String(32))
     vllm_line_id: Mapped[int | None] = mapped_column(
@@ -459,6 +475,41 @@ class KernelEventRow(Base):
     )
     vllm_line_ts: Mapped[float | None] = mapped_column(Float)
     vllm_line: Mapped[str | None] = mapped_column(Text)
+
+
+class KernelOccurrence(Base):
+    """One fault on one host, however often it repeats: (kind, code, device) with a count and
+    first/last seen; an Xid storm is one row. '' stands for a code or device the kind lacks."""
+
+    __tablename__ = "kernel_occurrences"
+    __table_args__ = (UniqueConstraint("host_id", "kind", "code", "device"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(32))
+    code: Mapped[str] = mapped_column(String(64))
+    device: Mapped[str] = mapped_column(String(64))
+    count: Mapped[int] = mapped_column(BigInteger, default=0)
+    first_ts: Mapped[float] = mapped_column(Float)
+    last_ts: Mapped[float] = mapped_column(Float)
+    severity: Mapped[str] = mapped_column(String(16))
+    action: Mapped[str] = mapped_column(String(24))
+    meaning: Mapped[str | None] = mapped_column(Text)
+    boots: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class KernelOccurrenceBoot(Base):
+    """A boot in which an occurrence was seen: the same fatal fault back after reboots."""
+
+    __tablename__ = "kernel_occurrence_boots"
+
+    occurrence_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("kernel_occurrences.id", ondelete="CASCADE"), primary_key=True
+    )
+    boot_pk: Mapped[int] = mapped_column(
+        ForeignKey("boots.id", ondelete="CASCADE"), primary_key=True
+    )
+    first_ts: Mapped[float] = mapped_column(Float)
 
 
 class VllmStart(Base):
@@ -562,6 +613,9 @@ class Incident(Base):
     stall_s: Mapped[float | None] = mapped_column(Float)
     shutdown: Mapped[bool] = mapped_column(Boolean, default=False)
     collector_down: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The opened alert waits until then (the silence began while the collector was down);
+    # resolved before that, the incident never alerts.
+    alert_held_until: Mapped[datetime | None]
     probes: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     agent_restart: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     postmortem_state: Mapped[str] = mapped_column(String(16), default=PostmortemState.NONE)
@@ -613,6 +667,10 @@ class Artifact(Base):
     error: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=1)
     collected_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # pstore files and the previous boot's kernel journal, through the kernel classifier
+    kernel_events: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSON, default=list, server_default="[]"
+    )
 
 
 class WebhookTarget(Base):

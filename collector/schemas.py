@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 
 from agent.wire import EVENT_KINDS, LINE_SOURCES, MAX_LINE_BYTES
 
@@ -23,6 +23,14 @@ class AgentInfo(BaseModel):
     started_at: float | None = None
     # The sender's current boot; absent from older agents (then it is the batch's boot).
     boot_id: str | None = Field(None, min_length=1, max_length=64)
+    # The sender's wall clock at this POST: the clock offset is measured from it.
+    sent_at: float | None = Field(None, ge=0, le=1e11)
+
+
+class Backlog(BaseModel):
+    """What the sender's spool still holds after this batch."""
+
+    bytes: int = Field(ge=0)
 
 
 def first_entry(value: Any) -> dict[str, Any]:
@@ -120,6 +128,7 @@ class Batch(BaseModel):
     samples: list[WireSample] = Field(default_factory=list)
     lines: list[WireLine] = Field(default_factory=list)
     events: list[WireEvent] = Field(default_factory=list)
+    backlog: Backlog | None = None
 
     @property
     def sender_boot_id(self) -> str:
@@ -139,6 +148,25 @@ def _epoch(value: Any) -> Any:
 
 # An instant as epoch seconds; a stored (UTC-aware) datetime converts on the way in.
 Epoch = Annotated[float, BeforeValidator(_epoch)]
+
+_OFFSET = "clock_offset_s"
+
+
+def on_collector_clock(offset: float) -> dict[str, float]:
+    """The validation context that moves ``AgentTime`` fields by a host's clock offset
+    (``collector.readback.timebase.offset_s``): pass it as ``context=`` when validating."""
+    return {_OFFSET: offset}
+
+
+def _to_collector_clock(value: float | None, info: ValidationInfo) -> float | None:
+    offset = (info.context or {}).get(_OFFSET, 0.0)
+    return value + offset if value is not None and offset else value
+
+
+# A record time the agent's clock stamped, moved to the collector's time base when validated
+# with ``on_collector_clock`` (the host views' one time base); as stamped without it (alerts,
+# snapshots). A model instance passed in is not validated again, so it is never moved twice.
+AgentTime = Annotated[float, AfterValidator(_to_collector_clock)]
 
 
 class StreamCounts(BaseModel):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agent.wire import MAX_RETRY_DELAY_S
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FREEZEWATCH_", extra="ignore")
@@ -17,6 +19,8 @@ class Settings(BaseSettings):
     public_url: str | None = None
     grace_s: float = Field(3.0, gt=0)
     max_body_bytes: int = 16 * 1024 * 1024
+    # Batches stored at once; more wait for a slot (SQLite has one writer anyway).
+    ingest_concurrency: int = Field(4, ge=1)
     # The scheduler (heartbeat checks, alert delivery) runs in `serve`; tests turn it off and
     # call the job steps directly.
     run_scheduler: bool = True
@@ -46,8 +50,16 @@ class Settings(BaseSettings):
     # A "late" claim older than this is re-taken (its checker died mid-probe).
     late_reclaim_s: float = Field(30.0, gt=0)
     alive_tick_s: float = Field(2.0, gt=0)
-    # After a host returns on the same boot, how long the spool replay may take to close the gap.
+    # The agents' longest wait between two tries while the collector is unreachable: after a
+    # collector start each host gets this plus its grace to reconnect (the startup grace).
+    agent_retry_max_s: float = Field(MAX_RETRY_DELAY_S, ge=0)
+    # An incident whose silence began while the collector was down alerts only if the host is
+    # still silent this long after the collector started (else it resolves without a word).
+    restart_alert_hold_s: float = Field(30.0, ge=0)
+    # After a host returns on the same boot, how long the spool replay may take to close the gap
+    # (agents that report their backlog: decided once it is drained, or after the longest wait).
     resolve_settle_s: float = Field(5.0, ge=0)
+    resolve_backlog_max_s: float = Field(300.0, gt=0)
     # A hole in the agent's own samples longer than this is a stall.
     stall_min_s: float = Field(3.0, gt=0)
     snapshot_window_s: float = Field(120.0, gt=0)
@@ -59,6 +71,8 @@ class Settings(BaseSettings):
     webhook_backoff_base_s: float = Field(2.0, gt=0)
     webhook_backoff_max_s: float = Field(3600.0, gt=0)
     kernel_alert_cooldown_s: float = Field(60.0, ge=0)
+    # A fatal kernel fault back after this many reboots: inspect the hardware.
+    kernel_escalate_after_reboots: int = Field(2, ge=1)
 
     # Post-mortem over SSH after a reboot.
     postmortem_interval_s: float = Field(2.0, gt=0)

@@ -6,6 +6,13 @@ receiver's idempotency key), ``webhook-timestamp`` and ``webhook-signature: v1,<
 HMAC-SHA256(secret, "id.timestamp.body")>`` where the secret is the base64 part of ``whsec_...``.
 Failures retry with exponential backoff and full jitter until ``webhook_retry_window_s`` after
 the event, then the row is ``failed``.
+
+Delivery is at least once: a sender killed after its POST went out but before it recorded the
+answer leaves the row ``sending``; once its lease (as long as the POST can take, plus
+``LEASE_MARGIN_S``) runs out the row is sent again, with the same ``webhook-id`` (receivers
+that must not post twice key on it). Order is kept per incident and target: an
+``incident.resolved`` is not due while its ``incident.opened`` is still pending or being sent,
+so a retried opened never arrives after its resolved.
 """
 
 from __future__ import annotations
@@ -20,8 +27,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from sqlalchemy import or_, select, update
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import exists, or_, select, update
+from sqlalchemy.orm import Session, aliased, sessionmaker
 from sqlalchemy.sql.expression import ColumnElement
 
 from collector.alerts import notify
@@ -34,6 +41,9 @@ log = logging.getLogger(__name__)
 
 USER_AGENT = "freezewatch-collector"
 MAX_LOG_ENTRIES = 50
+# A claim outlives the POST's timeout by this much; then a dead sender's row is sent again.
+LEASE_MARGIN_S = 5.0
+UNSETTLED = (DeliveryState.PENDING, DeliveryState.SENDING)
 
 
 def new_secret() -> str:
@@ -76,15 +86,29 @@ def backoff_s(attempts: int, settings: Settings, rng: random.Random) -> float:
 
 
 def _due(now: datetime) -> ColumnElement[bool]:
-    """Pending and due, or claimed by a sender that died mid-request (its lease ran out)."""
+    """Pending and due, or claimed by a sender that died mid-request (its lease ran out); a
+    resolved waits for its opened (same incident and target) to be delivered or given up."""
+    opened = aliased(Delivery)
+    opened_unsettled = exists().where(
+        opened.incident_id == Delivery.incident_id,
+        opened.target_id == Delivery.target_id,
+        opened.event == "incident.opened",
+        opened.state.in_(UNSETTLED),
+    )
     return or_(
         (Delivery.state == DeliveryState.PENDING) & (Delivery.next_attempt_at <= now),
         (Delivery.state == DeliveryState.SENDING) & (Delivery.claimed_until <= now),
-    )
+    ) & ~((Delivery.event == "incident.resolved") & opened_unsettled)
+
+
+def lease_s(settings: Settings) -> float:
+    """How long a claim holds: the longest a POST takes (its timeout bounds connecting and
+    waiting for the answer, each) plus a margin."""
+    return 2 * settings.webhook_timeout_s + LEASE_MARGIN_S
 
 
 def _claim(session: Session, delivery_id: int, now: datetime, settings: Settings) -> bool:
-    lease = now + timedelta(seconds=settings.webhook_timeout_s + 30)
+    lease = now + timedelta(seconds=lease_s(settings))
     result = session.execute(
         update(Delivery)
         .where(Delivery.id == delivery_id, _due(now))

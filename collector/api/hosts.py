@@ -1,8 +1,9 @@
-"""Read API for hosts and their telemetry, and host settings (admin token)."""
+"""Read API for hosts (the overview, one host with its health) and host settings (admin token);
+what a host recorded is ``host_records``."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter
 
@@ -13,7 +14,6 @@ from collector.hosts import registry
 from collector.hosts.config import HostPatch, configure_host
 from collector.hosts.registry import HostOut
 from collector.incidents.read import OpenIncidentBrief, open_incident_brief
-from collector.kernel.read import EventOut, list_events
 from collector.liveness.status import set_paused
 from collector.models import Host
 from collector.netconsole.health import (
@@ -22,23 +22,35 @@ from collector.netconsole.health import (
     canary_report,
     netconsole_report,
 )
-from collector.readback import series, timeline
-from collector.readback.downsample import SeriesOut, bucketed_samples
-from collector.readback.guard_events import GuardFiring, guard_firings
-from collector.readback.series import LatestBrief, LineOut, SampleOut
-from collector.schemas import OutModel
-from collector.vllm.status import VllmStatus, latest_vllm_phase, vllm_status
+from collector.readback import series, timebase
+from collector.readback.losses import SpoolLosses, spool_losses
+from collector.readback.series import LatestBrief, SampleOut
+from collector.schemas import on_collector_clock
+from collector.vllm.status import latest_vllm_phase
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
 
 
 class HostSummary(HostOut):
+    """A host with its clock and backlog as the last batch measured them: ``clock_offset_s``
+    our clock minus the agent's (from ``timebase.SKEW_MIN_S`` on the views correct for it:
+    ``clock_corrected``), ``backlog_bytes`` what its spool still held."""
+
+    clock_offset_s: float | None
+    clock_corrected: bool
+    backlog_bytes: int | None
     guard: GuardOut
 
 
 def summary(host: Host) -> dict[str, Any]:
     """The fields of a ``HostSummary``, for the shapes that extend it."""
-    return {**dict(HostOut.of(host)), "guard": GuardOut.of(host)}
+    return {
+        **dict(HostOut.of(host)),
+        "clock_offset_s": host.clock_offset_s,
+        "clock_corrected": timebase.offset_s(host) != 0.0,
+        "backlog_bytes": host.backlog_bytes,
+        "guard": GuardOut.of(host),
+    }
 
 
 class HostListItem(HostSummary):
@@ -51,46 +63,19 @@ class HostListItem(HostSummary):
 
 
 class HostDetail(HostSummary):
-    """A host with its latest sample, per-channel canary figures and netconsole counters."""
+    """A host with its latest sample, per-channel canary figures, netconsole counters and
+    what its agent reported losing."""
 
     latest_sample: SampleOut | None
     canary: dict[str, CanaryOut]
     netconsole: NetconsoleHostOut
+    spool_losses: SpoolLosses
 
 
 class HostPatched(HostSummary):
     """The host after the change; ``host_key_fingerprint`` when a host key was just trusted."""
 
     host_key_fingerprint: str | None = None
-
-
-class SamplesPage(OutModel):
-    host: str
-    samples: list[SampleOut]
-
-
-class BucketedSamples(SeriesOut):
-    host: str
-    since: float
-    until: float
-
-
-class LinesPage(OutModel):
-    """A page of lines; ``next_cursor`` fetches the next one (null on the last)."""
-
-    host: str
-    lines: list[LineOut]
-    next_cursor: str | None
-
-
-class EventsPage(OutModel):
-    host: str
-    events: list[EventOut]
-
-
-class GuardStatus(GuardOut):
-    host: str
-    firings: list[GuardFiring]
 
 
 @router.get("")
@@ -111,15 +96,17 @@ def list_hosts(session: SessionDep, _: AdminDep) -> list[HostListItem]:
 @router.get("/{name}")
 def get_host(name: str, session: SessionDep, _: AdminDep, now: NowDep) -> HostDetail:
     host = registry.get_host(session, name=name)
-    latest = series.latest_sample(session, host_id=host.id)
     expect = ("kmsg", "netconsole") if host.netconsole_from else ("kmsg",)
+    offset = timebase.offset_s(host)
     return HostDetail.model_validate(
         {
             **summary(host),
-            "latest_sample": latest,
+            "latest_sample": series.latest_sample(session, host_id=host.id),
             "canary": canary_report(session, host_id=host.id, expect=expect, now=now.timestamp()),
             "netconsole": netconsole_report(session, host_id=host.id),
-        }
+            "spool_losses": spool_losses(session, host_id=host.id, offset=offset),
+        },
+        context=on_collector_clock(offset),
     )
 
 
@@ -160,120 +147,3 @@ def patch_host(
             # The receiver reloads its allowlist from the database: after the commit.
             db.after_commit(session, netconsole.allowlist.invalidate)
     return HostPatched(**summary(host), **facts)
-
-
-@router.get("/{name}/samples")
-def get_samples(
-    name: str,
-    session: SessionDep,
-    _: AdminDep,
-    now: NowDep,
-    since: float | None = None,
-    until: float | None = None,
-    limit: int = 1000,
-    step: int | None = None,
-) -> SamplesPage | BucketedSamples:
-    """Raw samples; with ``step`` (seconds) min/max/avg per bucket ``floor(ts/step)*step``
-    instead (``since`` defaults to one hour before ``until``, ``until`` to now)."""
-    host = registry.get_host(session, name=name)
-    if step is not None:
-        until = now.timestamp() if until is None else until
-        since = until - timeline.DEFAULT_SPAN_S if since is None else since
-        samples = bucketed_samples(session, host_id=host.id, since=since, until=until, step=step)
-        return BucketedSamples(host=name, since=since, until=until, **dict(samples))
-    rows = series.list_samples(session, host_id=host.id, since=since, until=until, limit=limit)
-    return SamplesPage(host=name, samples=series.samples_out(rows))
-
-
-@router.get("/{name}/timeline")
-def get_timeline(
-    name: str,
-    session: SessionDep,
-    _: AdminDep,
-    now: NowDep,
-    since: float | None = None,
-    until: float | None = None,
-    step: int | None = None,
-) -> timeline.TimelineOut:
-    """One request for the host page: bucketed series, kernel markers, vLLM phase bands,
-    incident spans and matrix-run windows."""
-    host = registry.get_host(session, name=name)
-    return timeline.host_timeline(
-        session, host=host, since=since, until=until, step=step, now=now.timestamp()
-    )
-
-
-@router.get("/{name}/lines")
-def get_lines(
-    name: str,
-    session: SessionDep,
-    _: AdminDep,
-    since: float | None = None,
-    until: float | None = None,
-    source: str | None = None,
-    min_priority: int | None = None,
-    q: str | None = None,
-    cursor: str | None = None,
-    limit: int = 500,
-    order: Literal["asc", "desc"] = "asc",
-) -> LinesPage:
-    host = registry.get_host(session, name=name)
-    rows, next_cursor = series.list_lines(
-        session,
-        host_id=host.id,
-        since=since,
-        until=until,
-        source=source,
-        min_priority=min_priority,
-        q=q,
-        cursor=cursor,
-        limit=limit,
-        newest_first=order == "desc",
-    )
-    return LinesPage(host=name, lines=series.lines_out(rows), next_cursor=next_cursor)
-
-
-@router.get("/{name}/events")
-def get_events(
-    name: str,
-    session: SessionDep,
-    _: AdminDep,
-    kind: str | None = None,
-    since: float | None = None,
-    until: float | None = None,
-    limit: int = 500,
-) -> EventsPage:
-    """Kernel events (with line text and vLLM correlation) and host events, newest first.
-
-    ``kind``: comma-separated kinds (``nv_err,xid``, ``vllm_hung``, or ``gpu_fault``).
-    """
-    host = registry.get_host(session, name=name)
-    kinds = [k.strip() for k in kind.split(",") if k.strip()] if kind else None
-    rows = list_events(session, host_id=host.id, kinds=kinds, since=since, until=until, limit=limit)
-    return EventsPage(host=name, events=rows)
-
-
-@router.get("/{name}/guard")
-def get_guard(
-    name: str,
-    session: SessionDep,
-    _: AdminDep,
-    now: NowDep,
-    since: float | None = None,
-    until: float | None = None,
-) -> GuardStatus:
-    """The guard's state and rules as the agent reported them, and its firings (dry-run
-    matches included) in [since, until] (default: the last 7 days), newest last."""
-    host = registry.get_host(session, name=name)
-    until = now.timestamp() if until is None else until
-    since = until - 7 * 86400 if since is None else since
-    firings = guard_firings(session, host_id=host.id, since=since, until=until)
-    guard = GuardOut.of(host).model_dump(exclude_unset=True)
-    return GuardStatus.model_validate({"host": name, **guard, "firings": firings})
-
-
-@router.get("/{name}/vllm")
-def get_vllm(name: str, session: SessionDep, _: AdminDep) -> VllmStatus:
-    """Current vLLM phase, health from the latest sample, latest startup plan and history."""
-    host = registry.get_host(session, name=name)
-    return vllm_status(session, host=host)

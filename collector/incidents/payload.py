@@ -62,6 +62,8 @@ class IncidentOut(OutModel):
     return_boot_id: str | None
     shutdown: bool
     collector_down: bool
+    # Until when the opened alert waits (the silence began while the collector was down).
+    alert_held_until: float | None
     probes: list[dict[str, Any]]
     agent_restart: dict[str, Any] | None
     postmortem: PostmortemOut
@@ -86,6 +88,7 @@ class IncidentOut(OutModel):
                 "return_boot_id": incident.return_boot_id,
                 "shutdown": incident.shutdown,
                 "collector_down": incident.collector_down,
+                "alert_held_until": to_epoch(incident.alert_held_until),
                 "probes": incident.probes,
                 "agent_restart": incident.agent_restart,
                 "postmortem": {

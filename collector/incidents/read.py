@@ -15,6 +15,7 @@ from collector.errors import NotFound
 from collector.hosts.registry import find_boot_pk
 from collector.incidents.lifecycle import current_incident
 from collector.incidents.payload import IncidentOut, KernelAlive, kernel_alive
+from collector.kernel.records import LogEventOut
 from collector.links import incident_url
 from collector.models import (
     Artifact,
@@ -80,6 +81,8 @@ class ArtifactOut(OutModel):
     attempts: int
     collected_at: float
     url: str
+    # The events found in a kernel log (pstore files, the previous boot's kernel journal).
+    kernel_events: list[LogEventOut]
 
     @classmethod
     def of(cls, artifact: Artifact) -> ArtifactOut:
@@ -98,6 +101,7 @@ class ArtifactOut(OutModel):
                 "attempts": artifact.attempts,
                 "collected_at": artifact.collected_at.timestamp(),
                 "url": artifact_url(artifact.incident_id, artifact.name),
+                "kernel_events": list(artifact.kernel_events or []),
             }
         )
 

@@ -64,6 +64,7 @@ def ingest_batch(
         batch=batch,
         received_at=received_at,
         states=vllm_states,
+        escalate_after=settings.kernel_escalate_after_reboots,
     )
     record_heartbeat(
         session,
@@ -72,6 +73,8 @@ def ingest_batch(
         now=now,
         settings=settings,
         stopping=stopping_event(batch),
+        sent_at=batch.agent.sent_at,
+        backlog_bytes=batch.backlog.bytes if batch.backlog is not None else None,
     )
     enqueue_kernel_events(
         session,

@@ -1,19 +1,28 @@
 """Reading a host's events back: kernel events (with their line and vLLM context) and host
-events, merged newest first; ``KernelEventOut`` is the one shape of a kernel event (API and
-alerts)."""
+events, merged newest first, and kernel occurrences; ``KernelEventOut`` is the one shape of a
+kernel event (API, alerts), ``OccurrenceOut`` of an occurrence. Host views move event times to
+the collector's time base (``offset``, ``collector.readback.timebase``)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from agent.kernel.classify import EVENT_KINDS, GPU_FAULT_KINDS
 from collector.errors import BadRequest
-from collector.kernel.classify import EVENT_KINDS, GPU_FAULT_KINDS
-from collector.models import HostEvent, KernelEventRow, Line
-from collector.schemas import OutModel
+from collector.models import (
+    HostEvent,
+    KernelAction,
+    KernelEventRow,
+    KernelOccurrence,
+    Line,
+    Severity,
+)
+from collector.readback.timebase import to_agent
+from collector.schemas import AgentTime, OutModel, on_collector_clock
 
 MAX_LIMIT = 10_000
 
@@ -39,7 +48,7 @@ class VllmContext(OutModel):
 class KernelEventOut(OutModel):
     type: Literal["kernel"] = "kernel"
     id: int
-    ts: float
+    ts: AgentTime
     kind: str
     gpu_fault: bool
     xid: int | None
@@ -49,11 +58,17 @@ class KernelEventOut(OutModel):
     meaning: str | None
     nv_err: str | None
     call_site: str | None
+    code: str | None
+    device: str | None
+    module: str | None
+    severity: Severity
+    action: KernelAction
+    occurrence_id: int | None
     line: EventLine | None
     vllm: VllmContext
 
     @classmethod
-    def of(cls, event: KernelEventRow, line: Line | None) -> KernelEventOut:
+    def of(cls, event: KernelEventRow, line: Line | None, offset: float = 0.0) -> KernelEventOut:
         return cls.model_validate(
             {
                 "id": event.id,
@@ -67,6 +82,12 @@ class KernelEventOut(OutModel):
                 "meaning": event.meaning,
                 "nv_err": event.nv_err,
                 "call_site": event.call_site,
+                "code": event.code,
+                "device": event.device,
+                "module": event.module,
+                "severity": event.severity,
+                "action": event.action,
+                "occurrence_id": event.occurrence_id,
                 "line": line,
                 "vllm": {
                     "phase": event.vllm_phase,
@@ -74,7 +95,8 @@ class KernelEventOut(OutModel):
                     "line_ts": event.vllm_line_ts,
                     "line": event.vllm_line,
                 },
-            }
+            },
+            context=on_collector_clock(offset),
         )
 
 
@@ -96,12 +118,52 @@ class HostEventOut(OutModel):
 
     type: Literal["host"] = "host"
     id: int
-    ts: float
+    ts: AgentTime
     kind: str
     data: dict[str, Any]
 
 
 EventOut = Annotated[KernelEventOut | HostEventOut, Field(discriminator="type")]
+
+
+def _none_if_empty(value: str | None) -> str | None:
+    return value or None
+
+
+# ``code`` and ``device`` are stored as '' where a fault has none (they are part of the key).
+NoneIfEmpty = Annotated[str | None, BeforeValidator(_none_if_empty)]
+
+
+class OccurrenceOut(OutModel):
+    """A kernel fault folded by (kind, code, device): how often, first and last seen (the
+    agent's clock), in how many boots, its severity and action."""
+
+    id: int
+    kind: str
+    code: NoneIfEmpty
+    device: NoneIfEmpty
+    count: int
+    first_ts: float
+    last_ts: float
+    severity: Severity
+    action: KernelAction
+    meaning: str | None
+    boots: int
+
+
+def list_occurrences(
+    session: Session, *, host_id: int, since: float | None = None, limit: int = 500
+) -> list[OccurrenceOut]:
+    """The host's kernel occurrences last seen at or after ``since``, most recent first."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
+    query = select(KernelOccurrence).where(
+        KernelOccurrence.host_id == host_id, KernelOccurrence.count > 0
+    )
+    if since is not None:
+        query = query.where(KernelOccurrence.last_ts >= since)
+    query = query.order_by(KernelOccurrence.last_ts.desc(), KernelOccurrence.id.desc())
+    return [OccurrenceOut.model_validate(o) for o in session.scalars(query.limit(limit))]
 
 
 def list_events(
@@ -112,8 +174,11 @@ def list_events(
     since: float | None = None,
     until: float | None = None,
     limit: int = 500,
+    offset: float = 0.0,
 ) -> list[KernelEventOut | HostEventOut]:
-    """Kernel and host events in [since, until], newest first, at most ``limit``.
+    """Kernel and host events in [since, until], newest first, at most ``limit``; [since,
+    until] and the times returned are on the collector's time base (``offset``: the host's
+    clock offset).
 
     ``kinds`` filters on kind (kernel kinds such as ``nv_err``, host kinds such as
     ``vllm_hung``); the pseudo-kind ``gpu_fault`` stands for every GPU-fault kernel kind.
@@ -125,6 +190,7 @@ def list_events(
         wanted = (wanted - {"gpu_fault"}) | GPU_FAULT_KINDS
     kernel_kinds = wanted & set(EVENT_KINDS) if wanted else None
     host_kinds = wanted - set(EVENT_KINDS) if wanted else None
+    since, until = to_agent(since, offset), to_agent(until, offset)
 
     out: list[KernelEventOut | HostEventOut] = []
     if kernel_kinds is None or kernel_kinds:
@@ -140,7 +206,7 @@ def list_events(
         if until is not None:
             query = query.where(KernelEventRow.ts <= until)
         query = query.order_by(KernelEventRow.ts.desc(), KernelEventRow.id.desc()).limit(limit)
-        out += [KernelEventOut.of(event, line) for event, line in session.execute(query)]
+        out += [KernelEventOut.of(event, line, offset) for event, line in session.execute(query)]
     if host_kinds is None or host_kinds:
         hquery = select(HostEvent).where(HostEvent.host_id == host_id)
         if host_kinds:
@@ -150,6 +216,7 @@ def list_events(
         if until is not None:
             hquery = hquery.where(HostEvent.ts <= until)
         hquery = hquery.order_by(HostEvent.ts.desc(), HostEvent.id.desc()).limit(limit)
-        out += [HostEventOut.model_validate(event) for event in session.scalars(hquery)]
+        clock = on_collector_clock(offset)
+        out += [HostEventOut.model_validate(e, context=clock) for e in session.scalars(hquery)]
     out.sort(key=lambda e: (e.ts, e.type == "kernel", e.id), reverse=True)
     return out[:limit]

@@ -26,6 +26,12 @@ def grace_s(host: Host, settings: Settings) -> float:
     return host.grace_s or settings.grace_s
 
 
+def startup_grace_s(host: Host, settings: Settings) -> float:
+    """A host's first grace after a collector start: its agent may be waiting out its longest
+    retry delay before it tries again."""
+    return settings.agent_retry_max_s + grace_s(host, settings)
+
+
 def transition(
     session: Session,
     host_id: int,
@@ -55,10 +61,12 @@ def mark_up(host: Host, now: datetime) -> None:
 def watch_again(
     session: Session, *, old: tuple[HostStatus, ...], now: datetime, settings: Settings
 ) -> list[int]:
-    """Hosts in ``old`` become ``unknown`` with one fresh grace from ``now``; their ids."""
+    """Hosts in ``old`` that were heard from become ``unknown`` with one startup grace from
+    ``now``; their ids."""
     moved = []
-    for host in session.scalars(select(Host).where(Host.status.in_(old))):
-        overdue = now + timedelta(seconds=grace_s(host, settings))
+    query = select(Host).where(Host.status.in_(old), Host.overdue_at.is_not(None))
+    for host in session.scalars(query):
+        overdue = now + timedelta(seconds=startup_grace_s(host, settings))
         if transition(session, host.id, old, HostStatus.UNKNOWN, now, overdue_at=overdue):
             moved.append(host.id)
     return moved

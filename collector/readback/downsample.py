@@ -19,7 +19,7 @@ from collector import db
 from collector.db import epoch_bucket
 from collector.errors import BadRequest
 from collector.models import CHARTED_COLUMNS, ROLLUP_STEP_S, Sample, sample_rollups
-from collector.schemas import OutModel
+from collector.schemas import AgentTime, OutModel, on_collector_clock
 
 # Decimals each charted column's averages are rounded to (bytes and request counts are whole
 # numbers; PSI and utilisation are percentages).
@@ -59,17 +59,18 @@ class SeriesOut(OutModel):
     column (aligned with ``t``; null where a bucket has no value)."""
 
     step: int
-    t: list[float]
+    t: list[AgentTime]
     avg: dict[str, Column]
     min: dict[str, Column]
     max: dict[str, Column]
 
 
 def bucketed_samples(
-    session: Session, *, host_id: int, since: float, until: float, step: int
+    session: Session, *, host_id: int, since: float, until: float, step: int, offset: float = 0.0
 ) -> SeriesOut:
     """The charted columns of the samples in [since, until] per ``step`` seconds; columns
-    without a single value in the range are left out.
+    without a single value in the range are left out. [since, until] and ``t`` are on the
+    collector's time base (``offset``: the host's clock offset); buckets are the agent's.
 
     Steps that are whole minutes read the per-minute rollups (a week is 10,080 rows, not
     604,800); shorter steps read the samples.
@@ -80,6 +81,7 @@ def bucketed_samples(
         raise BadRequest("until is before since")
     if (until - since) / step > MAX_BUCKETS:
         raise BadRequest(f"range/step gives more than {MAX_BUCKETS} buckets; use a larger step")
+    since, until = since - offset, until - offset
     if step % ROLLUP_STEP_S == 0:
         query = _from_rollups(host_id=host_id, since=since, until=until, step=step)
     else:
@@ -91,9 +93,11 @@ def bucketed_samples(
         if all(r[base] is None for r in rows):
             continue
         decimals = DECIMALS.get(name, 0)
-        for offset, kind in enumerate(("avg", "min", "max")):
-            out[kind][name] = [_round(r[base + offset], decimals) for r in rows]
-    return SeriesOut(step=step, t=[float(r[0]) for r in rows], **out)
+        for part, kind in enumerate(("avg", "min", "max")):
+            out[kind][name] = [_round(r[base + part], decimals) for r in rows]
+    return SeriesOut.model_validate(
+        {"step": step, "t": [float(r[0]) for r in rows], **out}, context=on_collector_clock(offset)
+    )
 
 
 def _from_samples(*, host_id: int, since: float, until: float, step: int) -> Select[Any]:

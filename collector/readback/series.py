@@ -13,17 +13,21 @@ from sqlalchemy.orm.attributes import instance_dict
 
 from collector.errors import BadRequest
 from collector.models import KERNEL_SOURCES, Base, Line, Sample
-from collector.schemas import OutModel, ReportedScalar, first_entry
+from collector.readback.timebase import to_agent
+from collector.schemas import AgentTime, OutModel, ReportedScalar, first_entry, on_collector_clock
 
 MAX_LIMIT = 10_000
 LAST_KERNEL_LINES = 20
 
 
 class SampleOut(OutModel):
-    """One stored sample: its typed columns, and the agent's whole sample as ``data``."""
+    """One stored sample: its typed columns, and the agent's whole sample as ``data``; ``ts``
+    on the host views' time base (``collector.readback.timebase``), ``agent_ts`` as the agent's
+    clock read it."""
 
     seq: int
-    ts: float
+    ts: AgentTime
+    agent_ts: float = Field(validation_alias="ts")
     received_at: float
     burst: bool
     mem_total: int | None
@@ -46,12 +50,14 @@ class SampleOut(OutModel):
 
 
 class LineOut(OutModel):
-    """One stored log line; ``truncated`` when it was cut at the wire's line limit."""
+    """One stored log line; ``truncated`` when it was cut at the wire's line limit; ``ts`` and
+    ``agent_ts`` as in ``SampleOut``."""
 
     id: int
     seq: int | None
     kseq: int | None
-    ts: float
+    ts: AgentTime
+    agent_ts: float = Field(validation_alias="ts")
     received_at: float
     source: str
     priority: int | None
@@ -94,23 +100,25 @@ SAMPLES = TypeAdapter(list[SampleOut])
 LINES = TypeAdapter(list[LineOut])
 
 
-def rows_out(adapter: TypeAdapter[list[T]], rows: Iterable[Base]) -> list[T]:
+def rows_out(adapter: TypeAdapter[list[T]], rows: Iterable[Base], offset: float = 0.0) -> list[T]:
     """The rows validated from their loaded column values (the ORM's instance dict): half the
     cost of reading each attribute through its descriptor, as ``from_attributes`` does, on
-    pages of thousands. A row with an attribute not loaded (expired) is read that way."""
+    pages of thousands. A row with an attribute not loaded (expired) is read that way.
+    ``offset``: the host's clock offset, for the host views (``timebase.offset_s``)."""
     rows = list(rows)
+    clock = on_collector_clock(offset)
     try:
-        return adapter.validate_python([instance_dict(row) for row in rows])
+        return adapter.validate_python([instance_dict(row) for row in rows], context=clock)
     except ValidationError:
-        return adapter.validate_python(rows, from_attributes=True)
+        return adapter.validate_python(rows, from_attributes=True, context=clock)
 
 
-def samples_out(rows: Iterable[Sample]) -> list[SampleOut]:
-    return rows_out(SAMPLES, rows)
+def samples_out(rows: Iterable[Sample], offset: float = 0.0) -> list[SampleOut]:
+    return rows_out(SAMPLES, rows, offset)
 
 
-def lines_out(rows: Iterable[Line]) -> list[LineOut]:
-    return rows_out(LINES, rows)
+def lines_out(rows: Iterable[Line], offset: float = 0.0) -> list[LineOut]:
+    return rows_out(LINES, rows, offset)
 
 
 def samples_json(rows: Iterable[Sample]) -> list[dict[str, Any]]:
@@ -164,9 +172,12 @@ def list_samples(
     since: float | None = None,
     until: float | None = None,
     limit: int = 1000,
+    offset: float = 0.0,
 ) -> list[Sample]:
-    """Samples in [since, until], oldest first; without ``since``, the newest ``limit``."""
+    """Samples in [since, until] (the collector's time base: ``offset`` is the host's clock
+    offset), oldest first; without ``since``, the newest ``limit``."""
     limit = _check_limit(limit)
+    since, until = to_agent(since, offset), to_agent(until, offset)
     query = select(Sample).where(Sample.host_id == host_id)
     if until is not None:
         query = query.where(Sample.ts <= until)
@@ -190,13 +201,16 @@ def list_lines(
     cursor: str | None = None,
     limit: int = 500,
     newest_first: bool = False,
+    offset: float = 0.0,
 ) -> tuple[list[Line], str | None]:
     """Lines keyset-paginated on (ts, id), oldest first unless ``newest_first``; returns the
-    page and the cursor of the next one.
+    page and the cursor of the next one. [since, until] is on the collector's time base
+    (``offset``: the host's clock offset); the cursor is the agent's.
 
     ``min_priority`` is a syslog severity: 3 means "err and worse" (numerically <= 3).
     """
     limit = _check_limit(limit)
+    since, until = to_agent(since, offset), to_agent(until, offset)
     query = select(Line).where(Line.host_id == host_id)
     if since is not None:
         query = query.where(Line.ts >= since)

@@ -2,6 +2,11 @@
 kernel-event markers, vLLM phase bands, incident spans, matrix-run windows and the agent
 guard's firings. All times are epoch seconds; lists are sorted by time; the UI ignores keys it
 does not know.
+
+All times are on the collector's time base: series, markers and phases carry the agent's clock,
+moved by the host's measured offset when it is skewed (``collector.readback.timebase``;
+``clock_offset_s`` says by how much); incident spans, matrix windows and guard firings are the
+collector's clock already.
 """
 
 from __future__ import annotations
@@ -9,11 +14,12 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from collector.models import Host, KernelEventRow, Line, VllmPhase
+from collector.models import Host, KernelAction, KernelEventRow, Line, Severity, VllmPhase
+from collector.readback import timebase
 from collector.readback.downsample import SeriesOut, bucketed_samples, nice_step
 from collector.readback.guard_events import GuardFiring, guard_firings
 from collector.readback.windows import IncidentSpan, MatrixWindow, incident_spans, matrix_windows
-from collector.schemas import OutModel
+from collector.schemas import AgentTime, OutModel, on_collector_clock
 
 DEFAULT_SPAN_S = 3600.0
 DEFAULT_POINTS = 1500
@@ -30,14 +36,16 @@ PHASE_LABELS = {
     "serving": "serving",
     "stopped": "stopped",
     "failed": "failed",
+    "crashed": "crashed",
 }
 
 
 class MarkerOut(OutModel):
-    """A classified kernel event with its line; ``kind`` as in ``kernel_events`` (xid, nv_err,
-    gsp, uvm, bus_off, soft_lockup, hung_task, rcu_stall, oom_kill, alloc_failure)."""
+    """A classified kernel event with its line; ``kind`` as in ``kernel_events`` (xid, sxid,
+    nv_err, gsp, uvm, bus_off, oops, soft_lockup, hung_task, rcu_stall, oom_kill,
+    alloc_failure)."""
 
-    ts: float
+    ts: AgentTime
     kind: str
     text: str
     priority: int | None
@@ -45,13 +53,17 @@ class MarkerOut(OutModel):
     line_id: int
     meaning: str | None
     vllm_phase: str | None
+    code: str | None
+    device: str | None
+    severity: Severity
+    action: KernelAction
 
 
 class PhaseBand(OutModel):
     """A vLLM phase from its start until the next phase; ``end`` null for the current one."""
 
-    start: float
-    end: float | None
+    start: AgentTime
+    end: AgentTime | None
     phase: str
     label: str
     start_id: int
@@ -65,6 +77,8 @@ class TimelineOut(OutModel):
     until: float
     step: int
     now: float
+    # Seconds added to the agent's record times (0 unless its clock is skewed).
+    clock_offset_s: float
     series: SeriesOut
     markers: list[MarkerOut]
     phases: list[PhaseBand]
@@ -74,9 +88,11 @@ class TimelineOut(OutModel):
 
 
 def kernel_markers(
-    session: Session, *, host_id: int, since: float, until: float
+    session: Session, *, host_id: int, since: float, until: float, offset: float = 0.0
 ) -> list[MarkerOut]:
-    """The host's classified kernel events (``kernel_events``), with their line."""
+    """The host's classified kernel events (``kernel_events``) with their line, in [since,
+    until] on the agent's clock; ``offset`` moves their times to the collector's."""
+    clock = on_collector_clock(offset)
     query = (
         select(KernelEventRow, Line.text, Line.priority, Line.source)
         .join(Line, Line.id == KernelEventRow.line_id)
@@ -99,15 +115,24 @@ def kernel_markers(
                 "line_id": event.line_id,
                 "meaning": event.meaning,
                 "vllm_phase": event.vllm_phase,
-            }
+                "code": event.code,
+                "device": event.device,
+                "severity": event.severity,
+                "action": event.action,
+            },
+            context=clock,
         )
         for event, text, priority, source in session.execute(query)
     ]
 
 
-def phase_bands(session: Session, *, host_id: int, since: float, until: float) -> list[PhaseBand]:
-    """vLLM phase bands overlapping [since, until]: each phase lasts until the host's next phase
-    (of the same start, or the next start's first); the current one has ``end`` null."""
+def phase_bands(
+    session: Session, *, host_id: int, since: float, until: float, offset: float = 0.0
+) -> list[PhaseBand]:
+    """vLLM phase bands overlapping [since, until] (the agent's clock; ``offset`` moves them
+    to the collector's): each phase lasts until the host's next phase (of the same start, or
+    the next start's first); the current one has ``end`` null."""
+    clock = on_collector_clock(offset)
     where = VllmPhase.host_id == host_id
     order = (VllmPhase.ts, VllmPhase.id)
     before = session.scalars(
@@ -141,7 +166,8 @@ def phase_bands(session: Session, *, host_id: int, since: float, until: float) -
                     "phase": phase.phase,
                     "label": PHASE_LABELS.get(phase.phase, phase.phase.replace("_", " ")),
                     "start_id": phase.start_id,
-                }
+                },
+                context=clock,
             )
         )
     return bands
@@ -162,6 +188,9 @@ def host_timeline(
     since = until - DEFAULT_SPAN_S if since is None else since
     step = nice_step(until - since, DEFAULT_POINTS) if step is None else step
     window = {"host_id": host.id, "since": since, "until": until}
+    offset = timebase.offset_s(host)
+    # Markers and phases are looked up on the agent's clock, and moved back to ours.
+    agent = {"host_id": host.id, "since": since - offset, "until": until - offset}
     return TimelineOut.model_validate(
         {
             "host": host.name,
@@ -169,9 +198,10 @@ def host_timeline(
             "until": until,
             "step": step,
             "now": now,
-            "series": bucketed_samples(session, step=step, **window),
-            "markers": kernel_markers(session, **window),
-            "phases": phase_bands(session, **window),
+            "clock_offset_s": offset,
+            "series": bucketed_samples(session, step=step, offset=offset, **window),
+            "markers": kernel_markers(session, offset=offset, **agent),
+            "phases": phase_bands(session, offset=offset, **agent),
             "incidents": incident_spans(session, **window),
             "matrix": matrix_windows(session, **window),
             "guard": guard_firings(session, **window),

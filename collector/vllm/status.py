@@ -58,6 +58,7 @@ class VllmStartOut(OutModel):
     cuda_graph_capture_gib: ReportedNumber
     cuda_graph_capture_s: ReportedNumber
     init_engine_s: ReportedNumber
+    kv_cache_blocks: ReportedNumber
     anomalies: list[str]
     phases: list[PhaseMark]
 

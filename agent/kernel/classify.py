@@ -1,0 +1,67 @@
+"""Classify one kernel log line into a named event (NVIDIA driver faults, freeze precursors).
+
+Called on every ingested kernel line: a cheap substring precheck rejects ordinary lines before
+any prefix is looked at or any regex runs. The line may carry any prefix (``prefix``); the
+event is found by its subsystem tag. Benign driver chatter (module load banners, GPU UUID and
+serial lines, RPC history dumps) yields None.
+"""
+
+from __future__ import annotations
+
+from agent.kernel.event import (
+    EVENT_KINDS,
+    GPU_FAULT_KINDS,
+    KIND_ADVICE,
+    SEVERITIES,
+    KernelEvent,
+)
+from agent.kernel.generic import classify_generic
+from agent.kernel.nvidia import classify_nvidia
+from agent.kernel.prefix import kernel_message
+
+__all__ = [
+    "EVENT_KINDS",
+    "GPU_FAULT_KINDS",
+    "KIND_ADVICE",
+    "SEVERITIES",
+    "KernelEvent",
+    "classify_kernel_line",
+]
+
+# Every event needs one of these substrings; ordinary lines fail all tests in C speed.
+_PRECHECK = (
+    "NVRM",
+    "NV_ERR_",
+    "nvidia-uvm",
+    "SXid",
+    "lockup",
+    "LOCKUP",
+    "blocked for more than",
+    "stall",
+    "Killed process",
+    "Kill process",
+    "oom-killer",
+    "Out of memory",
+    "allocation failure",
+    "vmalloc error",
+    "[#",
+    "Kernel panic",
+)
+_NVIDIA = ("NVRM", "NV_ERR_", "nvidia-uvm", "SXid")
+
+
+def classify_kernel_line(text: str) -> KernelEvent | None:
+    """The event a kernel line announces, or None for ordinary and benign lines."""
+    for needle in _PRECHECK:  # a plain loop: several times cheaper than any(<genexpr>)
+        if needle in text:
+            break
+    else:
+        return None
+    message = kernel_message(text)
+    for tag in _NVIDIA:
+        if tag in message:
+            event = classify_nvidia(message)
+            if event is not None or message.startswith("NVRM"):
+                return event  # the driver's own message is never one of the kernel's events
+            break
+    return classify_generic(message)
