@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.models import AgentEvent
-from collector.schemas import AgentTime, OutModel, ReportedScalar, on_collector_clock
+from collector.schemas import AgentTime, OutModel, ReportedScalar, StreamCounts, on_collector_clock
 
 KEYS = ("samples", "lines", "events")
 MAX_REPORTS = 20
@@ -23,13 +23,7 @@ def _counts(data: dict[str, Any]) -> dict[str, int]:
     return {k: int(v) if isinstance(v := data.get(k), int) else 0 for k in KEYS}
 
 
-class LossCounts(OutModel):
-    samples: int
-    lines: int
-    events: int
-
-
-class LossReport(LossCounts):
+class LossReport(StreamCounts):
     """One report's loss: when the collector heard of it (``reported_at``), when the drops
     happened (on the collector's time base), and why (``disk_full``, ``spool_full``, ...)."""
 
@@ -42,7 +36,7 @@ class LossReport(LossCounts):
 class SpoolLosses(OutModel):
     """All a host's agent lost, and its newest reports first (at most ``MAX_REPORTS``)."""
 
-    total: LossCounts
+    total: StreamCounts
     reports: list[LossReport]
 
 
