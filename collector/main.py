@@ -32,9 +32,8 @@ from collector.api import (
 from collector.errors import AppError, AuthFailed
 from collector.liveness.arrivals import Arrivals
 from collector.liveness.collector_runs import start_collector_run, stop_collector_run
-from collector.matrix import store as matrix_store
 from collector.matrix.runner import MatrixRunner
-from collector.matrix.schedule import register_matrix_schedules
+from collector.matrix.schedule import register_matrix_schedules, register_pickup
 from collector.metrics.ingest import IngestMetrics, IngestMetricsMiddleware
 from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
@@ -175,22 +174,21 @@ def operation_id(route: APIRoute) -> str:
 
 
 def start_matrix_runner(app: FastAPI, settings: Settings) -> MatrixRunner:
-    """The matrix runner: runs left `running` by a previous process are marked interrupted,
-    queued ones resume, cron schedules are registered when the app has a scheduler."""
+    """The matrix runner: queued runs start and runs left ``running`` by a stopped collector
+    are taken over (now, and periodically once their lease expires, when the app has a
+    scheduler); cron schedules are registered."""
     factory = app.state.sessionmaker
-    with db.session_scope(factory) as session:
-        interrupted = matrix_store.mark_interrupted(session, now=from_epoch(app.state.clock()))
-    if interrupted:
-        log.warning("matrix runs interrupted by a restart: %s", interrupted)
     runner = MatrixRunner(
         factory,
         data_dir=Path(settings.data_dir),
         ssh=app.state.ssh,
         settle_s=settings.matrix_settle_s,
+        lease_s=settings.matrix_lease_s,
         clock=app.state.clock,
     )
     app.state.matrix_runner = runner
-    runner.resume_queued()
+    runner.pick_up_work()
     if app.state.scheduler is not None:
         register_matrix_schedules(app.state.scheduler, factory, runner)
+        register_pickup(app.state.scheduler, runner, every_s=settings.matrix_lease_s / 2)
     return runner

@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     data_dir: str = "./freezewatch-data"
     # How long a finished matrix run waits for the agent's last batches before its report.
     matrix_settle_s: float = Field(5.0, ge=0)
+    # A collector drives a matrix run under a lease renewed while it runs; a run whose lease
+    # expired (its collector was killed) is taken over by another collector process.
+    matrix_lease_s: float = Field(30.0, gt=0)
     # vLLM counts as hung when requests run and no token was generated for this long.
     vllm_hang_s: float = Field(15.0, gt=0)
 

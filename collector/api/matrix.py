@@ -126,6 +126,7 @@ def create_run(
     _: AdminDep,
 ) -> RunOut:
     spec = _validate(body)
+    store.require_runnable(session, spec=spec)
     schedule = None
     if spec.schedule is not None:
         schedule = store.save_schedule(session, spec=spec, preset=body.preset)

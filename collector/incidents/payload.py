@@ -66,6 +66,8 @@ class IncidentOut(OutModel):
     alert_held_until: float | None
     probes: list[dict[str, Any]]
     agent_restart: dict[str, Any] | None
+    # Every use of the host's power-cycle hook during this silence (matrix campaigns).
+    power_cycles: list[dict[str, Any]]
     postmortem: PostmortemOut
 
     @classmethod
@@ -91,6 +93,7 @@ class IncidentOut(OutModel):
                 "alert_held_until": to_epoch(incident.alert_held_until),
                 "probes": incident.probes,
                 "agent_restart": incident.agent_restart,
+                "power_cycles": incident.power_cycles or [],
                 "postmortem": {
                     "state": incident.postmortem_state,
                     "attempts": incident.postmortem_attempts,

@@ -28,6 +28,7 @@ from collector.db import session_scope
 from collector.incidents import lifecycle
 from collector.liveness.arrivals import Arrivals
 from collector.liveness.collector_runs import current_run
+from collector.liveness.planned import reboot_expected
 from collector.liveness.preprobes import PreProbes, lead_s
 from collector.liveness.status import WATCHED, grace_s, transition
 from collector.models import Host, HostSilence, HostStatus, Incident, IncidentKind
@@ -170,7 +171,11 @@ def start_pre_probes(
             lead = lead_s(grace_s(host, settings), settings.probe_lead_s)
             if host.overdue_at - timedelta(seconds=lead) > now:
                 continue
-            if host.paused or _planned(host, session.get(HostSilence, host.id)):
+            if (
+                host.paused
+                or _planned(host, session.get(HostSilence, host.id))
+                or reboot_expected(session, host=host, now=now)
+            ):
                 continue  # planned silence is not probed
             if arrivals is not None and arrivals.pending(host.id):
                 continue
@@ -223,7 +228,7 @@ def check_host(
         host = session.get(Host, host_id, populate_existing=True)
         assert host is not None
         silence = session.get(HostSilence, host_id)
-        planned = _planned(host, silence)
+        planned = _planned(host, silence) or reboot_expected(session, host=host, now=now)
         target = probes.ProbeTarget.of(host)
         silent_s = _silent_s(host, now)
         ahead = (

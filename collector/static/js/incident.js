@@ -33,7 +33,7 @@
     agent_recovered: "The agent came back on the same boot: only the agent had stopped.",
     network_partition: "Same boot, and the agent's spooled samples cover the silence: the host ran on, the network between it and the collector was cut.",
     stall: "Same boot, but the agent's own samples have a hole: the host itself stopped (a stall) and resumed.",
-    planned_reboot: "Planned silence (the agent announced its stop) ending on a new boot.",
+    planned_reboot: "Planned silence (the agent announced its stop, or the collector asked for the reboot) ending on a new boot.",
     returned: "Planned silence ending on the same boot.",
     unpaused: "Monitoring was paused for maintenance and resumed.",
   };
@@ -70,6 +70,7 @@
     facts.push(["vLLM", [vllmText(snap.context), lastPhase ? ` · ${lastPhase.label || lastPhase.phase}` : ""]]);
     if (runs.length) facts.push(["Matrix run", runs.map((r) => el("a", { href: r.url }, `#${r.run_id} ${r.profile} (${r.kind === "startup" ? "startup" : r.workload}) `))]);
     if (inc.kernel_alive) facts.push(["Kernel alive", `last netconsole line ${Math.round(inc.kernel_alive.seconds_after_last_heartbeat)} s after the last heartbeat (${clock(inc.kernel_alive.last_netconsole_at)})`]);
+    for (const p of inc.power_cycles || []) facts.push(["Power cycle", `${(p.argv || []).join(" ")} after ${p.away_s} s away (matrix run #${p.run_id}): exit ${p.exit_status ?? "–"}`]);
     if (inc.agent_restart) facts.push(["Agent restart", inc.agent_restart.ok ? "restarted over SSH" : `failed: ${inc.agent_restart.error || inc.agent_restart.stderr || "?"}`]);
     const notes = [];
     if (inc.collector_down) {
