@@ -13,11 +13,22 @@ from pathlib import Path
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from collector import auth, db
 from collector.alerts.targets import sync_env_targets
-from collector.api import deploy, health, hosts, incidents, ingest, matrix, netconsole, webhooks
+from collector.api import (
+    deploy,
+    health,
+    host_records,
+    hosts,
+    incidents,
+    ingest,
+    matrix,
+    netconsole,
+    webhooks,
+)
 from collector.errors import AppError, AuthFailed
 from collector.liveness.arrivals import Arrivals
 from collector.liveness.collector_runs import start_collector_run, stop_collector_run
@@ -105,6 +116,7 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
         description="Heartbeats, kernel lines and telemetry from GPU inference hosts.",
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
     app.state.clock = clock
@@ -118,7 +130,17 @@ def create_app(
     app.state.templates = make_templates(clock)
     app.state.ingest_metrics = IngestMetrics()
     app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)
-    for api in (ingest, hosts, deploy, incidents, webhooks, health, matrix, netconsole):
+    for api in (
+        ingest,
+        hosts,
+        host_records,
+        deploy,
+        incidents,
+        webhooks,
+        health,
+        matrix,
+        netconsole,
+    ):
         app.include_router(api.router)
     app.include_router(matrix.presets_router)
     app.include_router(pages.router)
@@ -144,6 +166,11 @@ def create_app(
         return matrix.spec_invalid_response(exc)
 
     return app
+
+
+def operation_id(route: APIRoute) -> str:
+    """The route function's name (``list_hosts``): what generated clients call it."""
+    return route.name
 
 
 def start_matrix_runner(app: FastAPI, settings: Settings) -> MatrixRunner:

@@ -34,6 +34,7 @@ from sqlalchemy.sql.expression import ColumnElement
 from collector.alerts import notify
 from collector.db import changed_rows, session_scope
 from collector.models import Delivery, DeliveryState, WebhookTarget
+from collector.schemas import OutModel
 from collector.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -216,17 +217,38 @@ def _record(
     return False
 
 
-def delivery_dict(delivery: Delivery, target_url: str | None = None) -> dict[str, Any]:
-    return {
-        "id": delivery.id,
-        "msg_id": delivery.msg_id,
-        "event": delivery.event,
-        "target": target_url,
-        "state": delivery.state,
-        "attempts": delivery.attempts,
-        "next_attempt_at": delivery.next_attempt_at.timestamp(),
-        "delivered_at": delivery.delivered_at.timestamp() if delivery.delivered_at else None,
-        "last_status": delivery.last_status,
-        "last_error": delivery.last_error,
-        "log": delivery.log,
-    }
+class DeliveryOut(OutModel):
+    """One outbox row: an event for one target (``target`` its URL), and every attempt in
+    ``log``."""
+
+    id: int
+    msg_id: str
+    event: str
+    target: str | None
+    state: DeliveryState
+    attempts: int
+    next_attempt_at: float
+    delivered_at: float | None
+    last_status: int | None
+    last_error: str | None
+    log: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, delivery: Delivery, target_url: str | None = None) -> DeliveryOut:
+        return cls.model_validate(
+            {
+                "id": delivery.id,
+                "msg_id": delivery.msg_id,
+                "event": delivery.event,
+                "target": target_url,
+                "state": delivery.state,
+                "attempts": delivery.attempts,
+                "next_attempt_at": delivery.next_attempt_at.timestamp(),
+                "delivered_at": delivery.delivered_at.timestamp()
+                if delivery.delivered_at
+                else None,
+                "last_status": delivery.last_status,
+                "last_error": delivery.last_error,
+                "log": delivery.log,
+            }
+        )

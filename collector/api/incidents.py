@@ -7,11 +7,10 @@ in the browser) or, with ``?download=1``, as an attachment named after the artif
 from __future__ import annotations
 
 import re
-from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 
 from collector.deps import AdminDep, SessionDep
 from collector.incidents import read
@@ -28,16 +27,17 @@ def list_incidents(
     since: float | None = None,
     until: float | None = None,
     limit: int = 500,
-) -> list[dict[str, Any]]:
+) -> list[read.IncidentView]:
+    """Newest first; ``since``/``until`` bound the opening time."""
     return read.list_incidents(session, host=host, kind=kind, since=since, until=until, limit=limit)
 
 
 @router.get("/{incident_id}")
-def get_incident(incident_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
+def get_incident(incident_id: int, session: SessionDep, _: AdminDep) -> read.IncidentDetail:
     return read.incident_detail(session, incident_id=incident_id)
 
 
-@router.get("/{incident_id}/artifacts/{name:path}")
+@router.get("/{incident_id}/artifacts/{name:path}", response_class=PlainTextResponse)
 def get_artifact(
     incident_id: int, name: str, session: SessionDep, _: AdminDep, download: bool = False
 ) -> Response:

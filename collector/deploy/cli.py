@@ -115,5 +115,6 @@ def run_deploy_cli(
         return 1
     finally:
         engine.dispose()
-    out.write((json.dumps(report, indent=2) if args.json else report_text(report)) + "\n")
-    return 2 if report.get("started") and not report.get("heartbeat") else 0
+    data = report.model_dump(mode="json")
+    out.write((json.dumps(data, indent=2) if args.json else report_text(data)) + "\n")
+    return 2 if data.get("started") and not data.get("heartbeat") else 0

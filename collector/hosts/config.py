@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
 from collector.models import Host
+from collector.schemas import OutModel
 
 log = logging.getLogger(__name__)
 
@@ -142,14 +143,32 @@ def configure_host(
     return facts
 
 
-def host_config_dict(host: Host) -> dict[str, Any]:
-    return {
-        "ssh": f"{host.ssh_user}@{host.ssh_host}:{host.ssh_port}" if host.ssh_host else None,
-        "ssh_key_path": host.ssh_key_path,
-        "ssh_host_key": host.ssh_host_key,
-        "vllm_url": host.vllm_url,
-        "grace_s": host.grace_s,
-        "restart_agent": host.restart_agent,
-        "paused": host.paused,
-        "power": host.power,
-    }
+class HostConfigOut(OutModel):
+    """A host's settings as the API shows them (``ssh`` as ``user@addr:port``)."""
+
+    ssh: str | None
+    ssh_key_path: str | None
+    ssh_host_key: str | None
+    vllm_url: str | None
+    grace_s: float | None
+    restart_agent: bool
+    paused: bool
+    # The power-cycle hook for matrix campaigns: {"cycle": [argv...], "after_s": s}.
+    power: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, host: Host) -> HostConfigOut:
+        return cls.model_validate(
+            {
+                "ssh": f"{host.ssh_user}@{host.ssh_host}:{host.ssh_port}"
+                if host.ssh_host
+                else None,
+                "ssh_key_path": host.ssh_key_path,
+                "ssh_host_key": host.ssh_host_key,
+                "vllm_url": host.vllm_url,
+                "grace_s": host.grace_s,
+                "restart_agent": host.restart_agent,
+                "paused": host.paused,
+                "power": host.power,
+            }
+        )

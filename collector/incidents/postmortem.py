@@ -226,19 +226,3 @@ def _finish(
             row.attempts = (row.attempts or 0) + 1
             row.collected_at = now
             session.add(row)
-
-
-def artifact_dict(artifact: Artifact) -> dict[str, Any]:
-    return {
-        "name": artifact.name,
-        "argv": artifact.argv,
-        "exit_status": artifact.exit_status,
-        "duration_s": artifact.duration_s,
-        "size": len(artifact.stdout or b""),
-        "stderr": (artifact.stderr or b"").decode(errors="replace")[-2000:],
-        "truncated": artifact.truncated,
-        "error": artifact.error,
-        "attempts": artifact.attempts,
-        "collected_at": artifact.collected_at.timestamp(),
-        "kernel_events": list(artifact.kernel_events or []),
-    }

@@ -1,14 +1,6 @@
-"""Reading incidents back: filtered lists and the full detail (probes, snapshot, artifacts,
-deliveries) shared by the JSON API and the pages.
-
-Beyond :func:`collector.incidents.payload.incident_dict` both carry ``simulated`` (the host's
-flag), ``url`` (the incident page), ``start`` (last heartbeat, else when it went late) and
-``end`` (returned, else resolved; null while open), the span the pages draw. The detail adds
-``window`` ``{"since", "until"}`` (the snapshot's 120 s on the agent's clock, +5 s), the host's
-classified kernel events, vLLM phase bands, matrix-run windows and guard firings in it as
-``markers``, ``phases``, ``matrix`` and ``guard`` (shapes of :mod:`collector.readback.timeline`)
-and each artifact's ``url`` (``?download=1`` serves it as an attachment).
-"""
+"""Reading incidents back: filtered lists (``IncidentView``) and the full detail
+(``IncidentDetail``: probes, snapshot, artifacts, deliveries) shared by the JSON API and the
+pages."""
 
 from __future__ import annotations
 
@@ -18,29 +10,128 @@ from urllib.parse import quote
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from collector.alerts.delivery import delivery_dict
+from collector.alerts.delivery import DeliveryOut
 from collector.errors import NotFound
 from collector.hosts.registry import find_boot_pk
 from collector.incidents.lifecycle import current_incident
-from collector.incidents.payload import incident_dict, kernel_alive
-from collector.incidents.postmortem import artifact_dict
+from collector.incidents.payload import IncidentOut, KernelAlive, kernel_alive
+from collector.kernel.records import LogEventOut
 from collector.links import incident_url
 from collector.models import (
     Artifact,
     Delivery,
     Host,
     Incident,
+    IncidentKind,
     IncidentSnapshot,
+    IncidentState,
     Line,
     WebhookTarget,
 )
-from collector.readback.guard_events import guard_firings
-from collector.readback.series import line_dict
-from collector.readback.timeline import kernel_markers, matrix_windows, phase_bands
+from collector.readback.guard_events import GuardFiring, guard_firings
+from collector.readback.series import LineOut, lines_out
+from collector.readback.timeline import MarkerOut, PhaseBand, kernel_markers, phase_bands
+from collector.readback.windows import MatrixWindow, matrix_windows
+from collector.schemas import Epoch, OutModel
 from collector.timeutil import from_epoch, to_epoch
 
 WINDOW_AFTER_S = 5.0
 LATE_EVIDENCE_MAX_LINES = 5000
+
+
+class IncidentView(IncidentOut):
+    """An incident as the pages list it: with the host's ``simulated`` flag, the incident
+    page's ``url`` and the span drawn, ``start`` (last heartbeat, else when the host went late)
+    to ``end`` (returned, else resolved; null while open)."""
+
+    simulated: bool
+    url: str
+    start: float
+    end: float | None
+
+
+class TimeWindow(OutModel):
+    since: float
+    until: float
+
+
+class SnapshotOut(OutModel):
+    """The last-gasp evidence as stored when the incident opened: ``samples`` and ``lines`` in
+    the shapes of ``SampleOut`` and ``LineOut`` at that time, ``context`` the vLLM state."""
+
+    taken_at: Epoch
+    window_start: float | None
+    window_end: float | None
+    samples: list[dict[str, Any]]
+    lines: list[dict[str, Any]]
+    context: dict[str, Any]
+
+
+class ArtifactOut(OutModel):
+    """One post-mortem command's outcome."""
+
+    name: str
+    argv: list[str]
+    exit_status: int | None
+    duration_s: float | None
+    size: int
+    stderr: str
+    truncated: bool
+    error: str | None
+    attempts: int
+    collected_at: float
+    url: str
+    # The events found in a kernel log (pstore files, the previous boot's kernel journal).
+    kernel_events: list[LogEventOut]
+
+    @classmethod
+    def of(cls, artifact: Artifact) -> ArtifactOut:
+        """``size`` is the stdout's, served at ``url`` (``?download=1`` as an attachment);
+        ``stderr`` is the last 2000 characters."""
+        return cls.model_validate(
+            {
+                "name": artifact.name,
+                "argv": artifact.argv,
+                "exit_status": artifact.exit_status,
+                "duration_s": artifact.duration_s,
+                "size": len(artifact.stdout or b""),
+                "stderr": (artifact.stderr or b"").decode(errors="replace")[-2000:],
+                "truncated": artifact.truncated,
+                "error": artifact.error,
+                "attempts": artifact.attempts,
+                "collected_at": artifact.collected_at.timestamp(),
+                "url": artifact_url(artifact.incident_id, artifact.name),
+                "kernel_events": list(artifact.kernel_events or []),
+            }
+        )
+
+
+class IncidentDetail(IncidentView):
+    """Everything about one incident. ``window`` is the snapshot's span on the agent's clock
+    (+5 s); ``markers``, ``phases``, ``matrix`` and ``guard`` are the host's kernel events, vLLM
+    phase bands, matrix-run windows and guard firings in it; ``late_evidence`` the lines of the
+    incident's boot that arrived after it opened."""
+
+    window: TimeWindow
+    markers: list[MarkerOut]
+    phases: list[PhaseBand]
+    matrix: list[MatrixWindow]
+    guard: list[GuardFiring]
+    snapshot: SnapshotOut | None
+    kernel_alive: KernelAlive | None
+    late_evidence: list[LineOut]
+    artifacts: list[ArtifactOut]
+    deliveries: list[DeliveryOut]
+
+
+class OpenIncidentBrief(OutModel):
+    """A host's incident not yet resolved; ``since`` is its last heartbeat."""
+
+    id: int
+    kind: IncidentKind
+    state: IncidentState
+    since: float
+    url: str
 
 
 def list_incidents(
@@ -51,7 +142,7 @@ def list_incidents(
     since: float | None = None,
     until: float | None = None,
     limit: int = 500,
-) -> list[dict[str, Any]]:
+) -> list[IncidentView]:
     """Newest first; ``since``/``until`` (epoch s) bound the opening time."""
     query = select(Incident, Host).join(Host, Host.id == Incident.host_id)
     if host is not None:
@@ -66,15 +157,16 @@ def list_incidents(
     return [incident_view(incident, host) for incident, host in rows]
 
 
-def incident_view(incident: Incident, host: Host) -> dict[str, Any]:
-    """:func:`incident_dict` plus what the pages draw with (see the module docstring)."""
-    return {
-        **incident_dict(incident, host_name=host.name),
-        "simulated": host.simulated,
-        "url": incident_url(incident.id),
-        "start": to_epoch(incident.silence_start),
-        "end": to_epoch(incident.silence_end),
-    }
+def incident_view(incident: Incident, host: Host) -> IncidentView:
+    return IncidentView.model_validate(
+        {
+            **dict(IncidentOut.of(incident, host_name=host.name)),
+            "simulated": host.simulated,
+            "url": incident_url(incident.id),
+            "start": to_epoch(incident.silence_start),
+            "end": to_epoch(incident.silence_end),
+        }
+    )
 
 
 def get_incident(session: Session, *, incident_id: int) -> tuple[Incident, Host]:
@@ -86,7 +178,7 @@ def get_incident(session: Session, *, incident_id: int) -> tuple[Incident, Host]
     return incident, host
 
 
-def incident_detail(session: Session, *, incident_id: int) -> dict[str, Any]:
+def incident_detail(session: Session, *, incident_id: int) -> IncidentDetail:
     incident, host = get_incident(session, incident_id=incident_id)
     snapshot = session.get(IncidentSnapshot, incident.id)
     artifacts = session.scalars(
@@ -101,40 +193,31 @@ def incident_detail(session: Session, *, incident_id: int) -> dict[str, Any]:
     view = incident_view(incident, host)
     samples = snapshot.samples if snapshot is not None else []
     # The snapshot's own clock (the agent's) when it has samples, else the collector's.
-    end = max((s["ts"] for s in samples), default=None) or view["start"] or view["opened_at"]
+    end = max((s["ts"] for s in samples), default=None) or view.start or view.opened_at
     window_s = snapshot.window_end - snapshot.window_start if snapshot is not None else 120.0
     window = {"since": end - window_s, "until": end + WINDOW_AFTER_S}
-    return {
-        **view,
-        "window": window,
-        "markers": kernel_markers(session, host_id=host.id, **window),
-        "phases": phase_bands(session, host_id=host.id, **window),
-        "matrix": matrix_windows(session, host_id=host.id, **window),
-        "guard": guard_firings(session, host_id=host.id, **window),
-        "snapshot": None
-        if snapshot is None
-        else {
-            "taken_at": snapshot.taken_at.timestamp(),
-            "window_start": snapshot.window_start,
-            "window_end": snapshot.window_end,
-            "samples": snapshot.samples,
-            "lines": snapshot.lines,
-            "context": snapshot.context,
-        },
-        "kernel_alive": kernel_alive(session, incident=incident),
-        "late_evidence": late_evidence(session, incident=incident),
-        "artifacts": [
-            {**artifact_dict(a), "url": artifact_url(incident.id, a.name)} for a in artifacts
-        ],
-        "deliveries": [delivery_dict(d, url) for d, url in deliveries],
-    }
+    return IncidentDetail.model_validate(
+        {
+            **dict(view),
+            "window": window,
+            "markers": kernel_markers(session, host_id=host.id, **window),
+            "phases": phase_bands(session, host_id=host.id, **window),
+            "matrix": matrix_windows(session, host_id=host.id, **window),
+            "guard": guard_firings(session, host_id=host.id, **window),
+            "snapshot": snapshot,
+            "kernel_alive": kernel_alive(session, incident=incident),
+            "late_evidence": late_evidence(session, incident=incident),
+            "artifacts": [ArtifactOut.of(a) for a in artifacts],
+            "deliveries": [DeliveryOut.of(d, url) for d, url in deliveries],
+        }
+    )
 
 
 def artifact_url(incident_id: int, name: str) -> str:
     return f"/api/v1/incidents/{incident_id}/artifacts/{quote(name)}"
 
 
-def late_evidence(session: Session, *, incident: Incident) -> list[dict[str, Any]]:
+def late_evidence(session: Session, *, incident: Incident) -> list[LineOut]:
     """Lines of the incident's boot that reached us after it opened, oldest first.
 
     What the host kept of a frozen boot and shipped after the reboot (the agent's catch-up
@@ -153,21 +236,23 @@ def late_evidence(session: Session, *, incident: Incident) -> list[dict[str, Any
     if returned is not None and incident.return_boot_id == incident.boot_id:
         query = query.where(Line.ts <= returned)
     rows = session.scalars(query.order_by(Line.ts, Line.id).limit(LATE_EVIDENCE_MAX_LINES))
-    return [line_dict(x) for x in rows]
+    return lines_out(rows)
 
 
-def open_incident_brief(session: Session, *, host_id: int) -> dict[str, Any] | None:
-    """The host's newest incident not yet resolved; ``since`` is its last heartbeat."""
+def open_incident_brief(session: Session, *, host_id: int) -> OpenIncidentBrief | None:
+    """The host's newest incident not yet resolved."""
     incident = current_incident(session, host_id=host_id)
     if incident is None:
         return None
-    return {
-        "id": incident.id,
-        "kind": incident.kind,
-        "state": incident.state,
-        "since": to_epoch(incident.silence_start),
-        "url": incident_url(incident.id),
-    }
+    return OpenIncidentBrief.model_validate(
+        {
+            "id": incident.id,
+            "kind": incident.kind,
+            "state": incident.state,
+            "since": to_epoch(incident.silence_start),
+            "url": incident_url(incident.id),
+        }
+    )
 
 
 def get_artifact(session: Session, *, incident_id: int, name: str) -> Artifact:

@@ -118,9 +118,9 @@ def guard_counts(session: Session, *, host_id: int, start: float, end: float) ->
     """The agent guard's firings and dry-run matches on the host in [start, end]."""
     firings = guard_firings(session, host_id=host_id, since=start, until=end)
     return {
-        "fired": sum(not f["dry_run"] for f in firings),
-        "dry_run": sum(f["dry_run"] for f in firings),
-        "rules": sorted({str(f["rule"]) for f in firings}),
+        "fired": sum(not f.dry_run for f in firings),
+        "dry_run": sum(f.dry_run for f in firings),
+        "rules": sorted({str(f.rule) for f in firings}),
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from collector.matrix.spec import MatrixSpec, SpecError, validate_spec
+from collector.schemas import OutModel
 
 QWEN_MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 QWEN_SPECULATIVE_CONFIG = '{"method":"mtp","num_speculative_tokens":3,"moe_backend":"triton"}'
@@ -167,18 +168,28 @@ def preset_names() -> list[str]:
     return sorted(PRESETS)
 
 
-def preset_summary(host: str = DEFAULT_HOST) -> list[dict[str, Any]]:
-    """Name, description, profiles (name → description) and workload names of every preset."""
+class PresetOut(OutModel):
+    """A built-in preset: its profiles (name → description) and workload names."""
+
+    name: str
+    description: str
+    profiles: dict[str, str]
+    workloads: list[str]
+
+
+def preset_summary(host: str = DEFAULT_HOST) -> list[PresetOut]:
     out = []
     for name in preset_names():
         data = PRESETS[name](host)
         out.append(
-            {
-                "name": name,
-                "description": PRESET_DESCRIPTIONS.get(name, ""),
-                "profiles": {p: v.get("description", "") for p, v in data["profiles"].items()},
-                "workloads": [w["name"] for w in data.get("workloads", [])],
-            }
+            PresetOut.model_validate(
+                {
+                    "name": name,
+                    "description": PRESET_DESCRIPTIONS.get(name, ""),
+                    "profiles": {p: v.get("description", "") for p, v in data["profiles"].items()},
+                    "workloads": [w["name"] for w in data.get("workloads", [])],
+                }
+            )
         )
     return out
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ConfigDict
+
 from collector.matrix.results import STARTUP_PHASE, MatrixReport, ProfileReport
 from collector.matrix.summary_report import summary_lines, table
 from collector.matrix.telemetry import windowed_telemetry
+from collector.schemas import OutModel
 
-__all__ = ["render_json", "render_markdown", "windowed_telemetry"]
+__all__ = ["MatrixReportOut", "render_json", "render_markdown", "windowed_telemetry"]
 
 DASH = "—"
 
@@ -148,6 +151,21 @@ def render_markdown(report: MatrixReport) -> str:
     )
     lines += summary_lines(report.summary, report.events)
     return "\n".join(lines) + "\n"
+
+
+class MatrixReportOut(OutModel):
+    """A run's report as :func:`render_json` writes it (and runs store it): one entry in
+    ``profiles`` per profile x repetition, with the fields of
+    :class:`collector.matrix.results.ProfileReport` and its ``label``."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    host: str
+    run_id: str | int | None
+    status: str | None
+    started_at: float | None
+    ended_at: float | None
+    profiles: list[dict[str, Any]]
 
 
 def render_json(report: MatrixReport) -> dict[str, Any]:

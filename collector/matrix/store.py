@@ -20,6 +20,7 @@ from collector.matrix.report import render_json
 from collector.matrix.spec import MatrixSpec
 from collector.models import ACTIVE_RUNS, Host, MatrixRun, MatrixSchedule, MatrixStep, RunStatus
 from collector.remote.targets import require_ssh_target
+from collector.schemas import OutModel
 from collector.timeutil import to_epoch
 
 
@@ -164,37 +165,73 @@ def enqueue_scheduled(session: Session, *, schedule_id: int) -> MatrixRun | None
     return create_run(session, spec=spec, preset=schedule.preset, schedule_id=schedule_id)
 
 
-def run_summary(run: MatrixRun, host: Host | None = None) -> dict[str, Any]:
-    return {
-        "id": run.id,
-        "name": run.name,
-        "host": host.name if host is not None else run.spec.get("host"),
-        "preset": run.preset,
-        "status": run.status,
-        "created_at": to_epoch(run.created_at),
-        "started_at": to_epoch(run.started_at),
-        "ended_at": to_epoch(run.ended_at),
-        "cancel_requested": run.cancel_requested,
-        "error": run.error,
-        "schedule_id": run.schedule_id,
-        "events": run.events or [],
-        "lease": {"owner": run.lease_owner, "until": to_epoch(run.lease_until)}
-        if run.lease_owner
-        else None,
-    }
+class LeaseOut(OutModel):
+    """Which collector process drives the run, and until when its lease holds."""
+
+    owner: str
+    until: float | None
 
 
-def step_dict(step: MatrixStep) -> dict[str, Any]:
-    return {
-        "profile": step.profile,
-        "repetition": step.repetition,
-        "kind": step.kind,
-        "name": step.name,
-        "started_at": step.started_at,
-        "ended_at": step.ended_at,
-        "outcome": step.outcome,
-        "detail": step.detail,
-    }
+class RunSummary(OutModel):
+    """A matrix run: its spec's name and host, lifecycle instants, how it ended."""
+
+    id: int
+    name: str
+    host: str | None
+    preset: str | None
+    status: RunStatus
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    cancel_requested: bool
+    error: str | None
+    schedule_id: int | None
+    # What happened to the campaign beyond its steps: freezes, power cycles, resumes.
+    events: list[dict[str, Any]]
+    # The collector process driving the run, while one does.
+    lease: LeaseOut | None
+
+    @classmethod
+    def of(cls, run: MatrixRun, host: Host | None = None) -> RunSummary:
+        return cls.model_validate(
+            {
+                "id": run.id,
+                "name": run.name,
+                "host": host.name if host is not None else run.spec.get("host"),
+                "preset": run.preset,
+                "status": run.status,
+                "created_at": to_epoch(run.created_at),
+                "started_at": to_epoch(run.started_at),
+                "ended_at": to_epoch(run.ended_at),
+                "cancel_requested": run.cancel_requested,
+                "error": run.error,
+                "schedule_id": run.schedule_id,
+                "events": run.events or [],
+                "lease": {"owner": run.lease_owner, "until": to_epoch(run.lease_until)}
+                if run.lease_owner
+                else None,
+            }
+        )
+
+
+class StepOut(OutModel):
+    """One recorded step of a run (stop, start, health, a workload, ...); epoch seconds."""
+
+    profile: str
+    repetition: int
+    kind: str
+    name: str
+    started_at: float
+    ended_at: float | None
+    outcome: str | None
+    detail: dict[str, Any]
+
+
+class Progress(OutModel):
+    """Steps ended (``done``) of those planned (``total``, never below ``done``)."""
+
+    done: int
+    total: int
 
 
 def planned_steps(spec: MatrixSpec) -> int:
@@ -209,8 +246,8 @@ def planned_steps(spec: MatrixSpec) -> int:
     return total
 
 
-def progress(session: Session, runs: list[MatrixRun]) -> dict[int, dict[str, int]]:
-    """Per run id: ``done`` (steps ended) of ``total`` (planned; never below done)."""
+def progress(session: Session, runs: list[MatrixRun]) -> dict[int, Progress]:
+    """Per run id: its progress."""
     if not runs:
         return {}
     done = dict(
@@ -227,7 +264,7 @@ def progress(session: Session, runs: list[MatrixRun]) -> dict[int, dict[str, int
         except ValueError:  # a spec stored by an older version: count what is there
             total = 0
         ended = int(done.get(run.id, 0))
-        out[run.id] = {"done": ended, "total": max(total, ended)}
+        out[run.id] = Progress.model_validate({"done": ended, "total": max(total, ended)})
     return out
 
 

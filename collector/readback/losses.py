@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.models import AgentEvent
+from collector.schemas import AgentTime, OutModel, ReportedScalar, StreamCounts, on_collector_clock
 
 KEYS = ("samples", "lines", "events")
 MAX_REPORTS = 20
@@ -22,10 +23,25 @@ def _counts(data: dict[str, Any]) -> dict[str, int]:
     return {k: int(v) if isinstance(v := data.get(k), int) else 0 for k in KEYS}
 
 
-def spool_losses(session: Session, *, host_id: int, offset: float = 0.0) -> dict[str, Any]:
-    """``{"total": {samples, lines, events}, "reports": [...]}``, newest report first, each
-    ``{"reported_at", "first_ts", "last_ts", samples, lines, events, "reasons"}`` (when the
-    collector heard of it, and when the drops happened on the collector's time base)."""
+class LossReport(StreamCounts):
+    """One report's loss: when the collector heard of it (``reported_at``), when the drops
+    happened (on the collector's time base), and why (``disk_full``, ``spool_full``, ...)."""
+
+    reported_at: float
+    first_ts: AgentTime
+    last_ts: AgentTime
+    reasons: list[ReportedScalar]
+
+
+class SpoolLosses(OutModel):
+    """All a host's agent lost, and its newest reports first (at most ``MAX_REPORTS``)."""
+
+    total: StreamCounts
+    reports: list[LossReport]
+
+
+def spool_losses(session: Session, *, host_id: int, offset: float = 0.0) -> SpoolLosses:
+    """What the host's agent reported dropping; ``offset``: the host's clock offset."""
     rows = session.execute(
         select(AgentEvent.ts, AgentEvent.received_at, AgentEvent.data)
         .where(AgentEvent.host_id == host_id, AgentEvent.kind == "spool_dropped")
@@ -52,10 +68,12 @@ def spool_losses(session: Session, *, host_id: int, offset: float = 0.0) -> dict
         reports.append(
             {
                 "reported_at": received_at,
-                "first_ts": (first if isinstance(first, int | float) else ts) + offset,
-                "last_ts": (last if isinstance(last, int | float) else ts) + offset,
+                "first_ts": first if isinstance(first, int | float) else ts,
+                "last_ts": last if isinstance(last, int | float) else ts,
                 **loss,
                 "reasons": list(data.get("reasons") or []),
             }
         )
-    return {"total": total, "reports": reports[::-1][:MAX_REPORTS]}
+    return SpoolLosses.model_validate(
+        {"total": total, "reports": reports[::-1][:MAX_REPORTS]}, context=on_collector_clock(offset)
+    )

@@ -2,16 +2,14 @@
 
 Records keep the agent's clock in ``ts``. Each batch measures the agent's offset (our receive
 time minus its send time, ``liveness.heartbeat``); a host whose clock is off by ``SKEW_MIN_S``
-or more has record times moved by that offset on the way out and time filters moved the other
-way on the way in, so a host 2 h behind still shows its last hour as the last hour. Below it the
-agent's clock is shown as is (that much is network delay and jitter, not skew). One offset, the
-current one, applies to a host's whole history.
+or more has record times moved by that offset on the way out (the response models'
+``schemas.AgentTime`` fields, validated with ``schemas.on_collector_clock``) and time filters
+moved the other way on the way in (``to_agent``), so a host 2 h behind still shows its last
+hour as the last hour. Below it the agent's clock is shown as is (that much is network delay
+and jitter, not skew). One offset, the current one, applies to a host's whole history.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
-from typing import Any
 
 from collector.models import Host
 
@@ -27,10 +25,3 @@ def offset_s(host: Host) -> float:
 def to_agent(value: float | None, offset: float) -> float | None:
     """A time on the collector's base as the agent's clock read it (for filters)."""
     return None if value is None else value - offset
-
-
-def shifted(rows: Iterable[dict[str, Any]], offset: float, *keys: str) -> list[dict[str, Any]]:
-    """``rows`` with the times under ``keys`` moved to the collector's base."""
-    if not offset:
-        return list(rows)
-    return [{**row, **{k: row[k] + offset for k in keys if row.get(k) is not None}} for row in rows]

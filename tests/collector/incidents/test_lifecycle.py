@@ -263,6 +263,7 @@ def test_patch_host_sets_probe_settings(collector: Collector) -> None:
         "grace_s": 5.0,
         "restart_agent": True,
         "paused": False,
+        "power": None,
     }
     bad = collector.client.patch(
         "/api/v1/hosts/spark-01", json={"ssh": "nouser"}, headers=collector.admin
