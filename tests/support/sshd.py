@@ -81,6 +81,8 @@ class TestSshd:
         self.host_key_path = self.workdir / "ssh_host_ed25519_key"
         self.config_path = self.workdir / "sshd_config"
         self.log_path = self.workdir / "sshd.log"
+        self.home = self.workdir / "home"
+        self.home.mkdir()
         self.process: subprocess.Popen[bytes] | None = None
         self.host_key_line = ""
 
@@ -129,6 +131,11 @@ class TestSshd:
                     "MaxStartups 100:30:200",
                     "MaxSessions 64",
                     "LogLevel VERBOSE",
+                    # Sessions get a home of their own: root's login files (a pyenv init that
+                    # rehashes under a lock, say) stay out of the test host. A test that freezes
+                    # or kills the host's processes mid-login would otherwise leave that lock
+                    # held, and every later login would wait for it.
+                    f"SetEnv HOME={self.home}",
                     "",
                 ]
             )
