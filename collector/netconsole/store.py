@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -26,7 +26,9 @@ from collector.kernel.attribution import Site, attribute_reports, site_of
 from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER
 from collector.kernel.store import store_kernel_events
 from collector.models import CHANNEL_NETCONSOLE, Host, Line, NetconsoleDatagram, NetconsoleStats
+from collector.netconsole.fit import storable
 from collector.netconsole.loss import MsgidTracker
+from collector.netconsole.parse import NetconsoleRecord
 from collector.netconsole.records import RawDatagram, ReceivedRecord
 from collector.settings import Settings
 from collector.timeutil import from_epoch
@@ -57,8 +59,7 @@ def _upsert_sql(mark: str) -> str:
     )
 
 
-def _record_fields(rec: ReceivedRecord) -> str | None:
-    r = rec.record
+def _record_fields(rec: ReceivedRecord, r: NetconsoleRecord) -> str | None:
     fields: dict[str, Any] = dict(r.fields)
     # Hot path of a storm: plain ifs, one reused encoder.
     if r.usec is not None:
@@ -162,7 +163,7 @@ class NetconsoleStore:
             host = hosts[host_id]
             if host is None:  # deleted since the allowlist was loaded
                 continue
-            r = rec.record
+            r, escaped = storable(rec.record)
             boot = self._boot_pk(session, host, r.boot or host.current_boot_id or UNKNOWN_BOOT)
             counts = stats.setdefault(host_id, [0, 0, 0, 0.0])
             counts[0] += 1
@@ -183,13 +184,15 @@ class NetconsoleStore:
                 facility=r.facility,
                 text=r.text,
                 truncated=r.incomplete,
-                fields=_record_fields(rec),
+                fields=_record_fields(rec, r),
                 channel=CHANNEL_NETCONSOLE,
+                escaped=escaped,
             )
             (keyed if r.kseq is not None else plain).append(row)
             event = classify_kernel_line(r.text)
             if event is not None:
-                hits.append(_Hit(host, boot, r.boot or host.current_boot_id, rec, event))
+                fitted = replace(rec, record=r)
+                hits.append(_Hit(host, boot, r.boot or host.current_boot_id, fitted, event))
             else:
                 site = site_of(r.text)
                 if site is not None:

@@ -8,11 +8,15 @@ from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
-from collector.models import KERNEL_SOURCES, Line, Sample
+from collector.models import KERNEL_SOURCES, Host, Line, Sample
 from collector.readback.timebase import to_agent
 
 MAX_LIMIT = 10_000
 LAST_KERNEL_LINES = 20
+# A sample stamped further than this from when its host was last heard (a clock in 1970 or
+# 2100, or a test value) is stored and listed, never the host's latest: the host's clock
+# offset shows the skew.
+LATEST_WINDOW_S = 86400.0
 
 
 def sample_dict(sample: Sample, offset: float = 0.0) -> dict[str, Any]:
@@ -58,15 +62,20 @@ def line_dict(line: Line, offset: float = 0.0) -> dict[str, Any]:
         "facility": line.facility,
         "text": line.text,
         "truncated": line.truncated,
+        "escaped": line.escaped,
         "fields": line.fields,
     }
 
 
 def latest_sample(session: Session, *, host_id: int) -> Sample | None:
-    """The host's newest sample by the agent's clock."""
-    return session.scalar(
-        select(Sample).where(Sample.host_id == host_id).order_by(Sample.ts.desc()).limit(1)
-    )
+    """The host's newest sample by the agent's clock, among those stamped within
+    LATEST_WINDOW_S of the host's last heartbeat (our clock)."""
+    query = select(Sample).where(Sample.host_id == host_id)
+    host = session.get(Host, host_id)
+    if host is not None and host.last_seen_at is not None:
+        seen = host.last_seen_at.timestamp()
+        query = query.where(Sample.ts.between(seen - LATEST_WINDOW_S, seen + LATEST_WINDOW_S))
+    return session.scalar(query.order_by(Sample.ts.desc()).limit(1))
 
 
 def last_kernel_lines(
