@@ -13,10 +13,10 @@ from collector.readback.timebase import to_agent
 
 MAX_LIMIT = 10_000
 LAST_KERNEL_LINES = 20
-# A sample stamped further than this from when its host was last heard (a clock in 1970 or
-# 2100, or a test value) is stored and listed, never the host's latest: the host's clock
-# offset shows the skew.
-LATEST_WINDOW_S = 86400.0
+# A sample stamped further than this after its host was last heard (a clock in 2100, or a
+# test value) is stored and listed, never the host's latest: the host's clock offset shows the
+# skew. One stamped in 1970 is older than every real sample, so never the latest either.
+LATEST_AHEAD_S = 86400.0
 
 
 def sample_dict(sample: Sample, offset: float = 0.0) -> dict[str, Any]:
@@ -68,13 +68,13 @@ def line_dict(line: Line, offset: float = 0.0) -> dict[str, Any]:
 
 
 def latest_sample(session: Session, *, host_id: int) -> Sample | None:
-    """The host's newest sample by the agent's clock, among those stamped within
-    LATEST_WINDOW_S of the host's last heartbeat (our clock)."""
+    """The host's newest sample by the agent's clock, none stamped more than LATEST_AHEAD_S
+    after the host's last heartbeat (our clock)."""
     query = select(Sample).where(Sample.host_id == host_id)
     host = session.get(Host, host_id)
     if host is not None and host.last_seen_at is not None:
         seen = host.last_seen_at.timestamp()
-        query = query.where(Sample.ts.between(seen - LATEST_WINDOW_S, seen + LATEST_WINDOW_S))
+        query = query.where(Sample.ts <= seen + LATEST_AHEAD_S)
     return session.scalar(query.order_by(Sample.ts.desc()).limit(1))
 
 
