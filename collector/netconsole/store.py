@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 PRUNE_EVERY_S = 3600.0
 STORE_CHUNK = 1000
 
-
 RAW_COLUMNS = ("host_id", "source_addr", "source_port", "received_at", "raw")
 RAW_NAMES = ", ".join(RAW_COLUMNS)
 
@@ -59,7 +58,7 @@ def _upsert_sql(mark: str) -> str:
     )
 
 
-def _record_fields(rec: ReceivedRecord, r: NetconsoleRecord) -> str | None:
+def _record_fields(r: NetconsoleRecord) -> str | None:
     fields: dict[str, Any] = dict(r.fields)
     # Hot path of a storm: plain ifs, one reused encoder.
     if r.usec is not None:
@@ -184,15 +183,15 @@ class NetconsoleStore:
                 facility=r.facility,
                 text=r.text,
                 truncated=r.incomplete,
-                fields=_record_fields(rec, r),
+                fields=_record_fields(r),
                 channel=CHANNEL_NETCONSOLE,
                 escaped=escaped,
             )
             (keyed if r.kseq is not None else plain).append(row)
             event = classify_kernel_line(r.text)
             if event is not None:
-                fitted = replace(rec, record=r)
-                hits.append(_Hit(host, boot, r.boot or host.current_boot_id, fitted, event))
+                boot_id = r.boot or host.current_boot_id
+                hits.append(_Hit(host, boot, boot_id, replace(rec, record=r), event))
             else:
                 site = site_of(r.text)
                 if site is not None:

@@ -4,9 +4,6 @@ PostgreSQL: the line is stored escaped, the host stays ``up`` and no incident op
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +14,7 @@ from collector import db
 from collector.hosts import registry as hosts
 from collector.models import Host, Incident, Line
 from collector.schemas import unescape_nul
-from tests.integration.test_agent_collector import FIXTURES, HOST, ROOT, wait_for
+from tests.integration.test_agent_collector import HOST, start_agent, wait_for
 from tests.support.fleet import CollectorProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -34,17 +31,8 @@ def test_a_nul_vllm_line_is_stored_and_raises_no_false_alarm(db_url: str, tmp_pa
     vllm_log.write_text("INFO before\n")
     collector = CollectorProcess(db_url, tmp_path / "collector.log")
     collector.start()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "FREEZEWATCH_AGENT_TOKEN": token}
-    cmd = [
-        sys.executable, "-m", "agent", "--collector", collector.url, "--host-name", HOST,
-        "--interval", "0.5", "--proc-root", str(FIXTURES / "proc"),
-        "--kmsg", str(tmp_path / "kmsg"), "--state-dir", str(tmp_path / "state"),
-        "--no-gpu", "--container-label", "", "--canary-interval", "0", "--timeout", "2",
-        "--pstore-dir", str(tmp_path / "pstore"), "--vllm-log", str(vllm_log),
-    ]  # fmt: skip
     (tmp_path / "kmsg").write_bytes(b"")
-    with open(tmp_path / "agent.log", "ab") as log:
-        agent = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=log)
+    agent = start_agent(collector, token, tmp_path, "--vllm-log", str(vllm_log))
     try:
 
         def status() -> str | None:
