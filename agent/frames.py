@@ -128,3 +128,17 @@ def thin(payloads: list[bytes], level: int) -> tuple[list[bytes], dict[str, int]
         if kept or batch.get("lines") or batch.get("events"):
             frames.append(encode_frame(batch))
     return frames, lost
+
+
+def kmsg_position(lines: list[dict[str, Any]], *known: object) -> tuple[int | None, int | None]:
+    """(the highest kernel seq among ``known`` and ``lines``' kseqs, the monotonic usec of that
+    record when it is the last of ``lines``, else None): where a delivered batch leaves us."""
+    shipped = [ln for ln in lines if ln.get("kseq") is not None]
+    acked = max(
+        [k for k in (*known, *(ln["kseq"] for ln in shipped)) if isinstance(k, int)], default=None
+    )
+    usec = None
+    if shipped and shipped[-1]["kseq"] == acked:
+        value = (shipped[-1].get("fields") or {}).get("_SOURCE_MONOTONIC_TIMESTAMP")
+        usec = int(value) if value is not None and str(value).isdigit() else None
+    return acked, usec

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from agent import __version__
-from agent.frames import count
+from agent.deadletter import DOWN, FAILED, REJECTED, STORED, DeadLetter, FailingBatch, isolate
+from agent.frames import count, kmsg_position
 from agent.outbox import Outbox
 from agent.spool import Spool
 from agent.state import AgentState
@@ -25,7 +26,8 @@ BATCH_BYTES = MAX_BATCH_BYTES // 2  # stay well under the collector's limit
 STATE_FLUSH_S = 10.0
 DROPS_FLUSH_S = 1.0  # the drop ledger, while drops happen: a kill -9 costs at most this much
 DROPS_LOG_S = 60.0
-STORED, DOWN, REJECTED = "stored", "down", "rejected"
+SPLIT_AFTER = 5  # 5xx answers in a row to one batch before it is split to find the bad record
+RECORD_FAULTS = (400, 413, 422)  # they blame a record, not the sender: it is found, set aside
 
 
 class Poster(Protocol):
@@ -46,6 +48,8 @@ class Shipper:
         spool: Spool,
         outbox: Outbox,
         interval: float = 1.0,
+        dead_letter: DeadLetter | None = None,
+        split_after: int = SPLIT_AFTER,
         wall: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -56,6 +60,7 @@ class Shipper:
         self.spool = spool
         self.outbox = outbox
         self.interval = interval
+        self.dead_letter = dead_letter or DeadLetter(state.path.parent, wall=wall)
         self._wall = wall
         self._mono = mono
         # Who sends, stamped on every batch at send time (also on replayed spool and catch-up
@@ -75,7 +80,8 @@ class Shipper:
         self._flushed_at = mono()
         self._drops_dirty = False
         self._drops_logged_at = -1e18
-        self._careful = 0  # frames to replay one by one (a merged replay was refused)
+        self.failing = FailingBatch(split_after, interval, mono, MAX_RETRY_DELAY_S)
+        self._answer = (0, "")  # (status, text) of the last refusal
         self._resumed = False  # kseq_skip confirmed by the collector
         self._first_line = True
         self._up = True
@@ -179,16 +185,37 @@ class Shipper:
     def deliver(self, batch: dict[str, Any]) -> None:
         """Spool first (in order), then this batch; unreachable → it joins the spool."""
         if self._replay_spool():
-            outcome = self._post(batch, backlog=0)
-            if outcome == REJECTED:
-                self._count_drops(count(batch), ["rejected"])
-            if outcome != DOWN:
-                return
+            if (outcome := self._post(batch, backlog=0)) in (REJECTED, FAILED):
+                outcome = self._refused(batch, outcome)
+            if outcome == STORED:
+                return self.failing.clear()
         if batch["samples"] or batch["lines"] or batch["events"]:
             self.spool.append(batch)
             dropped = self.spool.take_dropped()
             if dropped:
                 self._count_drops(*dropped)
+        if self._up:  # the collector answers, a batch of ours fails: still show we are alive
+            heartbeat = {**batch, "samples": [], "lines": [], "events": []}
+            if self._post(heartbeat, backlog=self.spool.backlog_bytes) == FAILED:
+                self._mark_down(Unavailable(f"HTTP {self._answer[0]} to a heartbeat"))
+
+    def _refused(self, batch: dict[str, Any], outcome: str) -> str:
+        """A 5xx: the batch waits (backing off) until the ``split_after``-th; then, or at once
+        for a record fault, it goes in parts, the records refused alone set aside."""
+        status = self._answer[0]
+        if outcome == FAILED and not self.failing.failed():
+            return FAILED
+        if outcome == REJECTED and status not in RECORD_FAULTS:
+            self._count_drops(count(batch), ["rejected"])  # 401/403: not this batch's fault
+            return STORED
+
+        def post(part: dict[str, Any]) -> tuple[str, str]:
+            return self._post(part, backlog=self.spool.backlog_bytes), self._answer[1]
+
+        outcome, refused = isolate(batch, post)
+        if refused:
+            self.event("dead_lettered", **self.dead_letter.add(str(batch["boot_id"]), refused))
+        return outcome
 
     def _count_drops(self, counts: dict[str, int], reasons: list[str]) -> None:
         if not self.state.drops.add(counts, reasons, round(self._wall(), 6)):
@@ -205,27 +232,25 @@ class Shipper:
         batch limit); True once the spool is empty."""
         if not self._up and self._mono() < self._retry_at:
             return False
+        if self.failing.waiting():
+            return False
         while self.spool:
             # one record left for the drop report _post may add
-            limit = 1 if self._careful else MAX_BATCH_RECORDS - 1
-            found = self.spool.take(limit, BATCH_BYTES)
+            found = self.spool.take(MAX_BATCH_RECORDS - 1, BATCH_BYTES)
             if found is None:
                 break
             batch, frames, size = found
             outcome = self._post(batch, backlog=max(0, self.spool.backlog_bytes - size))
-            if outcome == DOWN:
+            if outcome in (REJECTED, FAILED):
+                outcome = self._refused(batch, outcome)
+            if outcome != STORED:
                 return False
-            if outcome == REJECTED and frames > 1:
-                self._careful = frames  # one bad frame must not cost its neighbours
-                continue
-            if outcome == REJECTED:
-                self._count_drops(count(batch), ["rejected"])
-            self._careful = max(0, self._careful - frames)
+            self.failing.clear()
             self.spool.pop(frames)
         return True
 
     def _post(self, batch: dict[str, Any], *, backlog: int) -> str:
-        """Send one batch: STORED, DOWN (keep it) or REJECTED (refused for good).
+        """Send one batch: STORED, DOWN (keep it), FAILED (a 5xx) or REJECTED (for good).
 
         Each POST says when it was sent (the collector measures the clock offset) and how much
         spool is left after it; one of the current boot also carries the drop report if the
@@ -245,9 +270,15 @@ class Shipper:
             answer = self.transport.post(body)
         except Rejected as exc:
             self._mark_up()
+            self._answer = (exc.status, str(exc))
             log.error("collector rejected a batch for good (%s)", exc)
             return REJECTED
         except Unavailable as exc:
+            if exc.status is not None and exc.status >= 500:  # it answers: this batch failed
+                self._mark_up()
+                self._answer = (exc.status, str(exc))
+                log.warning("collector failed a batch (%s)", exc)
+                return FAILED
             self._mark_down(exc)
             return DOWN
         self._mark_up()
@@ -262,20 +293,9 @@ class Shipper:
             return
         resume = answer.get("resume")
         kseq = resume.get("kseq") if isinstance(resume, dict) else None
-        shipped = [ln for ln in batch["lines"] if ln.get("kseq") is not None]
-        acked = max(
-            [
-                k
-                for k in (kseq, self.kseq_acked, *(ln["kseq"] for ln in shipped))
-                if isinstance(k, int)
-            ],
-            default=None,
-        )
-        if shipped and shipped[-1]["kseq"] == acked:  # usec of the record we now stand at
-            usec = (shipped[-1].get("fields") or {}).get("_SOURCE_MONOTONIC_TIMESTAMP")
-            if usec is not None and str(usec).isdigit():
-                self.kmsg_usec_acked = int(usec)
-        self.kseq_acked = acked
+        self.kseq_acked, usec = kmsg_position(batch["lines"], kseq, self.kseq_acked)
+        if usec is not None:
+            self.kmsg_usec_acked = usec
         if isinstance(kseq, int):
             self._resumed = True
             if self.kseq_skip is None or kseq > self.kseq_skip:

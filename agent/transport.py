@@ -15,19 +15,21 @@ from agent.wire import INGEST_PATH
 
 log = logging.getLogger(__name__)
 
-PERMANENT = (401, 403, 413, 422)  # this batch will never be accepted: drop it, don't spool it
+PERMANENT = (400, 401, 403, 413, 422)  # this batch will never be accepted: drop it, don't spool it
 GZIP_MIN_BYTES = 16 * 1024
 
 
 class Unavailable(Exception):
     """Connection error, timeout, 5xx or other transient answer: spool and retry later.
 
+    ``status``: the HTTP status of an answer (the collector is up, this batch failed).
     ``refused``: nothing listens on the collector's port (it is down or restarting), which is
     cheap to find out, so the agent asks again soon."""
 
-    def __init__(self, message: str, *, refused: bool = False) -> None:
+    def __init__(self, message: str, *, refused: bool = False, status: int | None = None) -> None:
         super().__init__(message)
         self.refused = refused
+        self.status = status  # the collector's HTTP status when it answered
 
 
 def _unavailable(exc: Exception) -> Unavailable:
@@ -36,7 +38,7 @@ def _unavailable(exc: Exception) -> Unavailable:
 
 
 class Rejected(Exception):
-    """The collector refused this batch for good (401/403/413/422)."""
+    """The collector refused this batch for good (400/401/403/413/422)."""
 
     def __init__(self, status: int, body: str) -> None:
         super().__init__(f"HTTP {status}: {body[:300]}")
@@ -112,7 +114,7 @@ class Transport:
             return answer if isinstance(answer, dict) else {}
         if status in PERMANENT:
             raise Rejected(status, text)
-        raise Unavailable(f"HTTP {status}: {text[:200]}")
+        raise Unavailable(f"HTTP {status}: {text[:200]}", status=status)
 
     def _request(self, body: bytes, headers: dict[str, str]) -> tuple[int, str]:
         conn = self._connect()

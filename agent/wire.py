@@ -99,6 +99,9 @@ EVENT_KINDS = (
     "kmsg_overrun",  # data {"lost": n}
     "source_error",  # data {"source": name, "error": text}
     "source_info",  # data {"source": name, "info": text}: e.g. "GPU source off: no NVML"
+    # Records the collector refused for good, set aside in the state dir's dead-letter.jsonl:
+    # data {"samples": n, "lines": n, "events": n, "why": text, "file": path or null}
+    "dead_lettered",
     # The guard (agent.guard): a rule tripped, sent at once; its actions' outcome follows.
     # guard_fired data {"fire_id", "rule", "values", "phase", "dry_run", "actions", "tripped_at"}
     "guard_fired",

@@ -25,6 +25,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -123,6 +124,21 @@ UNRESOLVED = (IncidentState.OPEN, IncidentState.RESOLVING)
 ACTIVE_RUNS = (RunStatus.QUEUED, RunStatus.RUNNING)
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY.
+# What integer columns hold: a wire value beyond them is a 422, one parsed out of text is None.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+def fits(value: object, bits: int = 64) -> int | None:
+    """``value`` as an integer column of ``bits`` holds it, else None (also for non-integers)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    limit = 2 ** (bits - 1)
+    return int(value) if -limit <= value < limit else None
+
+
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 NAMING = {
@@ -285,6 +301,8 @@ class Line(Base):
     facility: Mapped[int | None] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
     truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The text had NUL characters, stored escaped (``collector.schemas.escape_nul``).
+    escaped: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     fields: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # Which channels brought this record (CHANNEL_* bits) and when each first did.
     channels: Mapped[int] = mapped_column(SmallInteger, default=1, server_default="1")

@@ -3,34 +3,110 @@ base of every response shape (each domain declares its own next to the query beh
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    model_validator,
+)
 
 from agent.wire import EVENT_KINDS, LINE_SOURCES, MAX_LINE_BYTES
+from collector.models import INT32_MAX, INT64_MAX
 
 LineSource = Literal[LINE_SOURCES]  # type: ignore[valid-type]
 EventKind = Literal[EVENT_KINDS]  # type: ignore[valid-type]
 
-Seq = Field(ge=0, le=2**63 - 1)
-Ts = Field(ge=0, le=1e11)
+Seq = Field(ge=0, le=INT64_MAX)
+Ts = Field(ge=0, le=1e11, allow_inf_nan=False)
+# Printable identifiers (boot id, agent version): no NUL, no control characters.
+Ident = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")]
+# A number a 64-bit column holds: integers in range, floats finite (NaN, Infinity, 1e400: 422).
+Float64 = Annotated[float, Field(allow_inf_nan=False)]
+
+
+def _in_int64(value: float) -> float:
+    # Compared in Python: a float bound would round 2**63 - 1 up to 2**63.
+    if not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise ValueError("out of 64-bit integer range")
+    return value
+
+
+# A memory figure for a BIGINT column: an integer (or finite float) within 64 bits.
+MemValue = Annotated[int | Float64, AfterValidator(_in_int64)]
+
+
+def check_json(value: Any, where: str = "") -> Any:
+    """``value`` if every number in it fits 64 bits and is finite and no string or key holds
+    a NUL (only a line's text may: it is escaped, see ``escape_nul``); else ValueError."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        if not -INT64_MAX - 1 <= value <= INT64_MAX:
+            raise ValueError(f"integer out of 64-bit range at {where or 'value'}")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"non-finite number at {where or 'value'}")
+    elif isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(f"NUL character at {where or 'value'}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_json(key, f"{where}/{key!r}")
+            check_json(item, f"{where}/{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            check_json(item, f"{where}/{i}")
+    return value
+
+
+Json = Annotated[Any, AfterValidator(check_json)]
+JsonDict = Annotated[dict[str, Any], AfterValidator(check_json)]
+
+
+def escape_nul(text: str) -> str:
+    """A line's text without NUL, losslessly: backslash doubled, NUL as ``\\x00`` (the
+    line is flagged ``escaped``; PostgreSQL text cannot hold a NUL, SQLite would)."""
+    return text.replace("\\", "\\\\").replace("\x00", "\\x00")
+
+
+def unescape_nul(text: str) -> str:
+    """The original text of an ``escaped`` line."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("\\\\", i):
+            out.append("\\")
+            i += 2
+        elif text.startswith("\\x00", i):
+            out.append("\x00")
+            i += 4
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
 
 
 class AgentInfo(BaseModel):
-    version: str = Field(max_length=64)
-    pid: int | None = None
-    started_at: float | None = None
+    version: str = Field(max_length=64, pattern=r"^[^\x00-\x1f\x7f]*$")
+    pid: int | None = Field(None, ge=0, le=INT32_MAX)
+    started_at: float | None = Field(None, ge=0, le=1e11, allow_inf_nan=False)
     # The sender's current boot; absent from older agents (then it is the batch's boot).
-    boot_id: str | None = Field(None, min_length=1, max_length=64)
+    boot_id: Ident | None = None
     # The sender's wall clock at this POST: the clock offset is measured from it.
-    sent_at: float | None = Field(None, ge=0, le=1e11)
+    sent_at: float | None = Field(None, ge=0, le=1e11, allow_inf_nan=False)
 
 
 class Backlog(BaseModel):
     """What the sender's spool still holds after this batch."""
 
-    bytes: int = Field(ge=0)
+    bytes: int = Field(ge=0, le=INT64_MAX)
 
 
 def first_entry(value: Any) -> dict[str, Any]:
@@ -74,12 +150,17 @@ class WireSample(BaseModel):
     seq: int = Seq
     ts: float = Ts
     burst: bool = False
-    mem: dict[str, int | float | None] = Field(default_factory=dict)
-    psi: dict[str, Any] | None = None
-    vmstat: dict[str, float | None] | None = None
-    load: dict[str, float | None] | None = None
-    gpu: dict[str, Any] | list[dict[str, Any]] | None = None
-    vllm: list[dict[str, Any]] | None = None
+    mem: dict[str, MemValue | None] = Field(default_factory=dict)
+    psi: JsonDict | None = None
+    vmstat: dict[str, Float64 | None] | None = None
+    load: dict[str, Float64 | None] | None = None
+    gpu: JsonDict | list[JsonDict] | None = None
+    vllm: list[JsonDict] | None = None
+
+    @model_validator(mode="after")
+    def _extras(self) -> WireSample:
+        check_json(self.__pydantic_extra__ or {})
+        return self
 
     def first_gpu(self) -> dict[str, Any]:
         return first_entry(self.gpu)
@@ -94,9 +175,22 @@ class WireLine(BaseModel):
     source: LineSource
     priority: int | None = Field(None, ge=0, le=7)
     facility: int | None = Field(None, ge=0, le=127)
-    kseq: int | None = Field(None, ge=0)
+    kseq: int | None = Field(None, ge=0, le=INT64_MAX)
     text: str
-    fields: dict[str, Any] | None = None
+    fields: JsonDict | None = None
+    _escaped: bool = PrivateAttr(False)
+
+    @model_validator(mode="after")
+    def _no_nul(self) -> WireLine:
+        if "\x00" in self.text:
+            self.text = escape_nul(self.text)
+            self._escaped = True
+        return self
+
+    @property
+    def escaped(self) -> bool:
+        """The text had a NUL and is stored escaped (``escape_nul``)."""
+        return self._escaped
 
     def truncated_text(self) -> tuple[str, bool]:
         return truncate_line(self.text)
@@ -116,14 +210,14 @@ class WireEvent(BaseModel):
     seq: int = Seq
     ts: float = Ts
     kind: EventKind
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: JsonDict = Field(default_factory=dict)
 
 
 class Batch(BaseModel):
     """One POST from an agent; ``sender_boot_id`` is the boot its heartbeat speaks for."""
 
     host: str = Field(min_length=1, max_length=255)
-    boot_id: str = Field(min_length=1, max_length=64)
+    boot_id: Ident
     agent: AgentInfo
     samples: list[WireSample] = Field(default_factory=list)
     lines: list[WireLine] = Field(default_factory=list)

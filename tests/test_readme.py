@@ -1,5 +1,6 @@
-"""The README's matrix examples are real: every YAML spec in it validates, every JSON body and
-argv in its commands parses into what the collector takes."""
+"""The README's examples are real: every YAML block in it (matrix specs, the guard's rules file)
+is read by what reads that file, every JSON body and argv in its commands parses into what the
+collector takes."""
 
 from __future__ import annotations
 
@@ -9,21 +10,34 @@ from pathlib import Path
 
 import pytest
 
+from agent.guard.rules import parse_config
+from agent.guard.rulesfile import parse_document
 from collector.hosts.config import PowerControl
 from collector.matrix.spec import parse_spec_text, validate_spec
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 YAML_BLOCKS = re.findall(r"```yaml\n(.*?)```", README, re.S)
+GUARD_FILE = "# /etc/freezewatch/guard.yaml"
+GUARD_BLOCKS = [b for b in YAML_BLOCKS if b.startswith(GUARD_FILE)]
+SPEC_BLOCKS = [b for b in YAML_BLOCKS if not b.startswith(GUARD_FILE)]
 
 
 def test_the_readme_has_its_matrix_examples() -> None:
-    assert len(YAML_BLOCKS) >= 2
+    assert len(SPEC_BLOCKS) >= 2
+    assert GUARD_BLOCKS
 
 
-@pytest.mark.parametrize("block", YAML_BLOCKS, ids=lambda b: b.split("\n", 1)[0])
+@pytest.mark.parametrize("block", SPEC_BLOCKS, ids=lambda b: b.split("\n", 1)[0])
 def test_every_yaml_spec_in_the_readme_validates(block: str) -> None:
     spec = validate_spec(parse_spec_text(block))
     assert spec.profiles
+
+
+@pytest.mark.parametrize("block", GUARD_BLOCKS, ids=lambda b: b.split("\n", 1)[0])
+def test_the_readme_guard_file_is_read_by_the_agent(block: str) -> None:
+    """With the agent's own standard-library reader, as on the host."""
+    config = parse_config(parse_document(block, name="README guard.yaml"))
+    assert config.rules and config.actions
 
 
 def test_the_json_in_the_readme_commands_parses() -> None:

@@ -27,9 +27,15 @@ def monotonic() -> float:
     return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
+def _byte(m: re.Match[bytes]) -> bytes:
+    # A printed NUL stays ``\\x00``: no log line of ours carries a NUL character.
+    return m.group(0) if m.group(1) == b"00" else bytes([int(m.group(1), 16)])
+
+
 def unescape(raw: bytes) -> str:
-    """Undo the kernel's ``\\xNN`` escaping, then decode UTF-8 (invalid bytes replaced)."""
-    return _ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), raw).decode("utf-8", "replace")
+    """Undo the kernel's ``\\xNN`` escaping, then decode UTF-8 (invalid bytes replaced);
+    ``\\x00`` is kept as written."""
+    return _ESCAPE.sub(_byte, raw).decode("utf-8", "replace")
 
 
 def parse_record(

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from collector import db
 from collector.deploy.install import DeployOptions, deploy_agent, uninstall_agent
+from collector.deploy.report import InstallReport, UninstallReport
 from collector.errors import AppError
 from collector.remote.ssh import SSHClient
 from collector.settings import Settings
@@ -103,6 +104,7 @@ def run_deploy_cli(
         wait_s=args.wait,
     )
     factory, ssh = db.make_sessionmaker(engine), ssh or SSHClient()
+    report: InstallReport | UninstallReport
     try:
         if args.uninstall:
             report = uninstall_agent(factory, name=args.name, ssh=ssh, options=options)

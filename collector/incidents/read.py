@@ -193,17 +193,23 @@ def incident_detail(session: Session, *, incident_id: int) -> IncidentDetail:
     view = incident_view(incident, host)
     samples = snapshot.samples if snapshot is not None else []
     # The snapshot's own clock (the agent's) when it has samples, else the collector's.
-    end = max((s["ts"] for s in samples), default=None) or view.start or view.opened_at
-    window_s = snapshot.window_end - snapshot.window_start if snapshot is not None else 120.0
-    window = {"since": end - window_s, "until": end + WINDOW_AFTER_S}
+    end = float(max((s["ts"] for s in samples), default=None) or view.start or view.opened_at)
+    window_s = 120.0
+    if (
+        snapshot is not None
+        and snapshot.window_end is not None
+        and snapshot.window_start is not None
+    ):
+        window_s = snapshot.window_end - snapshot.window_start
+    since, until = end - window_s, end + WINDOW_AFTER_S
     return IncidentDetail.model_validate(
         {
             **dict(view),
-            "window": window,
-            "markers": kernel_markers(session, host_id=host.id, **window),
-            "phases": phase_bands(session, host_id=host.id, **window),
-            "matrix": matrix_windows(session, host_id=host.id, **window),
-            "guard": guard_firings(session, host_id=host.id, **window),
+            "window": {"since": since, "until": until},
+            "markers": kernel_markers(session, host_id=host.id, since=since, until=until),
+            "phases": phase_bands(session, host_id=host.id, since=since, until=until),
+            "matrix": matrix_windows(session, host_id=host.id, since=since, until=until),
+            "guard": guard_firings(session, host_id=host.id, since=since, until=until),
             "snapshot": snapshot,
             "kernel_alive": kernel_alive(session, incident=incident),
             "late_evidence": late_evidence(session, incident=incident),

@@ -22,7 +22,7 @@ from collector.schemas import WireLine
 _MERGE_SET = (
     "UPDATE lines SET seq = {m}, ts = {m}, source = {m}, priority = {m}, facility = {m}, "
     "text = {m}, truncated = {m}, fields = {m}, channels = channels | {agent}, "
-    "agent_received_at = {m} "
+    "agent_received_at = {m}, escaped = {m} "
 )
 _SEQ_FREE = (
     "AND seq IS NULL "
@@ -34,7 +34,7 @@ _AGENT_FIELDS = tuple(
     COLUMN[name]
     for name in (
         "seq", "ts", "source", "priority", "facility", "text", "truncated", "fields",
-        "received_at",
+        "received_at", "escaped",
     )
 )  # fmt: skip
 
@@ -57,6 +57,7 @@ def store_lines(session: Session, *, common: Common, lines: list[WireLine]) -> i
             text=text,
             truncated=truncated,
             fields=to_json(line.fields),
+            escaped=line.escaped,
         )
         usec = unkeyed_kernel_usec(line)
         if usec is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from collector.models import CHANNEL_AGENT, CHANNEL_NETCONSOLE
+from collector.models import CHANNEL_AGENT, CHANNEL_NETCONSOLE, fits
 from collector.schemas import WireSample, number
 
 SAMPLE_COLUMNS = (
@@ -21,6 +21,7 @@ SAMPLE_COLUMNS = (
 LINE_COLUMNS = (
     "host_id", "boot_pk", "received_at", "seq", "kseq", "ts", "source", "priority", "facility",
     "text", "truncated", "fields", "channels", "agent_received_at", "netconsole_received_at",
+    "escaped",
 )  # fmt: skip
 EVENT_COLUMNS = ("host_id", "boot_pk", "received_at", "seq", "ts", "kind", "data")
 COLUMN = {name: i for i, name in enumerate(LINE_COLUMNS)}
@@ -48,15 +49,18 @@ def line_row(
     truncated: bool,
     fields: str | None,
     channel: int = CHANNEL_AGENT,
+    escaped: bool = False,
 ) -> tuple[Any, ...]:
     """One line as a LINE_COLUMNS tuple; ``fields`` is already JSON, ``channel`` the one
-    channel that brought it (its arrival time is the batch's ``received_at``)."""
+    channel that brought it (its arrival time is the batch's ``received_at``), ``escaped``:
+    ``text`` went through ``escape_nul``."""
     received_at = common[2]
     return (
         *common,
         *(seq, kseq, ts, source, priority, facility, text, truncated, fields, channel),
         received_at if channel == CHANNEL_AGENT else None,
         received_at if channel == CHANNEL_NETCONSOLE else None,
+        escaped,
     )
 
 
@@ -72,10 +76,10 @@ def sample_row(common: Common, sample: WireSample) -> tuple[Any, ...]:
         sample.seq,
         sample.ts,
         sample.burst,
-        mem.get("MemTotal"),
-        mem.get("MemAvailable"),
-        mem.get("MemFree"),
-        (swap_total - swap_free) if swap_total is not None and swap_free is not None else None,
+        fits(mem.get("MemTotal")),
+        fits(mem.get("MemAvailable")),
+        fits(mem.get("MemFree")),
+        fits(swap_total - swap_free) if swap_total is not None and swap_free is not None else None,
         _psi(psi, "memory", "some"),
         _psi(psi, "memory", "full"),
         _psi(psi, "cpu", "some"),
@@ -83,7 +87,7 @@ def sample_row(common: Common, sample: WireSample) -> tuple[Any, ...]:
         _psi(psi, "io", "full"),
         (sample.load or {}).get("1"),
         number(gpu.get("util")),
-        number(gpu.get("mem_used")),
+        fits(number(gpu.get("mem_used"))),
         number(gpu.get("power_w")),
         number(vllm.get("running")),
         number(vllm.get("waiting")),

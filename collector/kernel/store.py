@@ -12,13 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from sqlalchemy import Integer
 from sqlalchemy.orm import Session
 
 from agent.kernel.classify import KernelEvent
 from collector import db
 from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER, assign_occurrences, count_stored
 from collector.kernel.vllm_context import correlate
-from collector.models import KernelEventRow, table_of
+from collector.models import KernelEventRow, fits, table_of
 
 _TABLE = table_of(KernelEventRow)
 # The classifier's fields that are columns, with the length a text column holds.
@@ -26,6 +27,9 @@ EVENT_COLUMNS = tuple(f.name for f in fields(KernelEvent) if f.name in _TABLE.c)
 _LENGTHS = {
     name: length for name in EVENT_COLUMNS if (length := getattr(_TABLE.c[name].type, "length", 0))
 }
+# Numbers parsed out of kernel text (Xid codes, pids) that a 32-bit column cannot hold are
+# left out of it; the line's text (and the event's ``code``) keep them.
+_INT32 = frozenset(n for n in EVENT_COLUMNS if isinstance(_TABLE.c[n].type, Integer))
 
 
 @dataclass(slots=True)
@@ -64,6 +68,8 @@ class NewKernelEvent:
         for name in EVENT_COLUMNS:
             value = getattr(self.event, name)
             length = _LENGTHS.get(name)
+            if name in _INT32:
+                value = fits(value, 32)
             values[name] = value[:length] if length and isinstance(value, str) else value
         return values
 

@@ -48,13 +48,17 @@ class NetconsoleRecord:
     body: bytes = b""  # raw body after ';' (what fragments are reassembled from)
 
 
+def _byte(m: re.Match[bytes]) -> bytes:
+    # A printed NUL stays ``\\x00``, as the agent's kmsg reader keeps it: one record, one text.
+    return m.group(0) if m.group(1) == b"00" else bytes((int(m.group(1), 16),))
+
+
 def unescape(raw: bytes) -> str:
-    """Undo the kernel's ``\\xNN`` escaping and decode UTF-8 (bad bytes become U+FFFD)."""
+    """Undo the kernel's ``\\xNN`` escaping (``\\x00`` kept) and decode UTF-8 (bad bytes
+    become U+FFFD)."""
     if b"\\" not in raw:  # the common case: skip the regex
         return raw.decode("utf-8", errors="replace")
-    return _ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), raw).decode(
-        "utf-8", errors="replace"
-    )
+    return _ESCAPE.sub(_byte, raw).decode("utf-8", errors="replace")
 
 
 def parse_datagram(raw: bytes) -> NetconsoleRecord:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -20,12 +20,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from agent.kernel.classify import KernelEvent, classify_kernel_line
 from collector import db
 from collector.hosts.registry import UNKNOWN_BOOT, boot_pk
-from collector.ingest.rows import LINE_COLUMNS, line_row, to_json
+from collector.ingest.rows import LINE_COLUMNS, line_row
 from collector.kernel.alerting import enqueue_kernel_events
 from collector.kernel.attribution import Site, attribute_reports, site_of
 from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER
 from collector.kernel.store import store_kernel_events
 from collector.models import CHANNEL_NETCONSOLE, Host, Line, NetconsoleDatagram, NetconsoleStats
+from collector.netconsole.fit import record_fields, storable
 from collector.netconsole.loss import MsgidTracker
 from collector.netconsole.records import RawDatagram, ReceivedRecord
 from collector.settings import Settings
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 
 PRUNE_EVERY_S = 3600.0
 STORE_CHUNK = 1000
-
 
 RAW_COLUMNS = ("host_id", "source_addr", "source_port", "received_at", "raw")
 RAW_NAMES = ", ".join(RAW_COLUMNS)
@@ -55,27 +55,6 @@ def _upsert_sql(mark: str) -> str:
         "netconsole_received_at = "
         "COALESCE(lines.netconsole_received_at, excluded.netconsole_received_at)"
     )
-
-
-def _record_fields(rec: ReceivedRecord) -> str | None:
-    r = rec.record
-    fields: dict[str, Any] = dict(r.fields)
-    # Hot path of a storm: plain ifs, one reused encoder.
-    if r.usec is not None:
-        fields["usec"] = r.usec
-    if r.msgid is not None:
-        fields["msgid"] = r.msgid
-    if r.cpu is not None:
-        fields["cpu"] = r.cpu
-    if r.taskname is not None:
-        fields["taskname"] = r.taskname
-    if r.release is not None:
-        fields["release"] = r.release
-    if r.caller is not None:
-        fields["caller"] = r.caller
-    if r.missing_bytes:
-        fields["missing_bytes"] = r.missing_bytes
-    return to_json(fields) if fields else None
 
 
 class NetconsoleStore:
@@ -165,7 +144,7 @@ class NetconsoleStore:
             host = hosts[host_id]
             if host is None:  # deleted since the allowlist was loaded
                 continue
-            r = rec.record
+            r, escaped = storable(rec.record)
             boot = self._boot_pk(session, host, r.boot or host.current_boot_id or UNKNOWN_BOOT)
             counts = stats.setdefault(host_id, [0, 0, 0, 0.0])
             counts[0] += 1
@@ -186,13 +165,15 @@ class NetconsoleStore:
                 facility=r.facility,
                 text=r.text,
                 truncated=r.incomplete,
-                fields=_record_fields(rec),
+                fields=record_fields(r),
                 channel=CHANNEL_NETCONSOLE,
+                escaped=escaped,
             )
             (keyed if r.kseq is not None else plain).append(row)
             event = classify_kernel_line(r.text)
             if event is not None:
-                hits.append(_Hit(host, boot, r.boot or host.current_boot_id, rec, event))
+                boot_id = r.boot or host.current_boot_id
+                hits.append(_Hit(host, boot, boot_id, replace(rec, record=r), event))
             else:
                 site = site_of(r.text)
                 if site is not None:

@@ -6,18 +6,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError
+from pydantic import AliasChoices, BeforeValidator, Field, TypeAdapter, ValidationError
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import instance_dict
 
 from collector.errors import BadRequest
-from collector.models import KERNEL_SOURCES, Base, Line, Sample
+from collector.models import KERNEL_SOURCES, Base, Host, Line, Sample
 from collector.readback.timebase import to_agent
 from collector.schemas import AgentTime, OutModel, ReportedScalar, first_entry, on_collector_clock
 
 MAX_LIMIT = 10_000
 LAST_KERNEL_LINES = 20
+# A sample stamped further than this after its host was last heard (a clock in 2100, or a
+# test value) is stored and listed, never the host's latest: the host's clock offset shows the
+# skew. One stamped in 1970 is older than every real sample, so never the latest either.
+LATEST_AHEAD_S = 86400.0
 
 
 class SampleOut(OutModel):
@@ -27,7 +31,7 @@ class SampleOut(OutModel):
 
     seq: int
     ts: AgentTime
-    agent_ts: float = Field(validation_alias="ts")
+    agent_ts: float = Field(validation_alias=AliasChoices("ts"))
     received_at: float
     burst: bool
     mem_total: int | None
@@ -57,13 +61,15 @@ class LineOut(OutModel):
     seq: int | None
     kseq: int | None
     ts: AgentTime
-    agent_ts: float = Field(validation_alias="ts")
+    agent_ts: float = Field(validation_alias=AliasChoices("ts"))
     received_at: float
     source: str
     priority: int | None
     facility: int | None
     text: str
     truncated: bool
+    # Its text held NUL characters, stored escaped (see the README: "What ingest accepts").
+    escaped: bool
     fields: dict[str, Any] | None
 
 
@@ -123,19 +129,25 @@ def lines_out(rows: Iterable[Line], offset: float = 0.0) -> list[LineOut]:
 
 def samples_json(rows: Iterable[Sample]) -> list[dict[str, Any]]:
     """``SampleOut`` of each row as plain JSON data, to store or send (snapshots, alerts)."""
-    return SAMPLES.dump_python(samples_out(rows), mode="json")
+    out: list[dict[str, Any]] = SAMPLES.dump_python(samples_out(rows), mode="json")
+    return out
 
 
 def lines_json(rows: Iterable[Line]) -> list[dict[str, Any]]:
     """``LineOut`` of each row as plain JSON data, to store or send (snapshots, alerts)."""
-    return LINES.dump_python(lines_out(rows), mode="json")
+    out: list[dict[str, Any]] = LINES.dump_python(lines_out(rows), mode="json")
+    return out
 
 
 def latest_sample(session: Session, *, host_id: int) -> Sample | None:
-    """The host's newest sample by the agent's clock."""
-    return session.scalar(
-        select(Sample).where(Sample.host_id == host_id).order_by(Sample.ts.desc()).limit(1)
-    )
+    """The host's newest sample by the agent's clock, none stamped more than LATEST_AHEAD_S
+    after the host's last heartbeat (our clock)."""
+    query = select(Sample).where(Sample.host_id == host_id)
+    host = session.get(Host, host_id)
+    if host is not None and host.last_seen_at is not None:
+        seen = host.last_seen_at.timestamp()
+        query = query.where(Sample.ts <= seen + LATEST_AHEAD_S)
+    return session.scalar(query.order_by(Sample.ts.desc()).limit(1))
 
 
 def last_kernel_lines(

@@ -187,10 +187,10 @@ def host_timeline(
     until = now if until is None else until
     since = until - DEFAULT_SPAN_S if since is None else since
     step = nice_step(until - since, DEFAULT_POINTS) if step is None else step
-    window = {"host_id": host.id, "since": since, "until": until}
     offset = timebase.offset_s(host)
     # Markers and phases are looked up on the agent's clock, and moved back to ours.
-    agent = {"host_id": host.id, "since": since - offset, "until": until - offset}
+    window = {"since": since, "until": until}
+    agent = {"since": since - offset, "until": until - offset}
     return TimelineOut.model_validate(
         {
             "host": host.name,
@@ -199,11 +199,13 @@ def host_timeline(
             "step": step,
             "now": now,
             "clock_offset_s": offset,
-            "series": bucketed_samples(session, step=step, offset=offset, **window),
-            "markers": kernel_markers(session, offset=offset, **agent),
-            "phases": phase_bands(session, offset=offset, **agent),
-            "incidents": incident_spans(session, **window),
-            "matrix": matrix_windows(session, **window),
-            "guard": guard_firings(session, **window),
+            "series": bucketed_samples(
+                session, host_id=host.id, step=step, offset=offset, **window
+            ),
+            "markers": kernel_markers(session, host_id=host.id, offset=offset, **agent),
+            "phases": phase_bands(session, host_id=host.id, offset=offset, **agent),
+            "incidents": incident_spans(session, host_id=host.id, **window),
+            "matrix": matrix_windows(session, host_id=host.id, **window),
+            "guard": guard_firings(session, host_id=host.id, since=since, until=until),
         }
     )

@@ -7,13 +7,14 @@ its current server start, so a start that began before the restart keeps being f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from collector.models import HostEvent, Line, VllmPhase, VllmStart
+from collector.models import HostEvent, Line, VllmPhase, VllmStart, fits
 from collector.vllm.log_parser import PLAN_FIELDS, StartupPlan, VllmLogParser
 
 # The StartupPlan fields stored as columns of vllm_starts (the `inspect --json` contract).
@@ -138,10 +139,20 @@ def store_vllm_lines(
     return events
 
 
+def _storable(value: Any) -> Any:
+    """A number parsed out of a log line as a column holds it: a 64-bit integer, a finite
+    float; one that does not fit is left out (the line keeps it)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return fits(value)
+    return value
+
+
 def sync_start(row: VllmStart, plan: StartupPlan) -> None:
     """Copy the parser's view of one server start onto its row."""
     for name in PLAN_COLUMNS:
-        setattr(row, name, getattr(plan, name))
+        setattr(row, name, _storable(getattr(plan, name)))
     row.vllm_version = plan.vllm_version[:64] if plan.vllm_version else None
     row.phase = plan.phase
     row.outcome = plan.outcome
@@ -150,4 +161,4 @@ def sync_start(row: VllmStart, plan: StartupPlan) -> None:
     whole: dict[str, Any] = plan.to_dict()
     whole.pop("phases")
     whole.update({name: getattr(plan, name) for name in PLAN_EXTRAS})
-    row.plan = whole
+    row.plan = {name: _storable(value) for name, value in whole.items()}

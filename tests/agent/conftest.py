@@ -30,6 +30,8 @@ class FakeCollector:
         self.kseqs: dict[str, list[int]] = {}  # boot -> kseqs stored, in arrival order
         self.duplicate_kseqs = 0
         self.status = 200  # set to 500/422/... to make it answer that
+        # A status for the batches it must fail (None: stored), as a record no database holds.
+        self.refuse: Callable[[dict[str, Any]], int | None] | None = None
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
         self.connections: set[socket.socket] = set()
@@ -62,6 +64,9 @@ class FakeCollector:
                     return self._answer(401, {"detail": "bad token"})
                 if collector.status != 200:
                     return self._answer(collector.status, {"detail": "configured failure"})
+                status = collector.refuse(json.loads(body)) if collector.refuse else None
+                if status is not None:
+                    return self._answer(status, {"detail": "this batch fails"})
                 self._answer(200, collector.ingest(json.loads(body)))
 
             def _answer(self, status: int, payload: dict[str, Any]) -> None:

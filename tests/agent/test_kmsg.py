@@ -56,6 +56,8 @@ def test_facility_level_split_and_escapes() -> None:
     line = parse_record(b"12,347,1,-;from userspace", **fixed_clock())
     assert line is not None and (line["facility"], line["priority"]) == (1, 4)
     assert unescape(rb"tab\x09and \x5c and caf\xc3\xa9") == "tab\tand \\ and café"
+    # a printed NUL is kept as the kernel wrote it: no line carries a NUL character
+    assert unescape(rb"nul \x00 here") == "nul \\x00 here"
     assert parse_record(b"garbage without header", **fixed_clock()) is None
     assert parse_record(b"x,1,2,-;bad prio", **fixed_clock()) is None
 

@@ -1,4 +1,5 @@
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -335,3 +336,75 @@ def test_a_refusing_port_is_retried_every_interval_a_silent_one_backs_off(
         clock.now += 0.25
     gaps = [b - a for a, b in itertools.pairwise(attempts)]
     assert max(gaps) == pytest.approx(MAX_RETRY_DELAY_S, abs=0.3)
+
+
+def poison(status: int) -> Any:
+    """The collector's answer to any batch holding the line ``poison`` (a test input)."""
+    return lambda body: status if any(ln["text"] == "poison" for ln in body["lines"]) else None
+
+
+def vline(text: str) -> dict[str, Any]:
+    return {"ts": 1764400000.0, "source": "vllm", "text": text}
+
+
+def dead_letters(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "dead-letter.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_batch_failing_with_5xx_never_holds_back_heartbeats_and_is_split_after_five(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    shipper, outbox, clock = make(tmp_path, collector)
+    shipper.start()
+    collector.refuse = poison(500)
+    for text in ("before", "poison", "after"):
+        outbox.put_line(vline(text))
+    beats = []
+    for _ in range(4):  # four 5xx answers in a row, backing off: the batch waits in the spool
+        shipper.ship()
+        beats.append(collector.batches[-1])
+        clock.now += MAX_RETRY_DELAY_S
+    assert shipper.spool and not dead_letters(tmp_path)
+    # every ship still reached the collector: an empty batch, so the host stays up
+    assert [(b["samples"], b["lines"]) for b in beats] == [([], [])] * 4
+    shipper.ship()  # the fifth failure: split until the failing line stands alone
+    assert not shipper.spool
+    texts = [ln["text"] for b in collector.batches for ln in b["lines"]]
+    assert sorted(texts) == ["after", "before"]
+    (letter,) = dead_letters(tmp_path)
+    assert letter["record"]["text"] == "poison" and "HTTP 500" in letter["why"]
+    collector.refuse = None
+    shipper.ship()
+    events = [e for b in collector.batches for e in b["events"] if e["kind"] == "dead_lettered"]
+    assert [(e["data"]["lines"], e["data"]["file"]) for e in events] == [
+        (1, str(tmp_path / "dead-letter.jsonl"))
+    ]
+
+
+@pytest.mark.parametrize("status", [400, 422, 413])
+def test_a_record_refused_for_good_is_set_aside_at_once_and_its_neighbours_delivered(
+    tmp_path: Path, collector: FakeCollector, status: int
+) -> None:
+    shipper, outbox, _ = make(tmp_path, collector)
+    shipper.start()
+    collector.refuse = poison(status)
+    for text in ("a", "poison", "b", "c"):
+        outbox.put_line(vline(text))
+    shipper.ship()
+    assert not shipper.spool
+    assert sorted(ln["text"] for b in collector.batches for ln in b["lines"]) == ["a", "b", "c"]
+    assert [d["record"]["text"] for d in dead_letters(tmp_path)] == ["poison"]
+
+
+def test_no_answer_is_never_a_refusal_the_batch_stays_spooled(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    shipper, outbox, _ = make(tmp_path, collector)
+    shipper.start()
+    shipper.failing.split_after = 1
+    collector.refuse = poison(500)
+    outbox.put_line(vline("poison"))
+    collector.stop()
+    shipper.ship()
+    assert shipper.spool and not dead_letters(tmp_path)  # no answer is not a refusal

@@ -32,14 +32,16 @@ RECORDS = 300
 pytestmark = pytest.mark.timeout(180)
 
 
-def start_agent(collector: CollectorProcess, token: str, tmp_path: Path) -> subprocess.Popen[bytes]:
+def start_agent(
+    collector: CollectorProcess, token: str, tmp_path: Path, *extra: str
+) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FREEZEWATCH_AGENT_TOKEN": token}
     cmd = [
         sys.executable, "-m", "agent", "--collector", collector.url, "--host-name", HOST,
         "--interval", "0.2", "--proc-root", str(FIXTURES / "proc"),
         "--kmsg", str(tmp_path / "kmsg"), "--state-dir", str(tmp_path / "state"),
         "--no-gpu", "--container-label", "", "--canary-interval", "0", "--timeout", "2",
-        "--pstore-dir", str(tmp_path / "pstore"),
+        "--pstore-dir", str(tmp_path / "pstore"), *extra,
     ]  # fmt: skip
     log = open(tmp_path / "agent.log", "ab")  # noqa: SIM115 - lives as long as the process
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=log)

@@ -63,3 +63,7 @@ def test_non_dictionary_continuation_kept_as_text() -> None:
     r = parse_datagram(b"6,5,1,-;first\nnot a dict line\n KEY=v")
     assert r.text == "first\nnot a dict line"
     assert r.fields == {"KEY": "v"}
+
+
+def test_a_printed_nul_is_kept_as_written() -> None:
+    assert unescape(b"nul \\x00 and tab \\x09") == "nul \\x00 and tab \t"

@@ -421,3 +421,29 @@ def test_the_frozen_boots_journal_joins_the_copies_already_stored(nc_hooked: Col
     replay = agent_batch(c, token, catchup)
     assert replay["stored"]["lines"] == 0 and replay["duplicates"]["lines"] == 5
     assert len(nc_lines(c)) == 6
+
+
+def test_nul_and_overflowing_numbers_are_stored_not_dropped(nc: Collector) -> None:
+    """Test inputs: a plain datagram with a raw NUL, a printed ``\\x00``, an Xid line whose
+    numbers no 32-bit column holds, a header seq of 30 digits. All stored, none an error."""
+    add_nc_host(nc)
+    big = b"9" * 25
+    send(
+        nc,
+        [
+            b"plain \x00 console text\n",
+            ext(20, body(b"printed \\x00 stays")),
+            ext(21, body(b"NVRM: Xid (PCI:0000:01:00): " + big + b", pid=" + big + b", name=x")),
+            b"6,%s,1000000,-;huge seq" % (b"9" * 30),
+        ],
+    )
+    wait_until(lambda: len(nc_lines(nc)) == 4, "four records")
+    lines = {line.text: line for line in nc_lines(nc)}
+    assert lines["plain \\x00 console text"].escaped
+    assert not lines["printed \\x00 stays"].escaped
+    assert lines["huge seq"].kseq is None
+    with session(nc) as s:
+        events = list(s.scalars(select(KernelEventRow)))
+    assert [(e.kind, e.xid, e.pid) for e in events] == [("xid", None, None)]
+    stats = nc.client.get("/api/v1/netconsole", headers=nc.admin).json()
+    assert stats["store_errors"] == 0, stats
