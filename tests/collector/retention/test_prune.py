@@ -45,7 +45,14 @@ def small_batches(db_url: str) -> Iterator[Collector]:
 
 def line(seq: int, ts: float, text: str, *, priority: int, source: str = "kmsg") -> dict[str, Any]:
     kseq = seq if source == "kmsg" else None
-    return {"seq": seq, "ts": ts, "source": source, "priority": priority, "kseq": kseq, "text": text}
+    return {
+        "seq": seq,
+        "ts": ts,
+        "source": source,
+        "priority": priority,
+        "kseq": kseq,
+        "text": text,
+    }
 
 
 def feed(c: Collector, token: str, host: str, *, at: float, seq: int) -> None:
