@@ -56,9 +56,10 @@ def _tune_sqlite(engine: Engine) -> None:
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # pysqlite: let SQLAlchemy emit BEGIN itself
         cur = dbapi_conn.cursor()
-        # Pruned pages go back to the disk (reclaim_space). Only a new file takes it (set before
-        # WAL writes its header); an existing one keeps its mode until a full reclaim_space.
-        cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        # Pruned pages go back to the disk (reclaim_space). Set on a new file only (before WAL
+        # writes the header; it takes the write lock); others wait for a full reclaim_space.
+        if cur.execute("PRAGMA page_count").fetchone()[0] == 0:
+            cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA busy_timeout=30000")
@@ -264,17 +265,12 @@ def migrate(url: str) -> None:
         command.upgrade(cfg, "head")
         return
     engine = create_engine(normalize_url(url), poolclass=NullPool)
-    with engine.connect() as conn:
+    with engine.connect() as conn:  # not pooled: closing it releases the lock, error or not
         conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})
         conn.commit()
-        try:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
-            conn.commit()
-        finally:
-            conn.rollback()
-            conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK})
-            conn.commit()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+        conn.commit()
     engine.dispose()
 
 

@@ -11,7 +11,7 @@ from collector import db
 from collector.deps import AdminDep, NetconsoleDep, NowDep, SessionDep, SettingsDep, SSHDep
 from collector.guard.report import guard_dict
 from collector.hosts import registry
-from collector.hosts.config import HostPatch, configure_host, host_config_dict
+from collector.hosts.config import HostPatch, configure_host, host_config_dict, set_retention
 from collector.incidents.read import open_incident_brief
 from collector.kernel.read import list_events, list_occurrences
 from collector.liveness.status import set_paused
@@ -21,6 +21,7 @@ from collector.readback import series, timebase, timeline
 from collector.readback.downsample import bucketed_samples
 from collector.readback.guard_events import guard_firings
 from collector.readback.losses import spool_losses
+from collector.retention.usage import host_storage
 from collector.schemas import first_entry
 from collector.timeutil import to_epoch
 from collector.vllm.status import latest_vllm_phase, vllm_status
@@ -88,7 +89,11 @@ def list_hosts(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
 
 
 @router.get("/{name}")
-def get_host(name: str, session: SessionDep, _: AdminDep, now: NowDep) -> dict[str, Any]:
+def get_host(
+    name: str, session: SessionDep, settings: SettingsDep, _: AdminDep, now: NowDep
+) -> dict[str, Any]:
+    """The host, its latest sample, its kernel channels' health, its spool losses and its disk
+    use (``storage``: rows and estimated bytes per kind, with the days each kind is kept)."""
     host = registry.get_host(session, name=name)
     latest = series.latest_sample(session, host_id=host.id)
     expect = ("kmsg", "netconsole") if host.netconsole_from else ("kmsg",)
@@ -99,6 +104,7 @@ def get_host(name: str, session: SessionDep, _: AdminDep, now: NowDep) -> dict[s
         "canary": canary_report(session, host_id=host.id, expect=expect, now=now.timestamp()),
         "netconsole": netconsole_report(session, host_id=host.id),
         "spool_losses": spool_losses(session, host_id=host.id, offset=offset),
+        "storage": host_storage(session, host=host, settings=settings, now=now.timestamp()),
     }
 
 
@@ -135,6 +141,8 @@ def patch_host(
         set_paused(session, host=host, paused=body.paused, now=now, settings=settings)
     if "netconsole_from" in body.model_fields_set:
         registry.set_netconsole_from(session, host=host, addrs=body.netconsole_from or [])
+    if body.retention is not None:
+        set_retention(session, host=host, changes=body.retention)
         if netconsole is not None:
             # The receiver reloads its allowlist from the database: after the commit.
             db.after_commit(session, netconsole.allowlist.invalidate)

@@ -140,3 +140,23 @@ def host_usage(measurement: Measurement, *, host: Host, settings: Settings) -> l
         size = round(sum(estimate)) if sizes else None
         out.append(KindUsage(kind=kind, rows=rows, bytes=size, retention_days=days[kind]))
     return out
+
+
+def host_storage(session: Session, *, host: Host, settings: Settings, now: float) -> dict[str, Any]:
+    """``{"measured_at", "bytes", "kinds": [KindUsage...]}`` of one host (the host API's and the
+    host page's ``storage``)."""
+    measurement = current(session, now=now)
+    kinds = host_usage(measurement, host=host, settings=settings)
+    total = sum(k["bytes"] or 0 for k in kinds) if measurement["tables"] else None
+    return {"measured_at": measurement["measured_at"], "bytes": total, "kinds": kinds}
+
+
+def human_bytes(n: float | None) -> str:
+    """``1.5 GiB``; ``?`` where the engine could not size its tables."""
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
