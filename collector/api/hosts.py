@@ -141,11 +141,11 @@ def patch_host(
         set_paused(session, host=host, paused=body.paused, now=now, settings=settings)
     if "netconsole_from" in body.model_fields_set:
         registry.set_netconsole_from(session, host=host, addrs=body.netconsole_from or [])
-    if body.retention is not None:
-        set_retention(session, host=host, changes=body.retention)
         if netconsole is not None:
             # The receiver reloads its allowlist from the database: after the commit.
             db.after_commit(session, netconsole.allowlist.invalidate)
+    if body.retention is not None:
+        set_retention(session, host=host, changes=body.retention)
     return {**host_summary(host), **facts}
 
 
