@@ -58,6 +58,7 @@ bench: venv
 	$(PY) bench/netconsole.py
 	$(PY) bench/ui.py
 	$(PY) bench/replay.py
+	$(PY) bench/retention.py
 	$(PY) bench/memory.py --minutes 10
 
 agent-bundle: venv

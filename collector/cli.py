@@ -1,5 +1,5 @@
 """freezewatch-collector: serve | migrate | add-host | deploy-agent | demo | inspect | matrix |
-agent-bundle | guard."""
+agent-bundle | guard | storage."""
 
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ from collector.deploy.cli import add_deploy_parser, run_deploy_cli
 from collector.errors import AppError
 from collector.guard.cli import add_guard_parser, run_guard_cli
 from collector.hosts import registry
-from collector.hosts.config import HostPatch, PowerControl, configure_host, set_power
+from collector.hosts.config import HostPatch, PowerControl, configure_host, set_power, set_retention
 from collector.inspect import add_inspect_parser, run_inspect
 from collector.main import create_app
 from collector.matrix.cli import add_matrix_parser, run_matrix_cli
 from collector.remote.ssh import SSHClient
+from collector.retention.cli import add_storage_parser, run_storage_cli
 from collector.settings import Settings
 
 log = logging.getLogger("freezewatch")
@@ -89,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
         'e.g. \'["ipmitool", "-H", "bmc", "chassis", "power", "cycle"]\' ("" removes it)',
     )
     add.add_argument(
+        "--retain",
+        action="append",
+        default=[],
+        metavar="KIND=DAYS",
+        help="keep this host's KIND DAYS days (0: until deleted, '': the default; repeatable)",
+    )
+    add.add_argument(
         "--power-after", type=float, metavar="S", help="seconds without the host first (300)"
     )
 
@@ -122,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_matrix_parser(sub)
     add_inspect_parser(sub)
     add_guard_parser(sub)
+    add_storage_parser(sub)
     return parser
 
 
@@ -191,7 +200,8 @@ def cmd_add_host(args: argparse.Namespace) -> int:
     engine = db.make_engine(settings.db_url)
     token: str | None = None
     try:
-        addrs = HostPatch(netconsole_from=args.netconsole_from).netconsole_from or []
+        patch = HostPatch(netconsole_from=args.netconsole_from, retention=_retain(args.retain))
+        addrs = patch.netconsole_from or []
         with db.session_scope(db.make_sessionmaker(engine)) as session:
             if args.rotate_token or args.update:
                 host = registry.get_host(session, name=args.name)
@@ -214,6 +224,8 @@ def cmd_add_host(args: argparse.Namespace) -> int:
                 grace_s=args.grace,
                 restart_agent=True if args.restart_agent else None,
             )
+            if patch.retention:
+                set_retention(session, host=host, changes=patch.retention)
             if args.power_cycle is not None:
                 set_power(session, host=host, power=_power(args.power_cycle, args.power_after))
     except AppError as exc:
@@ -235,6 +247,13 @@ def cmd_add_host(args: argparse.Namespace) -> int:
     print(f"host {args.name!r} registered; agent token (shown once, stored hashed):")
     print(token)
     return 0
+
+
+def _retain(specs: list[str]) -> dict[str, float | None]:
+    try:
+        return {k: float(d) if d else None for k, _, d in (s.partition("=") for s in specs)}
+    except ValueError:
+        raise AppError(f"--retain takes KIND=DAYS, not {specs}") from None
 
 
 def _power(argv_json: str, after_s: float | None) -> PowerControl | None:
@@ -277,6 +296,7 @@ COMMANDS = {
     "matrix": run_matrix_cli,
     "inspect": run_inspect,
     "guard": run_guard_cli,
+    "storage": run_storage_cli,
 }
 
 

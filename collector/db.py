@@ -17,13 +17,16 @@ from alembic.config import Config
 from sqlalchemy import CursorResult, Engine, Executable, Float, Table, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
 from sqlalchemy.sql.expression import FunctionElement
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 AFTER_COMMIT = "after_commit"
 READ_ONLY = "freezewatch_read_only"  # connection execution option: see read_scope
+MIGRATION_LOCK = 0x66776D67  # "fwmg": collectors started at once on PostgreSQL take turns
 
 
 def normalize_url(url: str) -> str:
@@ -54,6 +57,10 @@ def _tune_sqlite(engine: Engine) -> None:
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # pysqlite: let SQLAlchemy emit BEGIN itself
         cur = dbapi_conn.cursor()
+        # Pruned pages go back to the disk (reclaim_space). Set on a new file only (before WAL
+        # writes the header; it takes the write lock); others wait for a full reclaim_space.
+        if cur.execute("PRAGMA page_count").fetchone()[0] == 0:
+            cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA busy_timeout=30000")
@@ -129,9 +136,8 @@ def insert(session: Session, table: Any) -> Any:
 def lock_for_update(session: Session, row: Any) -> None:
     """Re-read ``row`` under a row lock. SQLite needs none: its transactions here begin
     IMMEDIATE, holding the database's one write lock."""
-    if not is_postgres(session):
-        return
-    session.refresh(row, with_for_update=True)
+    if is_postgres(session):
+        session.refresh(row, with_for_update=True)
 
 
 def copy_rows(
@@ -251,8 +257,62 @@ def alembic_config(url: str) -> Config:
 
 
 def migrate(url: str) -> None:
-    """Bring the schema to head (idempotent; `serve` calls it before accepting traffic)."""
-    command.upgrade(alembic_config(url), "head")
+    """Bring the schema to head (idempotent; `serve` calls it before accepting traffic). On
+    PostgreSQL under an advisory lock; on SQLite the migration's BEGIN IMMEDIATE serializes."""
+    cfg = alembic_config(url)
+    if make_url(normalize_url(url)).get_backend_name() != "postgresql":
+        command.upgrade(cfg, "head")
+        return
+    engine = create_engine(normalize_url(url), poolclass=NullPool)
+    with engine.connect() as conn:  # not pooled: closing it releases the lock, error or not
+        conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})
+        conn.commit()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+        conn.commit()
+    engine.dispose()
+
+
+def table_bytes(session: Session) -> dict[str, int]:
+    """Bytes on disk per table, indexes included; {} on an SQLite built without dbstat."""
+    sql = (
+        "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n"
+        " ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname = current_schema()"
+        if is_postgres(session)
+        else "SELECT m.tbl_name, SUM(d.pgsize) FROM dbstat AS d JOIN sqlite_master AS m"
+        " ON m.name = d.name WHERE d.aggregate = 1 GROUP BY m.tbl_name"
+    )
+    try:
+        return {str(name): int(size or 0) for name, size in session.execute(text(sql)).all()}
+    except OperationalError:
+        return {}
+
+
+def reclaim_space(
+    factory: sessionmaker[Session], *, tables: Sequence[str] = (), full: bool = False
+) -> None:
+    """Give back what pruning freed. PostgreSQL: a plain VACUUM of ``tables`` (all: none named),
+    which blocks no writer, so new rows reuse the dead rows' space. SQLite with auto_vacuum
+    INCREMENTAL: ``incremental_vacuum`` in steps of 2048 pages, each a short write lock; ``full``
+    switches any file to INCREMENTAL and rewrites it (VACUUM: needs the file's size free on disk
+    and holds the write lock throughout)."""
+    engine = factory.kw["bind"]
+    if engine.dialect.name == "postgresql":
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql(f"VACUUM (ANALYZE) {', '.join(tables)}".strip())
+        return
+    raw = engine.raw_connection()
+    try:
+        lite = raw.driver_connection
+        if full:
+            lite.executescript("PRAGMA auto_vacuum=INCREMENTAL; VACUUM")
+        if lite.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:  # INCREMENTAL
+            for _ in range(1024):  # bounded: at most 8 GiB of 4 KiB pages a call
+                if lite.execute("PRAGMA freelist_count").fetchone()[0] == 0:
+                    break
+                lite.executescript("PRAGMA incremental_vacuum(2048)")  # execute(): one page
+    finally:
+        raw.close()
 
 
 def changed_rows(session: Session, statement: Executable) -> int:

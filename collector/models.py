@@ -168,6 +168,16 @@ class Meta(Base):
     value: Mapped[str] = mapped_column(Text)
 
 
+# What retention prunes, oldest first (see collector.retention): raw 1 s samples, their minute
+# rollups, log lines, kernel lines at priority <= KERNEL_KEEP_PRIORITY (kept longer), classified
+# kernel events, agent and collector events, and resolved incidents with their evidence. Matrix
+# runs are kept until deleted.
+RETENTION_KINDS = (
+    "samples", "rollups", "lines", "kernel_lines", "kernel_events", "events", "incidents",
+)  # fmt: skip
+KERNEL_KEEP_PRIORITY = 3
+
+
 class Host(Base):
     __tablename__ = "hosts"
     __table_args__ = (Index("ix_hosts_overdue_at", "overdue_at"),)
@@ -212,6 +222,9 @@ class Host(Base):
     guard_state: Mapped[str | None] = mapped_column(String(16))
     guard: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     guard_reported_at: Mapped[float | None] = mapped_column(Float)
+    # Days to keep each RETENTION_KINDS kind of this host's data, where it differs from the
+    # collector's FREEZEWATCH_RETAIN_* defaults (0: kept until deleted); null: the defaults.
+    retention: Mapped[dict[str, float] | None] = mapped_column(JSON)
 
 
 class Boot(Base):

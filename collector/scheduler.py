@@ -21,6 +21,8 @@ from collector.liveness.checker import check_heartbeats, prober, start_pre_probe
 from collector.liveness.collector_runs import release_held_alerts, tick_collector_alive
 from collector.liveness.preprobes import PreProbes
 from collector.remote.ssh import SSHClient
+from collector.retention.prune import prune
+from collector.retention.usage import measure_if_due
 from collector.settings import Settings
 from collector.timeutil import from_epoch
 
@@ -127,4 +129,11 @@ def build_scheduler(
         settings.postmortem_interval_s,
         lambda: collect_postmortems(session_factory, now=now(), settings=settings, ssh=ssh),
     )
+
+    def keep_within_retention() -> None:
+        at = clock()
+        prune(session_factory, now=at, settings=settings)
+        measure_if_due(session_factory, now=at, settings=settings)
+
+    add("retention", settings.retention_interval_s, keep_within_retention)
     return scheduler

@@ -95,6 +95,24 @@ class Settings(BaseSettings):
     postmortem_retry_s: float = Field(10.0, gt=0)
     pstore_dir: str = "/sys/fs/pstore"
 
+    # Retention (issue 19): days each kind of data is kept (0: kept until deleted); a host's own
+    # ``retention`` overrides these. Kernel lines at priority <= 3 (err and worse) outlive the
+    # other lines; matrix runs are kept until deleted.
+    retain_samples_days: float = Field(30.0, ge=0)
+    retain_rollups_days: float = Field(365.0, ge=0)
+    retain_lines_days: float = Field(90.0, ge=0)
+    retain_kernel_lines_days: float = Field(365.0, ge=0)
+    retain_kernel_events_days: float = Field(365.0, ge=0)
+    retain_events_days: float = Field(90.0, ge=0)
+    retain_incidents_days: float = Field(0.0, ge=0)
+    # The pruning job: how often, how many rows one short transaction deletes, and how many
+    # such batches one run may take (the rest waits for the next run).
+    retention_interval_s: float = Field(300.0, gt=0)
+    retention_batch_rows: int = Field(2000, ge=1)
+    retention_max_batches: int = Field(500, ge=1)
+    # Per-host disk use (rows and bytes per kind) is re-measured this often.
+    storage_measure_s: float = Field(3600.0, gt=0)
+
     @property
     def base_url(self) -> str:
         return self.public_url or f"http://{self.bind}:{self.port}"

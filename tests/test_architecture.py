@@ -32,6 +32,7 @@ LAYERS = (
     ("ingest",),
     ("netconsole",),
     ("matrix",),
+    ("retention",),
     ("metrics", "deploy", "inspect", "demo", "scheduler"),
     ("deps",),
     ("api", "web"),
@@ -41,7 +42,7 @@ LAYERS = (
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 DOMAINS = (
     "remote", "hosts", "readback", "alerts", "vllm", "kernel", "guard", "incidents", "liveness",
-    "ingest", "netconsole", "matrix", "metrics", "deploy", "api", "web",
+    "ingest", "netconsole", "matrix", "retention", "metrics", "deploy", "api", "web",
 )  # fmt: skip
 
 

@@ -11,7 +11,7 @@ from collector import db
 from collector.deps import AdminDep, NetconsoleDep, NowDep, SessionDep, SettingsDep, SSHDep
 from collector.guard.report import GuardOut
 from collector.hosts import registry
-from collector.hosts.config import HostPatch, configure_host
+from collector.hosts.config import HostPatch, configure_host, set_retention
 from collector.hosts.registry import HostOut
 from collector.incidents.read import OpenIncidentBrief, open_incident_brief
 from collector.liveness.status import set_paused
@@ -25,6 +25,7 @@ from collector.netconsole.health import (
 from collector.readback import series, timebase
 from collector.readback.losses import SpoolLosses, spool_losses
 from collector.readback.series import LatestBrief, SampleOut
+from collector.retention.usage import StorageOut, host_storage
 from collector.schemas import on_collector_clock
 from collector.vllm.status import latest_vllm_phase
 
@@ -70,6 +71,7 @@ class HostDetail(HostSummary):
     canary: dict[str, CanaryOut]
     netconsole: NetconsoleHostOut
     spool_losses: SpoolLosses
+    storage: StorageOut
 
 
 class HostPatched(HostSummary):
@@ -94,7 +96,11 @@ def list_hosts(session: SessionDep, _: AdminDep) -> list[HostListItem]:
 
 
 @router.get("/{name}")
-def get_host(name: str, session: SessionDep, _: AdminDep, now: NowDep) -> HostDetail:
+def get_host(
+    name: str, session: SessionDep, settings: SettingsDep, _: AdminDep, now: NowDep
+) -> HostDetail:
+    """The host, its latest sample, its kernel channels' health, its spool losses and its disk
+    use (``storage``: rows and estimated bytes per kind, with the days each kind is kept)."""
     host = registry.get_host(session, name=name)
     expect = ("kmsg", "netconsole") if host.netconsole_from else ("kmsg",)
     offset = timebase.offset_s(host)
@@ -105,6 +111,7 @@ def get_host(name: str, session: SessionDep, _: AdminDep, now: NowDep) -> HostDe
             "canary": canary_report(session, host_id=host.id, expect=expect, now=now.timestamp()),
             "netconsole": netconsole_report(session, host_id=host.id),
             "spool_losses": spool_losses(session, host_id=host.id, offset=offset),
+            "storage": host_storage(session, host=host, settings=settings, now=now.timestamp()),
         },
         context=on_collector_clock(offset),
     )
@@ -146,4 +153,6 @@ def patch_host(
         if netconsole is not None:
             # The receiver reloads its allowlist from the database: after the commit.
             db.after_commit(session, netconsole.allowlist.invalidate)
+    if body.retention is not None:
+        set_retention(session, host=host, changes=body.retention)
     return HostPatched(**summary(host), **facts)

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
-from collector.models import Host
+from collector.models import RETENTION_KINDS, Host
 from collector.schemas import OutModel
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,21 @@ class HostPatch(BaseModel):
     restart_agent: bool | None = None
     paused: bool | None = None
     netconsole_from: list[str] | None = Field(None, max_length=32)
+    retention: dict[str, float | None] | None = Field(
+        None,
+        description="days kept per kind (samples, rollups, lines, kernel_lines, kernel_events, "
+        "events, incidents); 0 keeps until deleted, null returns a kind to the default",
+    )
+
+    @field_validator("retention")
+    @classmethod
+    def _retention(cls, value: dict[str, float | None] | None) -> dict[str, float | None] | None:
+        for kind, days in (value or {}).items():
+            if kind not in RETENTION_KINDS:
+                raise ValueError(f"unknown retention kind {kind!r}: {', '.join(RETENTION_KINDS)}")
+            if days is not None and days < 0:
+                raise ValueError(f"retention of {kind} must be >= 0 days")
+        return value
 
     @field_validator("netconsole_from")
     @classmethod
@@ -69,6 +84,18 @@ class PowerControl(BaseModel):
     cycle: list[str] = Field(min_length=1)
     after_s: float = Field(300.0, gt=0)
     timeout_s: float = Field(60.0, gt=0)
+
+
+def set_retention(session: Session, *, host: Host, changes: dict[str, float | None]) -> None:
+    """Change the host's own retention per kind (None: back to the collector's default)."""
+    current = dict(host.retention or {})
+    for kind, days in changes.items():
+        if days is None:
+            current.pop(kind, None)
+        else:
+            current[kind] = float(days)
+    host.retention = current or None
+    session.flush()
 
 
 def set_power(session: Session, *, host: Host, power: PowerControl | None) -> None:
@@ -155,6 +182,8 @@ class HostConfigOut(OutModel):
     paused: bool
     # The power-cycle hook for matrix campaigns: {"cycle": [argv...], "after_s": s}.
     power: dict[str, Any] | None
+    # This host's own days per kind (``PATCH {"retention": ...}``); the rest follow the defaults.
+    retention: dict[str, float]
 
     @classmethod
     def of(cls, host: Host) -> HostConfigOut:
@@ -170,5 +199,6 @@ class HostConfigOut(OutModel):
                 "restart_agent": host.restart_agent,
                 "paused": host.paused,
                 "power": host.power,
+                "retention": dict(host.retention or {}),
             }
         )

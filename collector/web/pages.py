@@ -10,9 +10,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 import agent
 from collector import auth
 from collector.alerts.filters import SEVERITIES
-from collector.deps import AdminDep, SessionDep, TemplatesDep
+from collector.deps import AdminDep, NowDep, SessionDep, SettingsDep, TemplatesDep
 from collector.hosts import registry
 from collector.readback import series
+from collector.retention.usage import host_storage
 
 router = APIRouter(include_in_schema=False)
 
@@ -77,7 +78,13 @@ def hosts_page(
 
 @router.get("/hosts/{name}", response_class=HTMLResponse)
 def host_page(
-    name: str, request: Request, session: SessionDep, templates: TemplatesDep, _: AdminDep
+    name: str,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    templates: TemplatesDep,
+    now: NowDep,
+    _: AdminDep,
 ) -> Response:
     host = registry.get_host(session, name=name)
     samples = series.list_samples(session, host_id=host.id, limit=60)
@@ -86,6 +93,7 @@ def host_page(
     )
     context = {"host": host, "samples": samples[::-1], "lines": lines}
     context |= {"outdated": registry.agent_outdated(host), "bundled": agent.__version__}
+    context["storage"] = host_storage(session, host=host, settings=settings, now=now.timestamp())
     return templates.TemplateResponse(request, "host.html", context)
 
 

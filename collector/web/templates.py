@@ -9,6 +9,7 @@ from pathlib import Path
 from fastapi.templating import Jinja2Templates
 
 import templates as templates_pkg
+from collector.retention.usage import human_bytes
 
 TEMPLATES_DIR = Path(templates_pkg.__file__).resolve().parent
 
@@ -38,4 +39,5 @@ def make_templates(clock: Callable[[], float]) -> Jinja2Templates:
     templates.env.filters["gib"] = fmt_gib
     templates.env.filters["ago"] = lambda ts: fmt_ago(ts, clock())
     templates.env.filters["clock"] = fmt_clock
+    templates.env.filters["size"] = human_bytes
     return templates

@@ -1,11 +1,13 @@
-"""db.py: a read never waits for SQLite's one writer."""
+"""db.py: a read never waits for SQLite's one writer; pruned space goes back to the disk."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from collector import db
 from collector.models import Meta
@@ -38,3 +40,50 @@ def test_a_read_scope_does_not_wait_for_the_writer(tmp_path: Path) -> None:
         release.set()
         thread.join(30)
         engine.dispose()
+
+
+def fill_and_empty(factory: Any) -> None:
+    """4 MiB of rows written, then deleted (their pages go to SQLite's free list)."""
+    with db.session_scope(factory) as session:
+        session.add_all(Meta(key=f"k{i}", value="x" * 4096) for i in range(1024))
+    with db.session_scope(factory) as session:
+        session.execute(delete(Meta))
+
+
+def pages(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("PRAGMA page_count").fetchone()[0])
+
+
+def test_a_new_sqlite_file_gives_pruned_pages_back_in_steps(tmp_path: Path) -> None:
+    path = tmp_path / "fw.db"
+    db.migrate(f"sqlite:///{path}")
+    engine = db.make_engine(f"sqlite:///{path}")
+    factory = db.make_sessionmaker(engine)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA auto_vacuum").scalar() == 2  # incremental
+    fill_and_empty(factory)
+    full = pages(path)
+    db.reclaim_space(factory)
+    assert pages(path) < full - 900
+    engine.dispose()
+
+
+def test_an_existing_sqlite_file_is_switched_to_incremental_by_a_full_reclaim(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "fw.db"
+    with sqlite3.connect(path) as conn:  # a file made before auto_vacuum was set
+        conn.execute("CREATE TABLE old_data (x)")
+    db.migrate(f"sqlite:///{path}")
+    engine = db.make_engine(f"sqlite:///{path}")
+    factory = db.make_sessionmaker(engine)
+    fill_and_empty(factory)
+    full = pages(path)
+    db.reclaim_space(factory)  # mode none: pages stay on the free list, reused by new rows
+    assert pages(path) == full
+    db.reclaim_space(factory, full=True)
+    assert pages(path) < full - 900
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA auto_vacuum").scalar() == 2
+    engine.dispose()

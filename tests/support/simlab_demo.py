@@ -61,6 +61,11 @@ def campaign_spec(lab: LabHost, host: str, *, quick: bool) -> dict[str, Any]:
             "0.3",
             "--stats-interval",
             "5",
+            # The soak's tool conversation asks for tool_choice "auto", which vLLM refuses
+            # without the tool-call flags.
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "qwen3_coder",
         ],
         "profiles": {
             "mtp-on": {"description": "MTP on", "add": ["--speculative-config", SPEC_CONFIG]},

@@ -41,8 +41,11 @@ COLLECTOR_ENV = {
     "FREEZEWATCH_MATRIX_LEASE_S": "3",
 }
 FINAL = {"succeeded", "failed", "cancelled", "interrupted"}
+# The soak's tool conversation asks for tool_choice "auto", which vLLM refuses without the
+# tool-call flags.
 STANDIN = [sys.executable, "-m", "tests.support.vllm_standin", "--load-seconds", "0.5",
-           "--request-seconds", "0.05", "--stats-interval", "60"]  # fmt: skip
+           "--request-seconds", "0.05", "--stats-interval", "60",
+           "--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder"]  # fmt: skip
 
 
 def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:

@@ -264,6 +264,7 @@ def test_patch_host_sets_probe_settings(collector: Collector) -> None:
         "restart_agent": True,
         "paused": False,
         "power": None,
+        "retention": {},
     }
     bad = collector.client.patch(
         "/api/v1/hosts/spark-01", json={"ssh": "nouser"}, headers=collector.admin
