@@ -18,6 +18,7 @@ from collector.liveness.status import set_paused
 from collector.models import Host, Sample
 from collector.netconsole.health import canary_report, netconsole_report
 from collector.readback import series, timeline
+from collector.readback.board import host_board
 from collector.readback.downsample import bucketed_samples
 from collector.readback.guard_events import guard_firings
 from collector.schemas import first_entry
@@ -68,15 +69,17 @@ def latest_brief(sample: Sample | None) -> dict[str, Any] | None:
 
 
 @router.get("")
-def list_hosts(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
-    """Every host with its latest figures, its latest vLLM start's phase and its open (or
-    resolving) incident ``{"id", "kind", "state", "since", "url"}`` or null."""
+def list_hosts(session: SessionDep, _: AdminDep, now: NowDep) -> list[dict[str, Any]]:
+    """Every host with its latest figures, its latest vLLM start's phase, its open (or
+    resolving) incident ``{"id", "kind", "state", "since", "url"}`` or null, and its status
+    board (availability, incidents, freezes, sparkline: ``collector.readback.board``)."""
     return [
         {
             **host_summary(h),
             "latest": latest_brief(series.latest_sample(session, host_id=h.id)),
             "vllm_phase": latest_vllm_phase(session, host_id=h.id),
             "open_incident": open_incident_brief(session, host_id=h.id),
+            "board": host_board(session, host_id=h.id, now=now.timestamp()),
         }
         for h in registry.list_hosts(session)
     ]
@@ -90,6 +93,7 @@ def get_host(name: str, session: SessionDep, _: AdminDep, now: NowDep) -> dict[s
     return {
         **host_summary(host),
         "latest_sample": series.sample_dict(latest) if latest else None,
+        "first_sample_ts": series.first_sample_ts(session, host_id=host.id),
         "canary": canary_report(session, host_id=host.id, expect=expect, now=now.timestamp()),
         "netconsole": netconsole_report(session, host_id=host.id),
     }
@@ -189,7 +193,10 @@ def get_lines(
     cursor: str | None = None,
     limit: int = 500,
     order: Literal["asc", "desc"] = "asc",
+    quiet: bool = False,
 ) -> dict[str, Any]:
+    """``quiet`` leaves out vLLM access-log and canary lines and says how many (``quieted``,
+    counted between the page's neighbours, at most 10,000)."""
     host = registry.get_host(session, name=name)
     rows, next_cursor = series.list_lines(
         session,
@@ -202,12 +209,25 @@ def get_lines(
         cursor=cursor,
         limit=limit,
         newest_first=order == "desc",
+        quiet=quiet,
     )
-    return {
+    page = {
         "host": name,
         "lines": [series.line_dict(line) for line in rows],
         "next_cursor": next_cursor,
     }
+    if quiet:
+        page["quieted"] = series.count_quieted(
+            session,
+            host_id=host.id,
+            since=since,
+            until=until,
+            page=rows,
+            cursor=cursor,
+            more=next_cursor is not None,
+            newest_first=order == "desc",
+        )
+    return page
 
 
 @router.get("/{name}/events")

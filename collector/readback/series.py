@@ -4,14 +4,34 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import and_, func, or_, select, tuple_
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.expression import ColumnElement
 
+from agent.canary import CANARY_PREFIX
 from collector.errors import BadRequest
 from collector.models import KERNEL_SOURCES, Line, Sample
 
 MAX_LIMIT = 10_000
 LAST_KERNEL_LINES = 20
+QUIETED_COUNT_CAP = 10_000
+
+
+# vLLM endpoints that are polled (the agent, load balancers): noise whatever they answer.
+POLLED = ("/health", "/metrics", "/v1/models", "/ping")
+
+
+def noise() -> ColumnElement[bool]:
+    """Lines a reader skips: vLLM's access log (uvicorn's ``... - "GET /health HTTP/1.1" 200
+    OK``, from its log or a unit's journal) for polled endpoints and for any answer below 5xx,
+    and the agent's canary lines. The pages' logs.js tells them apart with the same patterns."""
+    answers = [Line.text.like(f'%"% HTTP/%" {digit}__%') for digit in "1234"]
+    polled = [Line.text.like(f'%"GET {path} HTTP/%" ___%') for path in POLLED]
+    access = or_(*answers, *polled)
+    return or_(
+        and_(Line.source.not_in(KERNEL_SOURCES), access),
+        Line.text.like(f"%{CANARY_PREFIX} %"),
+    )
 
 
 def sample_dict(sample: Sample) -> dict[str, Any]:
@@ -63,6 +83,11 @@ def latest_sample(session: Session, *, host_id: int) -> Sample | None:
     )
 
 
+def first_sample_ts(session: Session, *, host_id: int) -> float | None:
+    """When the host's oldest sample was taken (agent clock), or None."""
+    return session.scalar(select(func.min(Sample.ts)).where(Sample.host_id == host_id))
+
+
 def last_kernel_lines(
     session: Session, *, host_id: int, limit: int = LAST_KERNEL_LINES
 ) -> list[dict[str, Any]]:
@@ -109,14 +134,18 @@ def list_lines(
     cursor: str | None = None,
     limit: int = 500,
     newest_first: bool = False,
+    quiet: bool = False,
 ) -> tuple[list[Line], str | None]:
     """Lines keyset-paginated on (ts, id), oldest first unless ``newest_first``; returns the
     page and the cursor of the next one.
 
-    ``min_priority`` is a syslog severity: 3 means "err and worse" (numerically <= 3).
+    ``min_priority`` is a syslog severity: 3 means "err and worse" (numerically <= 3);
+    ``quiet`` leaves out :func:`noise`.
     """
     limit = _check_limit(limit)
     query = select(Line).where(Line.host_id == host_id)
+    if quiet:
+        query = query.where(~noise())
     if since is not None:
         query = query.where(Line.ts >= since)
     if until is not None:
@@ -137,6 +166,35 @@ def list_lines(
         return rows, None
     rows = rows[:limit]
     return rows, f"{rows[-1].ts!r}:{rows[-1].id}"
+
+
+def count_quieted(
+    session: Session,
+    *,
+    host_id: int,
+    since: float | None,
+    until: float | None,
+    page: list[Line],
+    cursor: str | None,
+    more: bool,
+    newest_first: bool,
+) -> int:
+    """How many :func:`noise` lines a quiet page of :func:`list_lines` left out between its
+    neighbours (the whole range once the page is the last), at most ``QUIETED_COUNT_CAP``."""
+    lo, hi = since, until
+    at = _parse_cursor(cursor)[0] if cursor else None
+    edge = page[-1].ts if more and page else None
+    if newest_first:
+        lo, hi = edge if edge is not None else lo, at if at is not None else hi
+    else:
+        lo, hi = at if at is not None else lo, edge if edge is not None else hi
+    query = select(Line.id).where(Line.host_id == host_id, noise())
+    if lo is not None:
+        query = query.where(Line.ts >= lo)
+    if hi is not None:
+        query = query.where(Line.ts <= hi)
+    capped = query.limit(QUIETED_COUNT_CAP).subquery()
+    return session.scalar(select(func.count()).select_from(capped)) or 0
 
 
 def _parse_cursor(cursor: str) -> tuple[float, int]:
