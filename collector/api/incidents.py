@@ -13,7 +13,7 @@ from urllib.parse import quote
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from collector.deps import AdminDep, SessionDep
+from collector.deps import AdminDep, NowDep, SessionDep, SettingsDep
 from collector.incidents import read
 
 router = APIRouter(prefix="/api/v1/incidents", tags=["incidents"])
@@ -23,13 +23,25 @@ router = APIRouter(prefix="/api/v1/incidents", tags=["incidents"])
 def list_incidents(
     session: SessionDep,
     _: AdminDep,
+    settings: SettingsDep,
+    now: NowDep,
     host: str | None = None,
     kind: str | None = None,
     since: float | None = None,
     until: float | None = None,
     limit: int = 500,
 ) -> list[dict[str, Any]]:
-    return read.list_incidents(session, host=host, kind=kind, since=since, until=until, limit=limit)
+    """Newest first, each with its ``cause`` (shapes: ``collector.incidents.read``)."""
+    return read.list_incidents(
+        session,
+        host=host,
+        kind=kind,
+        since=since,
+        until=until,
+        limit=limit,
+        window_s=settings.snapshot_window_s,
+        now=now,
+    )
 
 
 @router.get("/{incident_id}")

@@ -8,10 +8,19 @@ flag), ``url`` (the incident page), ``start`` (last heartbeat, else when it went
 classified kernel events, vLLM phase bands, matrix-run windows and guard firings in it as
 ``markers``, ``phases``, ``matrix`` and ``guard`` (shapes of :mod:`collector.readback.timeline`)
 and each artifact's ``url`` (``?download=1`` serves it as an attachment).
+
+For the incident page's headline the detail also has ``kernel_events`` (the host's classified
+kernel events from the window's start to the end of the silence, newest first, shape of
+:func:`collector.kernel.read.kernel_event_dict`) and ``vllm_start`` (the host's last vLLM server
+start before the loss with its startup plan, :func:`collector.vllm.status.start_dict`, or null).
+The list's items carry ``cause``: the first kernel event from the snapshot window before the
+silence to its end (``{"kind", "ts", "meaning", "xid", "nv_err", "severity", "action",
+"line_id", "text"}``), or null when the kernel said nothing worth naming.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -22,8 +31,11 @@ from collector.alerts.delivery import delivery_dict
 from collector.errors import NotFound
 from collector.hosts.registry import find_boot_pk
 from collector.incidents.lifecycle import current_incident
+from collector.incidents.message import first_kernel_event
 from collector.incidents.payload import incident_dict, kernel_alive
 from collector.incidents.postmortem import artifact_dict
+from collector.kernel.classify import EVENT_KINDS
+from collector.kernel.read import list_events
 from collector.links import incident_url
 from collector.models import (
     Artifact,
@@ -32,15 +44,20 @@ from collector.models import (
     Incident,
     IncidentSnapshot,
     Line,
+    VllmPhase,
+    VllmStart,
     WebhookTarget,
 )
 from collector.readback.guard_events import guard_firings
 from collector.readback.series import line_dict
 from collector.readback.timeline import kernel_markers, matrix_windows, phase_bands
 from collector.timeutil import from_epoch, to_epoch
+from collector.vllm.status import start_dict
 
 WINDOW_AFTER_S = 5.0
 LATE_EVIDENCE_MAX_LINES = 5000
+HEADLINE_MAX_EVENTS = 100
+CAUSE_KEYS = ("kind", "ts", "meaning", "xid", "nv_err", "severity", "action")
 
 
 def list_incidents(
@@ -51,8 +68,11 @@ def list_incidents(
     since: float | None = None,
     until: float | None = None,
     limit: int = 500,
+    window_s: float,
+    now: datetime,
 ) -> list[dict[str, Any]]:
-    """Newest first; ``since``/``until`` (epoch s) bound the opening time."""
+    """Newest first; ``since``/``until`` (epoch s) bound the opening time; ``window_s`` is how
+    far before the silence the ``cause`` is looked for."""
     query = select(Incident, Host).join(Host, Host.id == Incident.host_id)
     if host is not None:
         query = query.where(Host.name == host)
@@ -63,7 +83,42 @@ def list_incidents(
     if until is not None:
         query = query.where(Incident.opened_at <= from_epoch(until))
     rows = session.execute(query.order_by(Incident.opened_at.desc()).limit(min(limit, 5000)))
-    return [incident_view(incident, host) for incident, host in rows]
+    return [
+        {
+            **incident_view(incident, host),
+            "cause": cause(session, incident=incident, window_s=window_s, now=now),
+        }
+        for incident, host in rows
+    ]
+
+
+def cause(
+    session: Session, *, incident: Incident, window_s: float, now: datetime
+) -> dict[str, Any] | None:
+    """The first kernel event around the silence, briefly (see the module docstring)."""
+    event = first_kernel_event(session, incident=incident, window_s=window_s, now=now)
+    if event is None:
+        return None
+    line = event.get("line") or {}
+    return {
+        **{key: event.get(key) for key in CAUSE_KEYS},
+        "line_id": line.get("id"),
+        "text": line.get("text"),
+    }
+
+
+def vllm_start_before(session: Session, *, host_id: int, ts: float) -> dict[str, Any] | None:
+    """The host's newest vLLM server start at or before ``ts``, with its plan, or None."""
+    start = session.scalars(
+        select(VllmStart)
+        .where(VllmStart.host_id == host_id, VllmStart.started_ts <= ts)
+        .order_by(VllmStart.started_ts.desc(), VllmStart.id.desc())
+        .limit(1)
+    ).first()
+    if start is None:
+        return None
+    phases = session.scalars(select(VllmPhase).where(VllmPhase.start_id == start.id))
+    return start_dict(start, list(phases))
 
 
 def incident_view(incident: Incident, host: Host) -> dict[str, Any]:
@@ -104,9 +159,19 @@ def incident_detail(session: Session, *, incident_id: int) -> dict[str, Any]:
     end = max((s["ts"] for s in samples), default=None) or view["start"] or view["opened_at"]
     window_s = snapshot.window_end - snapshot.window_start if snapshot is not None else 120.0
     window = {"since": end - window_s, "until": end + WINDOW_AFTER_S}
+    events = list_events(
+        session,
+        host_id=host.id,
+        kinds=list(EVENT_KINDS),
+        since=window["since"],
+        until=to_epoch(incident.silence_end),
+        limit=HEADLINE_MAX_EVENTS,
+    )
     return {
         **view,
         "window": window,
+        "kernel_events": events,
+        "vllm_start": vllm_start_before(session, host_id=host.id, ts=window["until"]),
         "markers": kernel_markers(session, host_id=host.id, **window),
         "phases": phase_bands(session, host_id=host.id, **window),
         "matrix": matrix_windows(session, host_id=host.id, **window),
