@@ -79,8 +79,9 @@ def parse(text: str) -> Iterator[Sample]:
             yield sample
 
 
-def totals(text: str, names: set[str]) -> dict[str, float]:
-    """Sum each wanted metric over all its label sets (NaN samples are ignored).
+def totals(text: str, names: set[str], peaks: frozenset[str] = frozenset()) -> dict[str, float]:
+    """Sum each wanted metric over all its label sets (NaN samples are ignored); the metrics in
+    ``peaks`` take their largest value instead (a ratio per engine must not be summed).
 
     Lines are pre-filtered by prefix so a large exposition (histograms) costs little.
     """
@@ -97,5 +98,8 @@ def totals(text: str, names: set[str]) -> dict[str, float]:
             continue
         name, _labels, value = sample
         if name in names and not math.isnan(value):
-            out[name] = out.get(name, 0.0) + value
+            if name in peaks:
+                out[name] = max(out.get(name, value), value)
+            else:
+                out[name] = out.get(name, 0.0) + value
     return out

@@ -38,7 +38,8 @@ Sample sections (all optional except ``mem``; units are fixed so the collector n
   %, bytes, MHz), plus ``"devices": [...]`` (same keys each) when there are several; a value
   the device does not report (GB10 unified memory) is null and named in ``unsupported``.
 - ``vllm``: list of ``{"url", "health", "health_ms", "error", "running", "waiting", "kv_usage",
-  "preemptions", "prompt_tokens", "generation_tokens", "spec_accepted", "spec_draft"}``;
+  "preemptions", "prompt_tokens", "generation_tokens", "iteration_tokens", "spec_accepted",
+  "spec_draft"}``; counts summed over data-parallel engines, ``kv_usage`` the busiest engine's;
   ``health`` is the /health HTTP status or null when nothing answered, ``error`` says why.
 - ``containers``: list of ``{"id", "name", "image", "state", "restart_count", "oom_killed",
   "exit_code", "started_at", "mem_used", "mem_limit"}`` (bytes; memory refreshed every few
@@ -100,23 +101,25 @@ GUARD_STATES = ("armed", "dry_run", "off", "error")
 # the guard's ``kernel_event`` rules match them on the host.
 KERNEL_EVENT_KINDS = (
     "xid",
+    "sxid",
     "nv_err",
     "gsp",
     "uvm",
     "bus_off",
+    "oops",
     "soft_lockup",
     "hung_task",
     "rcu_stall",
     "oom_kill",
     "alloc_failure",
 )
-# Xid codes whose immediate action in NVIDIA's Xid catalog is a GPU reset or a reboot (or the
-# double-bit ECC workflow): ``xid fatal`` in a guard rule. Codes the catalog answers with
-# RESTART_APP or IGNORE (13, 31, 43, 94, ...) are not fatal.
+# Xid codes whose action in the collector's Xid catalog (collector/kernel/data/xid_catalog.tsv,
+# from NVIDIA's published catalog) is a GPU reset, a reboot or a hardware inspection: ``xid
+# fatal`` in a guard rule. A test holds this set to the catalog.
 XID_FATAL_CODES = frozenset(
-    {46, 48, 62, 64, 79, 95, 109, 110, 119, 120, 136, 140, 143, 155, 156, 158}
+    {46, 48, 54, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 142, 143, 144, 145, 146, 147}
+    | {148, 149, 150, 151, 155, 156, 158, 164, 165, 166, 167, 168, 169, 171, 172, 173, 175}
 )
-# vLLM's phases, as the collector reads them from its log (collector.vllm.log_parser).
 VLLM_PHASES = (
     "starting",
     "loading_weights",
@@ -126,6 +129,7 @@ VLLM_PHASES = (
     "serving",
     "stopped",
     "failed",
+    "crashed",
 )
 
 MAX_LINE_BYTES = 16 * 1024  # longer lines are truncated by the collector, flagged, not dropped

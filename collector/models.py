@@ -102,6 +102,25 @@ class RunStatus(StrEnum):
     INTERRUPTED = "interrupted"
 
 
+class Severity(StrEnum):
+    """How bad a kernel event is; ``fatal``: the GPU or the host cannot go on as it is."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    FATAL = "fatal"
+
+
+class KernelAction(StrEnum):
+    """What to do about a kernel event, mildest first."""
+
+    NONE = "none"
+    RESTART_APP = "restart_app"
+    RESET_GPU = "reset_gpu"
+    REBOOT = "reboot"
+    INSPECT_HARDWARE = "inspect_hardware"
+
+
 # Incidents of these kinds are announced silences: never alerted.
 SILENT_KINDS = (IncidentKind.PLANNED, IncidentKind.PAUSED)
 UNRESOLVED = (IncidentState.OPEN, IncidentState.RESOLVING)
@@ -437,6 +456,7 @@ class KernelEventRow(Base):
     __table_args__ = (
         UniqueConstraint("line_id"),
         Index("ix_kernel_events_host_ts", "host_id", "ts"),
+        Index("ix_kernel_events_occurrence_id", "occurrence_id"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
@@ -452,6 +472,16 @@ class KernelEventRow(Base):
     meaning: Mapped[str | None] = mapped_column(Text)
     nv_err: Mapped[str | None] = mapped_column(String(64))
     call_site: Mapped[str | None] = mapped_column(String(255))
+    code: Mapped[str | None] = mapped_column(String(64))
+    device: Mapped[str | None] = mapped_column(String(64))
+    module: Mapped[str | None] = mapped_column(String(64))
+    severity: Mapped[str] = mapped_column(
+        String(16), default=Severity.ERROR, server_default=Severity.ERROR.value
+    )
+    action: Mapped[str] = mapped_column(
+        String(24), default=KernelAction.NONE, server_default=KernelAction.NONE.value
+    )
+    occurrence_id: Mapped[int | None] = mapped_column(BigInteger)
     # Correlation: the vLLM phase at ts and the nearest vLLM line within ±2 s (same host).
     vllm_phase: Mapped[str | None] = mapped_column(String(32))
     vllm_line_id: Mapped[int | None] = mapped_column(
@@ -459,6 +489,41 @@ class KernelEventRow(Base):
     )
     vllm_line_ts: Mapped[float | None] = mapped_column(Float)
     vllm_line: Mapped[str | None] = mapped_column(Text)
+
+
+class KernelOccurrence(Base):
+    """One fault on one host, however often it repeats: (kind, code, device) with a count and
+    first/last seen; an Xid storm is one row. '' stands for a code or device the kind lacks."""
+
+    __tablename__ = "kernel_occurrences"
+    __table_args__ = (UniqueConstraint("host_id", "kind", "code", "device"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(32))
+    code: Mapped[str] = mapped_column(String(64))
+    device: Mapped[str] = mapped_column(String(64))
+    count: Mapped[int] = mapped_column(BigInteger, default=0)
+    first_ts: Mapped[float] = mapped_column(Float)
+    last_ts: Mapped[float] = mapped_column(Float)
+    severity: Mapped[str] = mapped_column(String(16))
+    action: Mapped[str] = mapped_column(String(24))
+    meaning: Mapped[str | None] = mapped_column(Text)
+    boots: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class KernelOccurrenceBoot(Base):
+    """A boot in which an occurrence was seen: the same fatal fault back after reboots."""
+
+    __tablename__ = "kernel_occurrence_boots"
+
+    occurrence_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("kernel_occurrences.id", ondelete="CASCADE"), primary_key=True
+    )
+    boot_pk: Mapped[int] = mapped_column(
+        ForeignKey("boots.id", ondelete="CASCADE"), primary_key=True
+    )
+    first_ts: Mapped[float] = mapped_column(Float)
 
 
 class VllmStart(Base):
@@ -613,6 +678,10 @@ class Artifact(Base):
     error: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=1)
     collected_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # pstore files and the previous boot's kernel journal, through the kernel classifier
+    kernel_events: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSON, default=list, server_default="[]"
+    )
 
 
 class WebhookTarget(Base):

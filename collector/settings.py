@@ -59,6 +59,8 @@ class Settings(BaseSettings):
     webhook_backoff_base_s: float = Field(2.0, gt=0)
     webhook_backoff_max_s: float = Field(3600.0, gt=0)
     kernel_alert_cooldown_s: float = Field(60.0, ge=0)
+    # A fatal kernel fault back after this many reboots: inspect the hardware.
+    kernel_escalate_after_reboots: int = Field(2, ge=1)
 
     # Post-mortem over SSH after a reboot.
     postmortem_interval_s: float = Field(2.0, gt=0)

@@ -10,7 +10,8 @@ from typing import Any
 
 from agent import prom
 
-# Wire key → metric names, first present wins (kv usage was renamed in vLLM 0.11).
+# Wire key → metric names, first present wins (kv usage was renamed in vLLM 0.11). With data
+# parallelism every engine has its own series: counts add up, the usage ratio is the busiest.
 METRICS: dict[str, tuple[str, ...]] = {
     "running": ("vllm:num_requests_running",),
     "waiting": ("vllm:num_requests_waiting",),
@@ -18,15 +19,18 @@ METRICS: dict[str, tuple[str, ...]] = {
     "preemptions": ("vllm:num_preemptions_total",),
     "prompt_tokens": ("vllm:prompt_tokens_total",),
     "generation_tokens": ("vllm:generation_tokens_total",),
+    # tokens of every engine step: moves during a chunked prefill, when no token is emitted
+    "iteration_tokens": ("vllm:iteration_tokens_total_sum",),
     "spec_accepted": ("vllm:spec_decode_num_accepted_tokens_total",),
     "spec_draft": ("vllm:spec_decode_num_draft_tokens_total",),
 }
 _WANTED = {name for names in METRICS.values() for name in names}
+_PEAKS = frozenset(METRICS["kv_usage"])
 
 
 def metrics_from_text(text: str) -> dict[str, float | int | None]:
     """The wire's vLLM metric fields from a /metrics exposition (absent → None)."""
-    found = prom.totals(text, _WANTED)
+    found = prom.totals(text, _WANTED, _PEAKS)
     out: dict[str, float | int | None] = {}
     for key, names in METRICS.items():
         value = next((found[n] for n in names if n in found), None)

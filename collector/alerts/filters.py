@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 
+from collector.models import Severity
+
 EVENTS = ("incident.opened", "incident.resolved", "kernel.event", "guard.fired")
 KERNEL_EVENT = "kernel.event"
-# Lowest first.
-SEVERITIES = ("info", "warning", "error", "critical")
+# Lowest first: the kernel classifier's severities.
+SEVERITIES = tuple(Severity)
 RANK = {name: i for i, name in enumerate(SEVERITIES)}
 
 

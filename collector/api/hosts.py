@@ -13,7 +13,7 @@ from collector.guard.report import guard_dict
 from collector.hosts import registry
 from collector.hosts.config import HostPatch, configure_host, host_config_dict
 from collector.incidents.read import open_incident_brief
-from collector.kernel.read import list_events
+from collector.kernel.read import list_events, list_occurrences
 from collector.liveness.status import set_paused
 from collector.models import Host, Sample
 from collector.netconsole.health import canary_report, netconsole_report
@@ -266,6 +266,17 @@ def get_guard(
     since = until - 7 * 86400 if since is None else since
     firings = guard_firings(session, host_id=host.id, since=since, until=until)
     return {"host": name, **guard_dict(host), "firings": firings}
+
+
+@router.get("/{name}/occurrences")
+def get_occurrences(
+    name: str, session: SessionDep, _: AdminDep, since: float | None = None, limit: int = 500
+) -> dict[str, Any]:
+    """Kernel faults folded by (kind, code, device): count, first/last seen, severity, action
+    (``inspect_hardware`` once a fatal one came back after reboots), most recent first."""
+    host = registry.get_host(session, name=name)
+    rows = list_occurrences(session, host_id=host.id, since=since, limit=limit)
+    return {"host": name, "occurrences": rows}
 
 
 @router.get("/{name}/vllm")

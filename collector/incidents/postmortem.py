@@ -3,6 +3,8 @@
 Each command's stdout/stderr/exit status/duration becomes an artifact of the incident. An SSH
 failure (the host is still booting) puts the incident back in the queue for a later attempt, up
 to ``postmortem_attempts``; a command that ran and failed is stored as it is. Never fatal.
+The pstore files and the previous boot's kernel journal go through the kernel classifier, as a
+live kernel line does: the artifact keeps the events found in it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import session_scope
+from collector.kernel.records import log_event_dicts
 from collector.models import Artifact, Host, Incident, PostmortemState
 from collector.remote.connect import SSHTarget
 from collector.remote.ssh import SSHClient
@@ -35,6 +38,9 @@ DEFAULT_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("journalctl", "-b", "-1", "-p", "warning..alert", "--no-pager"),
     ),
 )
+# Artifacts read as kernel logs (besides the pstore files), and how many events each keeps.
+KERNEL_LOGS = ("journal-kernel-prev-boot",)
+MAX_ARTIFACT_EVENTS = 500
 NVIDIA_BUG_REPORT = (
     "nvidia-bug-report",
     (
@@ -106,6 +112,10 @@ def collect(
                     _run(ssh, target, ["cat", path], settings),
                 )
             )
+    for name, result in out:
+        if name in KERNEL_LOGS or name.startswith("pstore/"):
+            text = result["stdout"].decode("utf-8", errors="replace")
+            result["kernel_events"] = log_event_dicts(text.splitlines())[:MAX_ARTIFACT_EVENTS]
     return out
 
 
@@ -229,4 +239,5 @@ def artifact_dict(artifact: Artifact) -> dict[str, Any]:
         "error": artifact.error,
         "attempts": artifact.attempts,
         "collected_at": artifact.collected_at.timestamp(),
+        "kernel_events": list(artifact.kernel_events or []),
     }

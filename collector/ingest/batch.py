@@ -64,6 +64,7 @@ def ingest_batch(
         batch=batch,
         received_at=received_at,
         states=vllm_states,
+        escalate_after=settings.kernel_escalate_after_reboots,
     )
     record_heartbeat(
         session,

@@ -1,9 +1,10 @@
 """What a stored batch implies: kernel events, vLLM starts and phases, engine hangs.
 
 Called by ``ingest_batch`` after the raw inserts, in the same transaction. Only kernel lines
-(kmsg, netconsole, journal lines of the kernel transport) and ``source="vllm"`` lines are looked
-at, and a kernel line costs a few substring tests unless it names an event; the ids of the
-stored lines are fetched only for the few lines that say something.
+(kmsg, netconsole, journal lines of the kernel transport, pstore files the agent ships after a
+reboot) and ``source="vllm"`` lines are looked at, and a kernel line costs a few substring
+tests unless it names an event; the ids of the stored lines are fetched only for the few lines
+that say something.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from collector.kernel.attribution import Site, attribute_reports, site_of
 from collector.kernel.classify import KernelEvent, classify_kernel_line
+from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER
+from collector.kernel.records import read_kernel_log
 from collector.kernel.store import NewKernelEvent, store_kernel_events
 from collector.kernel.vllm_context import recorrelate_around
 from collector.models import KERNEL_SOURCES, HostEvent, Line, VllmStart
@@ -37,6 +41,17 @@ def is_kernel_line(line: WireLine) -> bool:
     return line.source == "journal" and (line.fields or {}).get("_TRANSPORT") == "kernel"
 
 
+def pstore_events(files: dict[str, list[WireLine]]) -> list[tuple[WireLine, KernelEvent]]:
+    """A previous boot's pstore files (the agent's catch-up) read whole, as ``inspect`` reads
+    a saved log: an oops in them is one event, attributed to its module."""
+    out = []
+    for lines in files.values():
+        lines.sort(key=lambda ln: int((ln.fields or {}).get("line_no") or 0))
+        for found in read_kernel_log([ln.text for ln in lines]):
+            out.append((lines[found.line_no - 1], found.event))
+    return out
+
+
 def derive_from_batch(
     session: Session,
     *,
@@ -45,21 +60,35 @@ def derive_from_batch(
     batch: Batch,
     received_at: float,
     states: VllmStates | None = None,
+    escalate_after: int = DEFAULT_ESCALATE_AFTER,
 ) -> Derived:
     """Classify, parse and correlate what ``batch`` stored (duplicates of earlier batches are
     skipped: only lines stored with this ``received_at`` count). ``states``: the process's vLLM
-    state; without it, a host's state is rebuilt from storage."""
+    state; without it, a host's state is rebuilt from storage. ``escalate_after``: reboots
+    after which a recurring fatal fault says inspect_hardware."""
     classified: list[tuple[WireLine, KernelEvent]] = []
     vllm_lines: list[WireLine] = []
+    sites: list[Site] = []
+    pstore: dict[str, list[WireLine]] = {}
     for line in batch.lines:
         if line.source == "vllm":
             vllm_lines.append(line)
+        elif line.source == "journal" and "pstore_file" in (line.fields or {}):
+            pstore.setdefault(str((line.fields or {})["pstore_file"]), []).append(line)
         elif is_kernel_line(line):
             event = classify_kernel_line(line.text)
             if event is not None:
                 classified.append((line, event))
+            elif "RIP: " in line.text or "pc : " in line.text:
+                site = site_of(line.text)
+                if site is not None:
+                    sites.append((line.ts, *site))
+    classified += pstore_events(pstore)
     vllm_samples = [s for s in batch.samples if s.vllm]
     derived = Derived()
+    if sites and not (classified or vllm_lines or vllm_samples):
+        attribute_reports(session, host_id=host_id, boot_pk=boot_pk, sites=sites)
+        return derived
     if not (classified or vllm_lines or vllm_samples):
         return derived
     states = states or VllmStates()
@@ -68,8 +97,14 @@ def derive_from_batch(
         try:
             derived.host_events += _vllm(session, host_id, boot_pk, received_at, vllm_lines, state)
             derived.kernel_events = _kernel_events(
-                session, host_id=host_id, boot_pk=boot_pk, received_at=received_at, hits=classified
+                session,
+                host_id=host_id,
+                boot_pk=boot_pk,
+                received_at=received_at,
+                hits=classified,
+                escalate_after=escalate_after,
             )
+            attribute_reports(session, host_id=host_id, boot_pk=boot_pk, sites=sites)
             if vllm_lines:
                 recorrelate_around(
                     session,
@@ -114,6 +149,7 @@ def _kernel_events(
     boot_pk: int,
     received_at: float,
     hits: Sequence[tuple[WireLine, KernelEvent]],
+    escalate_after: int = DEFAULT_ESCALATE_AFTER,
 ) -> list[NewKernelEvent]:
     """The classified lines this batch stored (not its duplicates) as stored events."""
     ids = stored_line_ids(
@@ -125,7 +161,9 @@ def _kernel_events(
         # None: a duplicate (replay, or the same record over another channel)
         if (found := ids.get(line.seq)) is not None
     ]
-    return store_kernel_events(session, host_id=host_id, boot_pk=boot_pk, hits=stored)
+    return store_kernel_events(
+        session, host_id=host_id, boot_pk=boot_pk, hits=stored, escalate_after=escalate_after
+    )
 
 
 def _vllm(

@@ -1,7 +1,7 @@
-"""GPU faults in the kernel log alert at once (``kernel.event``), before any freeze.
+"""GPU faults and fatal kernel events alert at once (``kernel.event``), before any freeze.
 
-At most one alert per host, fault kind and cooldown: an Xid storm is one alert whose payload
-counts the lines of the batch that raised it.
+At most one alert per occurrence (host, kind, code, device) and cooldown: an Xid storm is one
+alert whose payload carries the occurrence's count, first and last seen, severity and action.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from collector.alerts.filters import highest
 from collector.alerts.notice import Notice
 from collector.alerts.notice import lines as notice_lines
 from collector.kernel.classify import GPU_FAULT_KINDS
-from collector.kernel.read import describe_event, kernel_event_dict
+from collector.kernel.occurrences import occurrence_key
+from collector.kernel.read import describe_event, kernel_event_dict, occurrence_dict
 from collector.kernel.store import NewKernelEvent
-from collector.models import Host, KernelEventRow, Line
+from collector.models import Host, KernelEventRow, KernelOccurrence, Line, Severity
 from collector.readback.series import last_kernel_lines, latest_sample, line_dict, sample_dict
 from collector.settings import Settings
 
@@ -38,16 +39,16 @@ def enqueue_kernel_events(
     now: datetime,
     settings: Settings,
 ) -> int:
-    """One ``kernel.event`` per GPU-fault kind among newly stored events, at most one per kind
-    and cooldown; returns how many deliveries were queued."""
-    by_kind: dict[str, list[NewKernelEvent]] = {}
+    """One ``kernel.event`` per occurrence among newly stored GPU faults and fatal events, at
+    most one per occurrence and cooldown; returns how many deliveries were queued."""
+    by_key: dict[tuple[str, str, str], list[NewKernelEvent]] = {}
     for event in sorted(events, key=lambda e: e.ts):
-        if event.kind in GPU_FAULT_KINDS and event.id is not None:
-            by_kind.setdefault(event.kind, []).append(event)
+        if alerts_on(event.event) and event.id is not None:
+            by_key.setdefault(occurrence_key(event.event), []).append(event)
     queued = 0
     cooldown = now - timedelta(seconds=settings.kernel_alert_cooldown_s)
-    for kind, faults in by_kind.items():
-        key = f"{EVENT}:{kind}:"
+    for (kind, code, device), faults in by_key.items():
+        key = f"{EVENT}:{kind}:{code}:{device}:"
         if outbox.queued_since(
             session, host_id=host.id, event=EVENT, key_prefix=key, since=cooldown
         ):
@@ -60,8 +61,11 @@ def enqueue_kernel_events(
         ).all()
         if not hits:
             continue
-        first_line = hits[0][1]
+        first, first_line = hits[0]
         events_ = [kernel_event_dict(row, line) for row, line in hits]
+        occurrence = (
+            session.get(KernelOccurrence, first.occurrence_id) if first.occurrence_id else None
+        )
         sample = latest_sample(session, host_id=host.id)
         url = links.absolute(settings, links.host_url(host.name))
         payload = {
@@ -71,6 +75,7 @@ def enqueue_kernel_events(
             "host": {"name": host.name, "status": host.status, "boot_id": boot_id},
             "kernel_event": events_[0],
             "count": len(faults),
+            "occurrence": occurrence_dict(occurrence) if occurrence is not None else None,
             "lines": [line_dict(line) for _, line in hits[:MAX_LINES]],
             "last_sample": sample_dict(sample) if sample else None,
             "kernel_lines": last_kernel_lines(session, host_id=host.id),
@@ -81,13 +86,29 @@ def enqueue_kernel_events(
             event=EVENT,
             dedup_key=f"{key}{first_line.id}",
             payload=payload,
-            text=f"freezewatch: {host.name} kernel {kind}: {first_line.text[:300]}",
+            text=_text(host.name, first, first_line),
             notice=kernel_notice(host, events_[0], first_line, count=len(faults), url=url),
             severity=highest(e.get("severity") for e in events_),
             now=now,
             host_id=host.id,
         )
     return queued
+
+
+def alerts_on(event: object) -> bool:
+    """GPU faults (except purely informational ones) and fatal events of any kind alert."""
+    severity = getattr(event, "severity", None)
+    if getattr(event, "kind", None) in GPU_FAULT_KINDS:
+        return severity != Severity.INFO
+    return severity == Severity.FATAL
+
+
+def _text(host: str, event: KernelEventRow, line: Line) -> str:
+    what = " ".join(p for p in (event.kind, event.code) if p)
+    return (
+        f"freezewatch: {host} kernel {what} ({event.severity}, action {event.action}): "
+        f"{line.text[:300]}"
+    )
 
 
 def kernel_notice(host: Host, event: dict[str, Any], line: Line, *, count: int, url: str) -> Notice:

@@ -1,6 +1,6 @@
 """Reading a host's events back: kernel events (with their line and vLLM context) and host
-events, merged newest first; ``kernel_event_dict`` is the one shape of a kernel event (API and
-alerts)."""
+events, merged newest first, and kernel occurrences; ``kernel_event_dict`` is the one shape of a
+kernel event (API, alerts, timeline)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
 from collector.kernel.classify import EVENT_KINDS, GPU_FAULT_KINDS
-from collector.models import HostEvent, KernelEventRow, Line
+from collector.models import HostEvent, KernelEventRow, KernelOccurrence, Line
 
 MAX_LIMIT = 10_000
 
@@ -30,6 +30,12 @@ def kernel_event_dict(event: KernelEventRow, line: Line | None) -> dict[str, Any
         "meaning": event.meaning,
         "nv_err": event.nv_err,
         "call_site": event.call_site,
+        "code": event.code,
+        "device": event.device,
+        "module": event.module,
+        "severity": event.severity,
+        "action": event.action,
+        "occurrence_id": event.occurrence_id,
         "line": None
         if line is None
         else {"id": line.id, "source": line.source, "kseq": line.kseq, "text": line.text},
@@ -53,6 +59,37 @@ def describe_event(event: dict[str, Any]) -> str:
         text += f" (action: {event['action']})"
     phase = (event.get("vllm") or {}).get("phase")
     return f"{text}, during vLLM {phase}" if phase else text
+
+
+def occurrence_dict(occurrence: KernelOccurrence) -> dict[str, Any]:
+    return {
+        "id": occurrence.id,
+        "kind": occurrence.kind,
+        "code": occurrence.code or None,
+        "device": occurrence.device or None,
+        "count": occurrence.count,
+        "first_ts": occurrence.first_ts,
+        "last_ts": occurrence.last_ts,
+        "severity": occurrence.severity,
+        "action": occurrence.action,
+        "meaning": occurrence.meaning,
+        "boots": occurrence.boots,
+    }
+
+
+def list_occurrences(
+    session: Session, *, host_id: int, since: float | None = None, limit: int = 500
+) -> list[dict[str, Any]]:
+    """The host's kernel occurrences last seen at or after ``since``, most recent first."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
+    query = select(KernelOccurrence).where(
+        KernelOccurrence.host_id == host_id, KernelOccurrence.count > 0
+    )
+    if since is not None:
+        query = query.where(KernelOccurrence.last_ts >= since)
+    query = query.order_by(KernelOccurrence.last_ts.desc(), KernelOccurrence.id.desc())
+    return [occurrence_dict(o) for o in session.scalars(query.limit(limit))]
 
 
 def host_event_dict(event: HostEvent) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Storing classified kernel lines as events, correlated with vLLM, once per kernel record.
+"""Storing classified kernel lines as events, correlated with vLLM, once per kernel record,
+each in its occurrence (``occurrences``).
 
 Every channel (the agent's batches, netconsole) calls ``store_kernel_events`` for the lines it
 stored or merged; a line that already has its event (the same record brought by the other
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from collector import db
 from collector.kernel.classify import KernelEvent
+from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER, assign_occurrences, count_stored
 from collector.kernel.vllm_context import correlate
 from collector.models import KernelEventRow
 
@@ -40,6 +42,7 @@ class NewKernelEvent:
     vllm_line_id: int | None = None
     vllm_line_ts: float | None = None
     vllm_line: str | None = None
+    occurrence_id: int | None = None
     id: int | None = None
 
     @property
@@ -56,6 +59,7 @@ class NewKernelEvent:
             "vllm_line_id": self.vllm_line_id,
             "vllm_line_ts": self.vllm_line_ts,
             "vllm_line": self.vllm_line,
+            "occurrence_id": self.occurrence_id,
         }
         for name in EVENT_COLUMNS:
             value = getattr(self.event, name)
@@ -70,8 +74,10 @@ def store_kernel_events(
     host_id: int,
     boot_pk: int,
     hits: Sequence[tuple[int, float, KernelEvent]],
+    escalate_after: int = DEFAULT_ESCALATE_AFTER,
 ) -> list[NewKernelEvent]:
-    """Store (line id, line ts, event) as correlated events; returns the ones stored now."""
+    """Store (line id, line ts, event) as correlated events in their occurrences; returns the
+    ones stored now (a fatal fault back after ``escalate_after`` reboots: inspect_hardware)."""
     if not hits:
         return []
     rows = [
@@ -79,6 +85,9 @@ def store_kernel_events(
         for line_id, ts, event in hits
     ]
     correlate(session, host_id=host_id, events=rows)
+    groups = assign_occurrences(
+        session, host_id=host_id, boot_pk=boot_pk, rows=rows, escalate_after=escalate_after
+    )
     # One multi-row statement (an Xid storm is thousands of events) through Core: the ORM's bulk
     # path runs one statement per row here. RETURNING names the rows stored, by line id.
     stmt = (
@@ -90,6 +99,7 @@ def store_kernel_events(
         line_id: pk
         for pk, line_id in session.connection().execute(stmt, [r.row() for r in rows]).all()
     }
+    count_stored(session, groups, set(ids))
     stored = []
     for row in rows:
         if row.line_id in ids:

@@ -12,7 +12,8 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from collector.kernel.classify import classify_kernel_line
+from collector.kernel.classify import SEVERITIES, classify_kernel_line
+from collector.kernel.xid_catalog import ACTIONS
 from collector.matrix.argv import describe_profile, remote_argv
 from collector.matrix.gates import evaluate_gates
 from collector.matrix.results import STARTUP_PHASE, STARTUP_PLAN_KEYS, MatrixReport, ProfileReport
@@ -53,10 +54,11 @@ def server_lines(
     ]
 
 
-def kernel_event_counts(
+def kernel_findings(
     session: Session, *, host_id: int, start: float, end: float
-) -> dict[str, int]:
-    """Kernel events of the host (kmsg, netconsole, journal kernel facility) in [start, end]."""
+) -> tuple[dict[str, int], dict[str, str] | None]:
+    """Kernel events of the host (kmsg, netconsole, journal kernel facility) in [start, end]:
+    kind → count, and the worst severity and strongest action among them (None: no event)."""
     rows = session.scalars(
         select(Line.text).where(
             Line.host_id == host_id,
@@ -70,6 +72,7 @@ def kernel_event_counts(
     )
     counts: Counter[str] = Counter()
     seen: set[str] = set()
+    severity = action = None
     for text in rows:
         # The same record may arrive over kmsg and netconsole; count it once.
         if text in seen:
@@ -78,7 +81,17 @@ def kernel_event_counts(
         event = classify_kernel_line(text)
         if event is not None:
             counts[event.kind] += 1
-    return dict(counts)
+            severity = max(severity or event.severity, event.severity, key=SEVERITIES.index)
+            action = max(action or event.action, event.action, key=ACTIONS.index)
+    advice = {"severity": severity, "action": action} if severity and action else None
+    return dict(counts), advice
+
+
+def kernel_event_counts(
+    session: Session, *, host_id: int, start: float, end: float
+) -> dict[str, int]:
+    """Kernel events of the host in [start, end], by kind."""
+    return kernel_findings(session, host_id=host_id, start=start, end=end)[0]
 
 
 def window_samples(session: Session, *, host_id: int, start: float, end: float) -> list[Sample]:
@@ -154,23 +167,28 @@ def profile_report(
         plan = plans[-1] if plans else None
         report.startup_plan = {key: getattr(plan, key, None) for key in STARTUP_PLAN_KEYS}
         startup_end = _end(health) if health is not None else _end(start)
-        report.kernel_events[STARTUP_PHASE] = kernel_event_counts(
-            session, host_id=run.host_id, start=start.started_at, end=startup_end
-        )
+        _kernel(report, STARTUP_PHASE, session, run.host_id, start.started_at, startup_end)
     for step in by_kind.get("workload", []):
         figures = dict(step.detail or {})
         figures.setdefault("name", step.name)
         report.workloads.append(figures)
         lo = figures.get("started_at") or step.started_at
         hi = figures.get("ended_at") or _end(step)
-        report.kernel_events[step.name] = kernel_event_counts(
-            session, host_id=run.host_id, start=lo, end=hi
-        )
+        _kernel(report, step.name, session, run.host_id, lo, hi)
         samples = window_samples(session, host_id=run.host_id, start=lo, end=hi)
         report.telemetry[step.name] = windowed_telemetry(samples, lo, hi)
     report.guard = guard_counts(session, host_id=run.host_id, start=window_start, end=window_end)
     report.verdict, report.reasons = evaluate_gates(spec.gates, report)
     return report
+
+
+def _kernel(
+    report: ProfileReport, phase: str, session: Session, host_id: int, lo: float, hi: float
+) -> None:
+    counts, advice = kernel_findings(session, host_id=host_id, start=lo, end=hi)
+    report.kernel_events[phase] = counts
+    if advice is not None:
+        report.kernel_advice[phase] = advice
 
 
 def build_report(session: Session, *, run_id: int) -> MatrixReport:

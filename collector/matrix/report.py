@@ -30,9 +30,11 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def _events(kinds: dict[str, int] | None) -> str:
-    hits = {k: n for k, n in (kinds or {}).items() if n}
-    return ", ".join(f"{k} x{n}" for k, n in sorted(hits.items())) or "none"
+def _events(profile: ProfileReport, phase: str | None) -> str:
+    hits = {k: n for k, n in (profile.kernel_events.get(phase or "") or {}).items() if n}
+    text = ", ".join(f"{k} x{n}" for k, n in sorted(hits.items())) or "none"
+    advice = profile.kernel_advice.get(phase or "")
+    return f"{text} ({advice['severity']}: {advice['action']})" if hits and advice else text
 
 
 def _guard(p: ProfileReport) -> str:
@@ -56,7 +58,7 @@ def _startup_rows(profiles: list[ProfileReport]) -> list[list[str]]:
                 _cell(plan.get("kv_cache_gib")),
                 _cell(plan.get("kv_cache_tokens")),
                 _cell(plan.get("max_concurrency")),
-                _events(p.kernel_events.get(STARTUP_PHASE)),
+                _events(p, STARTUP_PHASE),
             ]
         )
     return rows
@@ -81,7 +83,7 @@ def _workload_rows(profiles: list[ProfileReport]) -> list[list[str]]:
                     _cell(w.get("over_30s")),
                     _cell(w.get("max_prompt_tokens")),
                     _cell(w.get("malformed_tool_calls")),
-                    _events(p.kernel_events.get(w.get("name"))),
+                    _events(p, w.get("name")),
                 ]
             )
     return rows

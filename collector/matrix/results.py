@@ -31,6 +31,7 @@ class ProfileReport:
       "error"} (epoch seconds).
     - `startup_plan`: STARTUP_PLAN_KEYS → value.
     - `kernel_events`: phase ("startup" or a workload name) → kernel event kind → count.
+    - `kernel_advice`: phase → {"severity": the worst, "action": the strongest} of its events.
     - `workloads`: `WorkloadResult.figures()` or `summarize_command_result(...)` dicts, in order.
     - `telemetry`: workload name → `windowed_telemetry(samples, start, end)`.
     - `guard`: the agent guard inside the profile's window: {"fired": n, "dry_run": n (matches
@@ -44,6 +45,7 @@ class ProfileReport:
     startup: dict[str, Any] = field(default_factory=dict)
     startup_plan: dict[str, Any] = field(default_factory=dict)
     kernel_events: dict[str, dict[str, int]] = field(default_factory=dict)
+    kernel_advice: dict[str, dict[str, str]] = field(default_factory=dict)
     workloads: list[dict[str, Any]] = field(default_factory=list)
     telemetry: dict[str, dict[str, Any]] = field(default_factory=dict)
     guard: dict[str, Any] = field(default_factory=dict)

@@ -21,7 +21,9 @@ from collector import db
 from collector.hosts.registry import UNKNOWN_BOOT, boot_pk
 from collector.ingest.rows import LINE_COLUMNS, line_row, to_json
 from collector.kernel.alerting import enqueue_kernel_events
+from collector.kernel.attribution import Site, attribute_reports, site_of
 from collector.kernel.classify import KernelEvent, classify_kernel_line
+from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER
 from collector.kernel.store import store_kernel_events
 from collector.models import CHANNEL_NETCONSOLE, Host, Line, NetconsoleDatagram, NetconsoleStats
 from collector.netconsole.loss import MsgidTracker
@@ -90,6 +92,9 @@ class NetconsoleStore:
         self._factory = factory
         self._keep_s = keep_days * 86400
         self._settings = settings  # None: kernel events are stored but do not alert
+        self._escalate = (
+            settings.kernel_escalate_after_reboots if settings else DEFAULT_ESCALATE_AFTER
+        )
         self._clock = clock
         self._last_prune: float | None = None
         self._boots: dict[tuple[int, str], int] = {}
@@ -147,6 +152,7 @@ class NetconsoleStore:
     def store_records(self, session: Session, records: list[ReceivedRecord]) -> None:
         keyed, plain = [], []
         hits: list[_Hit] = []  # records naming a kernel event (a few substring tests each)
+        sites: dict[tuple[int, int], list[Site]] = {}  # RIP/pc lines naming a module
         hosts: dict[int, Host | None] = {}
         stats: dict[int, list[float]] = {}  # host id → [received, lost delta, incomplete, last]
         for rec in records:
@@ -184,6 +190,10 @@ class NetconsoleStore:
             event = classify_kernel_line(r.text)
             if event is not None:
                 hits.append(_Hit(host, boot, r.boot or host.current_boot_id, rec, event))
+            else:
+                site = site_of(r.text)
+                if site is not None:
+                    sites.setdefault((host_id, boot), []).append((rec.received_at, *site))
         if keyed:
             session.connection().exec_driver_sql(_upsert_sql(db.param_mark(session)), keyed)
         db.copy_rows(session, "lines", LINE_COLUMNS, plain)
@@ -199,6 +209,8 @@ class NetconsoleStore:
         session.flush()
         if hits:
             self._kernel_events(session, hits)
+        for (host_id, boot), found in sites.items():
+            attribute_reports(session, host_id=host_id, boot_pk=boot, sites=found)
 
     def _kernel_events(self, session: Session, hits: list[_Hit]) -> None:
         """Ingest's kernel-event hook for the records just stored: classify, correlate, alert.
@@ -222,7 +234,9 @@ class NetconsoleStore:
                 boot_ids[key] = hit.boot_id
         now = from_epoch(self._clock())
         for (host_id, boot), found in groups.items():
-            events = store_kernel_events(session, host_id=host_id, boot_pk=boot, hits=found)
+            events = store_kernel_events(
+                session, host_id=host_id, boot_pk=boot, hits=found, escalate_after=self._escalate
+            )
             host = session.get(Host, host_id)
             if events and host is not None and self._settings is not None:
                 enqueue_kernel_events(

@@ -4,8 +4,10 @@ Shapes (all times epoch seconds; lists sorted by time; the UI ignores unknown ke
 
 - ``series``: see :func:`collector.readback.downsample.bucketed_samples`.
 - ``markers``: classified kernel events ``{"ts", "kind", "text", "priority", "source",
-  "line_id", "meaning", "vllm_phase"}``; ``kind`` as in ``kernel_events`` (xid, nv_err, gsp,
-  uvm, bus_off, soft_lockup, hung_task, rcu_stall, oom_kill, alloc_failure).
+  "line_id", "meaning", "vllm_phase", "code", "device", "severity", "action"}``; ``kind`` as
+  in ``kernel_events`` (xid, sxid, nv_err, gsp, uvm, bus_off, oops, soft_lockup, hung_task,
+  rcu_stall, oom_kill, alloc_failure); ``action``: none, restart_app, reset_gpu, reboot,
+  inspect_hardware.
 - ``phases``: vLLM phase bands ``{"start", "end" | null, "phase", "label", "start_id"}``.
 - ``incidents``: ``{"id", "start", "end" | null, "kind", "state", "resolution" | null, "url"}``;
   start is the last heartbeat (else when the host went late), end when heartbeats returned
@@ -54,6 +56,7 @@ PHASE_LABELS = {
     "serving": "serving",
     "stopped": "stopped",
     "failed": "failed",
+    "crashed": "crashed",
 }
 
 
@@ -82,6 +85,10 @@ def kernel_markers(
             "line_id": event.line_id,
             "meaning": event.meaning,
             "vllm_phase": event.vllm_phase,
+            "code": event.code,
+            "device": event.device,
+            "severity": event.severity,
+            "action": event.action,
         }
         for event, text, priority, source in session.execute(query)
     ]

@@ -1,8 +1,9 @@
-"""vLLM's log lines as it has printed them across versions (0.10 → 0.33), as patterns.
+"""vLLM's log lines as it has printed them across versions (0.5 → 0.33), as patterns.
 
-An optional ``(<Proc> pid=N) `` tag, ``LEVEL MM-DD HH:MM:SS [file.py:NNN] message``, uvicorn's
-``INFO:     ...`` lines, ANSI colours, and message formats that changed between releases.
-Messages are matched by content, never by vLLM's source line numbers.
+An optional ``(<Proc> pid=N) `` tag, ``LEVEL MM-DD HH:MM:SS [file.py:NNN] message`` (0.5-0.7.3
+print ``file.py:NNN]`` without the ``[``), uvicorn's ``INFO:     ...`` lines, ANSI colours,
+whatever a log shipper put in front (journald, docker compose, TorchServe), and message formats
+that changed between releases. Messages are matched by content, never by source line numbers.
 """
 
 from __future__ import annotations
@@ -12,53 +13,101 @@ import re
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 HEADER = re.compile(
     r"(?:\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s+)?"
-    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+"
-    r"(?P<date>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+\[(?P<src>[^\]]+)\]\s?(?P<msg>.*)$"
+    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
+    r"(?P<date>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+\[?(?P<src>[\w./-]+:\d+)\]\s?(?P<msg>.*)$"
 )
 TAG_ONLY = re.compile(r"\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s?(?P<msg>.*)$")
 FLOAT = r"(-?\d+(?:\.\d+)?)"
 
 VERSION = re.compile(
     r"vLLM (?:server|API server) version (?P<v>[\w.+-]+)|"
-    r"Initializing a V1 LLM engine \(v(?P<v2>[\w.+-]+)\)"
+    r"Initializing an? (?:V[01] )?LLM engine \(v(?P<v2>[\w.+-]+)\)|"
+    r"[█▄▀].*\bversion\s+(?P<v3>\d[\w.+-]*)"  # the ASCII logo of 0.15+
 )
 START_MARK = re.compile(
-    r"vLLM (?:server|API server) version |non-default args: |Initializing a V1 LLM engine"
+    r"vLLM (?:server|API server) version |non-default args: |"
+    r"Initializing an? (?:V[01] )?LLM engine|[█▄▀].*\bversion\s+\d"
 )
 LOAD_START = re.compile(
-    r"Starting to load model|Loading safetensors checkpoint shards|Loading weights took"
+    r"Starting to load model|Loading safetensors checkpoint shards|Loading weights took|"
+    r"Loading model weights took"
 )
-DRAFTER = re.compile(r"Loading drafter model")
-MODEL_LOAD = re.compile(rf"Model loading took {FLOAT} GiB(?: memory)? and {FLOAT} seconds")
+# The drafter, by its load line or by what it is: an MTP architecture, V0's spec-decode worker.
+DRAFTER = re.compile(
+    r"Loading drafter model|Detected MTP model|Resolved architecture: \w*MTP\w*|"
+    r"Configuring SpecDecodeWorker"
+)
+DRAFTER_LOAD = re.compile(r"Loading drafter model")
+# A speculative config in the engine's config line or the non-default args.
+SPEC_CONFIG = re.compile(r"speculative_config=SpeculativeConfig\(|'speculative_config': [{'\"]")
+# "GB" (0.5-0.8.2) and "GiB" both count bytes / 2**30: the figure is GiB either way.
+MODEL_LOAD = re.compile(rf"Model loading took {FLOAT} Gi?B(?: memory)? and {FLOAT} seconds")
+MODEL_LOAD_V0 = re.compile(rf"Loading model weights took {FLOAT} GB")
 PROFILING = re.compile(
     r"Profiling CUDA graph memory|Estimated CUDA graph memory|Available KV cache memory|"
-    r"KV cache size: |Maximum concurrency for |Memory profiling takes"
+    r"KV cache size: |Maximum concurrency for |Memory profiling takes|# \w+ blocks: |"
+    r"reserved for KV Cache is|Memory profiling results"
 )
 CG_ESTIMATE = re.compile(rf"Estimated CUDA graph memory: {FLOAT} GiB")
-KV_GIB = re.compile(rf"Available KV cache memory: {FLOAT} GiB")
+KV_GIB = re.compile(
+    rf"Available KV cache memory: {FLOAT} GiB|reserved for KV Cache is {FLOAT} ?GiB|"
+    rf"kv_cache_size={FLOAT}GiB"
+)
 KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
+# V0: "# GPU blocks: 4109, # CPU blocks: 512" ("# CUDA blocks", "# cuda blocks" later)
+KV_BLOCKS = re.compile(r"# (?:GPU|CUDA|cuda|gpu) blocks: ([\d,]+)")
+BLOCK_SIZE = re.compile(r"""['"]?block_size['"]?[=:]\s*(\d+)|--block-size[= ](\d+)""")
+DEFAULT_BLOCK_SIZE = 16
 MAX_CONC = re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: {FLOAT}x")
-CAPTURE = re.compile(r"Capturing CUDA graph|Graph capturing finished")
-CAPTURE_DONE = re.compile(rf"Graph capturing finished in {FLOAT} secs?, took {FLOAT} GiB")
+CAPTURE = re.compile(
+    r"Capturing CUDA graph|Capturing the model for CUDA graphs|Graph capturing finished"
+)
+CAPTURE_DONE = re.compile(rf"Graph capturing finished in {FLOAT} secs?(?:, took {FLOAT} GiB)?")
 POOL = re.compile(rf"CUDA graph pool memory: {FLOAT} GiB \(actual\), {FLOAT} GiB \(estimated\)")
 INIT_ENGINE = re.compile(rf"init engine \(profile, create kv cache, warmup model\) took {FLOAT}")
-SERVING = re.compile(r"Starting vLLM (?:API )?server")
+SERVING = re.compile(r"Starting vLLM (?:API )?server|Uvicorn running on ")
+# A request answered: the server is serving whatever the captured log lacks before it.
+ANSWERED = re.compile(r'"(?:GET|POST) /v1/\S+ HTTP/1\.\d" 200')
 READY = re.compile(r"Application startup complete")
 STOPPED = re.compile(
     r"INFO:\s+Shutting down$|Application shutdown complete|Finished server process"
 )
-# Root causes (specific) beat the generic "engine failed" lines for `error`.
+# Root causes (specific) beat the generic "engine failed" lines for `error`. The KV-capacity
+# error said "models's max seq len" from 0.7.3 to 0.21, "model's" after, and V0 had its own.
 ROOT_CAUSE = re.compile(
     r"on startup is less than desired GPU memory utilization|"
     r"No available memory for the cache blocks|"
-    r"To serve at least one request with the model's max seq len|"
+    r"To serve at least one request with the models?'s max seq len|"
+    r"max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV|"
     r"Failed to load model - not enough GPU memory|"
     r"User-specified max_model_len \(\d+\) is greater than|"
-    r"CUDA out of memory|OutOfMemoryError"
+    r"CUDA out of memory|OutOfMemoryError|"
+    r"Timed out waiting for engine core processes to start|"
+    r"Timed out waiting for engines to send initial message"
 )
 GENERIC_FAIL = re.compile(
-    r"EngineCore failed to start|EngineCore encountered a fatal error|"
-    r"Engine core initialization failed|EngineDeadError"
+    r"EngineCore failed to start|Engine core initialization failed|EngineCore hit an exception"
+)
+# The engine died under a running server or job ("encountered a fatal error" is what
+# run_engine_core logs when the busy loop raises; "failed to start" when the constructor does;
+# the API server's output handler and V0's background task fail when their engine is gone).
+CRASH = re.compile(
+    r"Engine core proc \S+ died unexpectedly|engine core exited unexpectedly|"
+    r"Engine loop has died|EngineDeadError|EngineCore encountered a fatal error|"
+    r"AsyncLLM output_handler failed|Engine background task failed"
+)
+TRACEBACK = "Traceback (most recent call last):"
+# The last line of a traceback: the exception, unindented.
+EXCEPTION = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::|$)"
+)
+# The lines vLLM prints when its engine stops making progress, by the name we give them.
+HANG_SIGNALS = (
+    ("shm_broadcast_timeout", re.compile(r"No available shared memory broadcast block found")),
+    ("rpc_timeout", re.compile(r"RPC call to \w+ timed out")),
+    ("engine_iteration_timeout", re.compile(r"Engine iteration timed out")),
+    ("watchdog_stack_dump", re.compile(r"\[Watchdog\]\s*Dumped stack to")),
+    ("fsm_advance_failed", re.compile(r"Failed to advance FSM")),
 )
 STATS = re.compile(
     r"(?:Engine (?P<engine>\d+)|(?P<n>\d+) Engines Aggregated): Avg prompt throughput"

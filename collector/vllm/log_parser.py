@@ -1,18 +1,21 @@
 """Understand vLLM's own log: per server start, the phase timeline and the startup memory plan.
 
-The formats it follows are in ``log_formats``. Incremental: feed lines as they arrive from a
-live stream.
+The formats it follows are in ``log_formats`` (0.5 → today), how a start ends in
+``log_outcome``. With tensor parallelism every rank prints its own KV-cache figures and vLLM
+sizes every rank to the smallest, so the plan keeps the minimum. Incremental: feed lines as
+they arrive from a live stream.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
+from collector.vllm.log_outcome import OutcomeState, hang_signal, opens_start, outcome_of
+from collector.vllm.log_stats import spec_fields, stats_fields
 
 PHASES = VLLM_PHASES  # shared with the agent (its guard can act only in given phases)
 # Plan fields in the order `inspect vllm-log --json` prints them.
@@ -37,7 +40,7 @@ PLAN_FIELDS = (
 @dataclass
 class VllmFact:
     """One thing a log line told us: kind is server_start, phase, plan, anomaly, outcome,
-    stats or spec_decode; data holds its fields; plan_index says which server start."""
+    hang_signal, stats or spec_decode; data holds its fields; plan_index says which start."""
 
     kind: str
     data: dict[str, Any]
@@ -69,6 +72,8 @@ class StartupPlan:
     cuda_graph_capture_gib: float | None = None
     cuda_graph_capture_s: float | None = None
     init_engine_s: float | None = None
+    kv_cache_blocks: int | None = None  # V0: "# GPU blocks: N" (tokens = N x block_size)
+    block_size: int = fmt.DEFAULT_BLOCK_SIZE
     first_line_no: int | None = None
     first_ts: float | None = None
 
@@ -114,7 +119,7 @@ class VllmLogParser:
     def __init__(self) -> None:
         self._plans: list[StartupPlan] = []
         self._line_count = 0
-        self._root_cause = False
+        self._state = OutcomeState()
 
     def plans(self) -> list[StartupPlan]:
         """All server starts seen so far, oldest first (the last may still be in progress)."""
@@ -140,9 +145,15 @@ class VllmLogParser:
         ctx = (ts, line_no, parsed.log_time)
 
         if "Avg prompt throughput" in msg:
-            return self._stats(msg, ctx, facts)
+            stats = stats_fields(msg)
+            return [self._fact("stats", stats, ctx)] if stats is not None else facts
         if "SpecDecoding metrics" in msg and fmt.SPEC.search(msg):
-            return self._spec(msg, ctx, facts)
+            return [self._fact("spec_decode", spec_fields(msg), ctx)]
+        signal = hang_signal(msg)
+        if signal is not None:
+            plan = self.current
+            data = {"signal": signal, "phase": plan.phase if plan else None, "line": parsed.clean}
+            facts.append(self._fact("hang_signal", data, ctx))
 
         if fmt.START_MARK.search(msg):
             plan = self._plans[-1] if self._plans else None
@@ -151,32 +162,45 @@ class VllmLogParser:
             self._enter(plan, "starting", ctx, facts)
             v = fmt.VERSION.search(msg)
             if v and plan.vllm_version is None:
-                self._set(plan, "vllm_version", v.group("v") or v.group("v2"), ctx, facts)
+                version = v.group("v") or v.group("v2") or v.group("v3")
+                self._set(plan, "vllm_version", version, ctx, facts)
+            self._block_size(plan, msg)
             return facts
 
         plan = self._plans[-1] if self._plans else None
         if fmt.LOAD_START.search(msg):
-            if plan is None or plan.phase in ("serving", "stopped", "failed"):
+            if plan is None or plan.phase in ("serving", "stopped", "failed", "crashed"):
                 plan = self._new_plan(ctx, facts)
             if plan.phase in (None, "starting"):
                 self._enter(plan, "loading_weights", ctx, facts)
         if plan is None:
-            return facts
+            if not opens_start(msg):
+                return facts
+            plan = self._new_plan(ctx, facts)
         self._plan_line(plan, parsed, ctx, facts)
         return facts
+
+    def _block_size(self, plan: StartupPlan, msg: str) -> None:
+        m = fmt.BLOCK_SIZE.search(msg)
+        if m:
+            plan.block_size = int(m.group(1) or m.group(2))
 
     def _plan_line(
         self, plan: StartupPlan, parsed: _Line, ctx: tuple, facts: list[VllmFact]
     ) -> None:
         msg = parsed.msg
-        if fmt.DRAFTER.search(msg):
-            self._enter(plan, "loading_drafter", ctx, facts)
+        if "Initializing" in msg or "block_size" in msg:
+            self._block_size(plan, msg)
+        if fmt.DRAFTER.search(msg) or fmt.SPEC_CONFIG.search(msg):
+            if fmt.DRAFTER_LOAD.search(msg):
+                self._enter(plan, "loading_drafter", ctx, facts)
             if not plan.drafter_loaded:
                 self._set(plan, "drafter_loaded", True, ctx, facts)
-        m = fmt.MODEL_LOAD.search(msg)
+        m = fmt.MODEL_LOAD.search(msg) or fmt.MODEL_LOAD_V0.search(msg)
         if m and plan.model_load_gib is None:
             self._set(plan, "model_load_gib", float(m.group(1)), ctx, facts)
-            self._set(plan, "model_load_s", float(m.group(2)), ctx, facts)
+            if m.re is fmt.MODEL_LOAD:
+                self._set(plan, "model_load_s", float(m.group(2)), ctx, facts)
         if fmt.PROFILING.search(msg):
             self._enter(plan, "profiling", ctx, facts)
             self._profiling(plan, msg, ctx, facts)
@@ -185,7 +209,8 @@ class VllmLogParser:
             m = fmt.CAPTURE_DONE.search(msg)
             if m and plan.cuda_graph_capture_s is None:
                 self._set(plan, "cuda_graph_capture_s", float(m.group(1)), ctx, facts)
-                self._set(plan, "cuda_graph_capture_gib", float(m.group(2)), ctx, facts)
+                if m.group(2) is not None:
+                    self._set(plan, "cuda_graph_capture_gib", float(m.group(2)), ctx, facts)
         m = fmt.POOL.search(msg)
         if m and plan.cuda_graph_pool_actual_gib is None:
             self._set(plan, "cuda_graph_pool_actual_gib", float(m.group(1)), ctx, facts)
@@ -193,15 +218,8 @@ class VllmLogParser:
         m = fmt.INIT_ENGINE.search(msg)
         if m and plan.init_engine_s is None:
             self._set(plan, "init_engine_s", float(m.group(1)), ctx, facts)
-        if fmt.SERVING.search(msg):
-            self._enter(plan, "serving", ctx, facts)
-        if fmt.READY.search(msg):
-            self._enter(plan, "serving", ctx, facts)
-            if plan.outcome != "started" and plan.phase != "failed":
-                plan.outcome = "started"
-                facts.append(self._fact("outcome", {"outcome": "started", "error": None}, ctx))
-        self._failure(plan, parsed, ctx, facts)
-        if fmt.STOPPED.search(msg) and plan.phase not in ("stopped", "failed"):
+        self._outcome(plan, parsed, ctx, facts)
+        if fmt.STOPPED.search(msg) and plan.phase not in ("stopped", "failed", "crashed"):
             self._enter(plan, "stopped", ctx, facts)
 
     def _profiling(self, plan: StartupPlan, msg: str, ctx: tuple, facts: list[VllmFact]) -> None:
@@ -212,69 +230,52 @@ class VllmLogParser:
             if value < 0:
                 self._anomaly(plan, f"negative CUDA graph memory estimate: {value} GiB", ctx, facts)
         m = fmt.KV_GIB.search(msg)
-        if m and plan.kv_cache_gib is None:
-            value = float(m.group(1))
-            self._set(plan, "kv_cache_gib", value, ctx, facts)
-            if value < 0:
+        if m:
+            value = float(next(g for g in m.groups() if g is not None))
+            if self._smaller(plan, "kv_cache_gib", value, ctx, facts) and value < 0:
                 self._anomaly(plan, f"negative available KV cache memory: {value} GiB", ctx, facts)
         m = fmt.KV_TOKENS.search(msg)
-        if m and plan.kv_cache_tokens is None:
-            self._set(plan, "kv_cache_tokens", int(_num(m.group(1))), ctx, facts)
+        if m:
+            self._smaller(plan, "kv_cache_tokens", int(_num(m.group(1))), ctx, facts)
+        m = fmt.KV_BLOCKS.search(msg)
+        if m:
+            blocks = int(_num(m.group(1)))
+            if self._smaller(plan, "kv_cache_blocks", blocks, ctx, facts):
+                self._set(plan, "kv_cache_tokens", blocks * plan.block_size, ctx, facts)
         m = fmt.MAX_CONC.search(msg)
-        if m and plan.max_concurrency is None:
+        if m and self._smaller(plan, "max_concurrency", float(m.group(2)), ctx, facts):
             self._set(plan, "max_concurrency_tokens", int(_num(m.group(1))), ctx, facts)
-            self._set(plan, "max_concurrency", float(m.group(2)), ctx, facts)
 
-    def _failure(self, plan: StartupPlan, parsed: _Line, ctx: tuple, facts: list[VllmFact]) -> None:
-        if parsed.level in ("DEBUG", "INFO", "WARNING"):
-            return  # e.g. the max_model_len override is only a WARNING
-        msg = parsed.msg
-        root = fmt.ROOT_CAUSE.search(msg)
-        if root is None and not fmt.GENERIC_FAIL.search(msg):
-            return
-        first_failure = plan.phase != "failed"
-        if first_failure:
-            self._enter(plan, "failed", ctx, facts)
-            self._root_cause = False
-        if first_failure or (root is not None and not self._root_cause):
-            plan.error = parsed.clean
-            self._root_cause = root is not None
-            if plan.outcome != "started":
-                plan.outcome = "failed"
-            facts.append(self._fact("outcome", {"outcome": plan.outcome, "error": plan.error}, ctx))
+    def _smaller(
+        self, plan: StartupPlan, name: str, value: float, ctx: tuple, facts: list[VllmFact]
+    ) -> bool:
+        """Keep ``value`` if it is the first or the smallest so far (tensor-parallel ranks)."""
+        current = getattr(plan, name)
+        if current is not None and current <= value:
+            return False
+        self._set(plan, name, value, ctx, facts)
+        return True
 
-    def _stats(self, msg: str, ctx: tuple, facts: list[VllmFact]) -> list[VllmFact]:
-        head = fmt.STATS.search(msg)
-        if head is None:
-            return facts
-        data: dict[str, Any] = {"engine": head.group("engine") or f"{head.group('n')} aggregated"}
-        self._fields(fmt.STAT_FIELDS, msg, data)
-        facts.append(self._fact("stats", data, ctx))
-        return facts
-
-    def _spec(self, msg: str, ctx: tuple, facts: list[VllmFact]) -> list[VllmFact]:
-        data: dict[str, Any] = {}
-        self._fields(fmt.SPEC_FIELDS, msg, data)
-        pp = fmt.PER_POSITION.search(msg)
-        data["per_position_acceptance"] = (
-            [float(x) for x in pp.group(1).split(", ") if x] if pp else None
+    def _outcome(self, plan: StartupPlan, parsed: _Line, ctx: tuple, facts: list[VllmFact]) -> None:
+        result = outcome_of(
+            self._state,
+            outcome=plan.outcome,
+            level=parsed.level,
+            msg=parsed.msg,
+            clean=parsed.clean,
         )
-        facts.append(self._fact("spec_decode", data, ctx))
-        return facts
-
-    @staticmethod
-    def _fields(patterns: dict[str, re.Pattern[str]], msg: str, data: dict[str, Any]) -> None:
-        for name, pattern in patterns.items():
-            m = pattern.search(msg)
-            if m is None:
-                data[name] = None
-            else:
-                data[name] = int(m.group(1)) if name in fmt.INT_STATS else float(m.group(1))
+        if result is None:
+            return
+        phase = {"started": "serving", "failed": "failed", "crashed": "crashed"}[result.outcome]
+        self._enter(plan, phase, ctx, facts)
+        plan.outcome, plan.error = result.outcome, result.error
+        self._state.root_cause = self._state.root_cause or result.root_cause
+        facts.append(self._fact("outcome", {"outcome": plan.outcome, "error": plan.error}, ctx))
 
     def _new_plan(self, ctx: tuple, facts: list[VllmFact]) -> StartupPlan:
         plan = StartupPlan(first_ts=ctx[0], first_line_no=ctx[1])
         self._plans.append(plan)
-        self._root_cause = False
+        self._state = OutcomeState()
         facts.append(self._fact("server_start", {}, ctx))
         return plan
 

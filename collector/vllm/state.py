@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.models import HostEvent
@@ -27,6 +28,8 @@ class HostVllmState:
     stream: VllmStream | None = None
     detectors: dict[str, HangDetector] = field(default_factory=dict)
     last_sample_ts: dict[str, float] = field(default_factory=dict)
+    # Endpoints without vllm:* metrics (hang detection off), already reported.
+    unwatchable: set[str] = field(default_factory=set)
 
 
 class VllmStates:
@@ -55,22 +58,36 @@ def observe_samples(
     state: HostVllmState,
     stall_s: float = 15.0,
 ) -> list[HostEvent]:
-    """Feed each sample's vLLM metrics to its endpoint's hang detector; store the verdicts."""
+    """Feed each sample's vLLM metrics to its endpoint's hang detector; store the verdicts.
+
+    A healthy server whose /metrics has no ``vllm:*`` series (started with
+    ``--disable-log-stats``) cannot be watched: that is reported once, as
+    ``vllm_hang_detection_off``, not passed over in silence."""
     events = []
     for sample in sorted(samples, key=lambda s: s.ts):
         power = number(sample.first_gpu().get("power_w"))
         for entry in sample.vllm or []:
-            running, tokens = entry.get("running"), entry.get("generation_tokens")
-            if number(running) is None or number(tokens) is None:
-                continue
             url = str(entry.get("url") or "")
+            running, tokens = number(entry.get("running")), number(entry.get("generation_tokens"))
+            if running is None or tokens is None:
+                if entry.get("health") == 200 and not entry.get("error"):
+                    events += _detection_off(session, host_id, state, url, sample.ts)
+                continue
+            state.unwatchable.discard(url)
             last = state.last_sample_ts.get(url)
             if last is not None and sample.ts <= last:
                 continue  # a replayed sample: the detector has moved past it
             state.last_sample_ts[url] = sample.ts
             detector = state.detectors.setdefault(url, HangDetector(stall_s))
             verdict = detector.observe(
-                sample.ts, int(running), float(tokens), None if power is None else float(power)
+                sample.ts,
+                int(running),
+                float(tokens),
+                None if power is None else float(power),
+                waiting=int(number(entry.get("waiting")) or 0),
+                prompt_tokens=number(entry.get("prompt_tokens")),
+                iteration_tokens=number(entry.get("iteration_tokens")),
+                kv_usage=number(entry.get("kv_usage")),
             )
             if verdict is not None:
                 data: dict[str, Any] = {**asdict(verdict), "url": url}
@@ -80,3 +97,27 @@ def observe_samples(
                 )
     session.add_all(events)
     return events
+
+
+DETECTION_OFF = "vllm_hang_detection_off"
+
+
+def _detection_off(
+    session: Session, host_id: int, state: HostVllmState, url: str, ts: float
+) -> list[HostEvent]:
+    """The one ``vllm_hang_detection_off`` of an endpoint (also across collector restarts)."""
+    if url in state.unwatchable:
+        return []
+    state.unwatchable.add(url)
+    reported = session.scalars(
+        select(HostEvent.data)
+        .where(HostEvent.host_id == host_id, HostEvent.kind == DETECTION_OFF)
+        .order_by(HostEvent.ts.desc())
+        .limit(50)
+    )
+    if any((data or {}).get("url") == url for data in reported):
+        return []
+    reason = "no vllm:* metrics on /metrics (the server runs with --disable-log-stats?)"
+    return [
+        HostEvent(host_id=host_id, ts=ts, kind=DETECTION_OFF, data={"url": url, "reason": reason})
+    ]

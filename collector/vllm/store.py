@@ -18,9 +18,10 @@ from collector.vllm.log_parser import PLAN_FIELDS, StartupPlan, VllmLogParser
 
 # The StartupPlan fields stored as columns of vllm_starts (the `inspect --json` contract).
 PLAN_COLUMNS = tuple(f for f in PLAN_FIELDS if f not in ("outcome", "error", "phases"))
-PLAN_EXTRAS = ("cuda_graph_capture_gib", "cuda_graph_capture_s", "init_engine_s")
+PLAN_EXTRAS = ("cuda_graph_capture_gib", "cuda_graph_capture_s", "init_engine_s", "kv_cache_blocks")
 # Periodic log lines stored as host_events, by parser fact kind.
 STAT_EVENT_KINDS = {"stats": "vllm_stats", "spec_decode": "spec_decode"}
+HANG_SIGNAL = "vllm_hang_signal"
 REPLAY_LIMIT = 50_000
 
 StoredLine = tuple[int, float, str]  # (lines.id, ts, text)
@@ -80,7 +81,8 @@ def store_vllm_lines(
 ) -> list[HostEvent]:
     """Feed newly stored vLLM lines (ts order) through the host's parser; store what they say.
 
-    Returns the host events added (periodic stats, spec-decode metrics, plan anomalies).
+    Returns the host events added (periodic stats, spec-decode metrics, plan anomalies, hang
+    signals with the phase the server was in).
     """
     touched: dict[int, tuple[VllmStart, StartupPlan]] = {}
     start = session.get(VllmStart, stream.start_id) if stream.start_id is not None else None
@@ -92,6 +94,10 @@ def store_vllm_lines(
                 events.append(
                     HostEvent(host_id=host_id, ts=ts, kind=STAT_EVENT_KINDS[fact.kind], data=data)
                 )
+                continue
+            if fact.kind == "hang_signal":
+                data = {**fact.data, "start_id": stream.start_id, "line_id": line_id}
+                events.append(HostEvent(host_id=host_id, ts=ts, kind=HANG_SIGNAL, data=data))
                 continue
             if fact.kind == "server_start":
                 start = VllmStart(

@@ -62,6 +62,7 @@ def test_metrics_fields_from_the_real_exposition() -> None:
         "preemptions": 3,
         "prompt_tokens": 184320,
         "generation_tokens": 52771,
+        "iteration_tokens": None,
         "spec_accepted": 34719,
         "spec_draft": 48022,
     }
@@ -76,6 +77,23 @@ def test_old_kv_metric_name_and_missing_spec_counters() -> None:
     fields = metrics_from_text(text)
     assert fields["kv_usage"] == 0.25 and fields["running"] == 0
     assert fields["spec_accepted"] is None and fields["generation_tokens"] is None
+
+
+def test_data_parallel_engines_add_up_but_kv_usage_is_the_busiest_engine() -> None:
+    # vLLM with --data-parallel-size 2 (0.8.5+ labels): one series per engine.
+    text = (
+        'vllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
+        'vllm:num_requests_running{engine="1",model_name="m"} 2.0\n'
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.71\n'
+        'vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.64\n'
+        'vllm:generation_tokens_total{engine="0",model_name="m"} 100.0\n'
+        'vllm:generation_tokens_total{engine="1",model_name="m"} 50.0\n'
+        'vllm:iteration_tokens_total_sum{engine="0",model_name="m"} 8192.0\n'
+        'vllm:iteration_tokens_total_sum{engine="1",model_name="m"} 4096.0\n'
+    )
+    fields = metrics_from_text(text)
+    assert (fields["running"], fields["generation_tokens"]) == (5, 150)
+    assert fields["kv_usage"] == 0.71 and fields["iteration_tokens"] == 12288
 
 
 def test_health_and_metrics_over_one_kept_alive_connection(vllm: FakeVllm) -> None:
@@ -94,6 +112,7 @@ def test_health_and_metrics_over_one_kept_alive_connection(vllm: FakeVllm) -> No
             "preemptions": 3,
             "prompt_tokens": 184320,
             "generation_tokens": 52771,
+            "iteration_tokens": None,
             "spec_accepted": 34719,
             "spec_draft": 48022,
             "error": None,

@@ -14,7 +14,23 @@ from collector.vllm.log_parser import PLAN_FIELDS
 
 KERNEL = Path(__file__).parent.parent / "fixtures" / "kernel"
 VLLM = Path(__file__).parent.parent / "fixtures" / "vllm"
-KEYS = ["kind", "xid", "pci", "pid", "process", "meaning", "line_no", "text"]
+KEYS = [
+    "kind",
+    "code",
+    "device",
+    "xid",
+    "pci",
+    "pid",
+    "process",
+    "module",
+    "meaning",
+    "severity",
+    "action",
+    "line_no",
+    "text",
+]
+REAL_PSTORE = Path(__file__).parent.parent / "fixtures" / "real" / "pstore"
+REAL_VLLM = Path(__file__).parent.parent / "fixtures" / "real" / "vllm"
 
 
 def _summary(name: str) -> list[tuple]:
@@ -58,6 +74,12 @@ def test_json_keys_exact_and_prefix_stripped() -> None:
     gsp = events[3]
     assert gsp["text"].startswith("NVRM: Xid (PCI:000f:01:00): 119, pid=3849, name=KMS thread,")
     assert (gsp["pci"], gsp["pid"], gsp["process"]) == ("000f:01:00", 3849, "KMS thread")
+    assert (gsp["code"], gsp["device"], gsp["severity"], gsp["action"]) == (
+        "119",
+        "000f:01:00",
+        "fatal",
+        "reset_gpu",
+    )
 
 
 def test_kmsg_dictionary_continuation_is_one_record() -> None:
@@ -86,10 +108,28 @@ def test_journal_json_byte_array_message() -> None:
 
 
 def test_vllm_json_keys_exact() -> None:
-    plans = inspect_vllm_log(VLLM / "v0.33.0_restart_fail_then_start.log")
+    result = inspect_vllm_log(VLLM / "v0.33.0_restart_fail_then_start.log")
+    assert list(result) == ["starts", "hang_signals"]
+    plans = result["starts"]
     assert [list(p) for p in plans] == [list(PLAN_FIELDS)] * 2
     assert [p["outcome"] for p in plans] == ["failed", "started"]
-    json.dumps(plans)  # serialisable as is
+    json.dumps(result)  # serialisable as is
+
+
+def test_vllm_hang_signals_with_their_phase() -> None:
+    result = inspect_vllm_log(REAL_VLLM / "omni-2928-serving-then-shm-hang.log")
+    [signal] = result["hang_signals"]
+    assert (signal["signal"], signal["phase"], signal["start"]) == (
+        "shm_broadcast_timeout",
+        "serving",
+        1,
+    )
+    assert signal["line_no"] == 5  # the header lines count: line numbers are the file's
+    code, text = _run(
+        ["inspect", "vllm-log", str(REAL_VLLM / "omni-2928-serving-then-shm-hang.log")]
+    )
+    assert code == 0
+    assert "hang signal line 5: shm_broadcast_timeout (start 1, phase serving)" in text
 
 
 def _run(argv: list[str]) -> tuple[int, str]:
@@ -100,15 +140,25 @@ def _run(argv: list[str]) -> tuple[int, str]:
     return run_inspect(args, out=out), out.getvalue()
 
 
+def test_pstore_files_are_kernel_logs() -> None:
+    [panic] = inspect_kernel_log(REAL_PSTORE / "dmesg-erst-7530486857247752193")
+    assert (panic["kind"], panic["code"], panic["module"]) == ("oops", "panic", "crash_test")
+    [oops] = inspect_kernel_log(REAL_PSTORE / "dmesg-erst-sysrq-oops")
+    assert (oops["kind"], oops["code"], oops["module"]) == ("oops", "oops", None)
+    assert "sysrq_handle_crash" in oops["meaning"]
+
+
 def test_cli_json_and_human_output() -> None:
     code, text = _run(["inspect", "kernel-log", str(KERNEL / "kmsg_raw.txt"), "--json"])
     assert code == 0 and [e["kind"] for e in json.loads(text)] == ["nv_err", "xid"]
+    assert [e["action"] for e in json.loads(text)] == ["restart_app", "restart_app"]
     code, text = _run(["inspect", "kernel-log", str(KERNEL / "kmsg_raw.txt")])
     assert code == 0 and "line 5: xid 31" in text and "2 event(s)" in text
+    assert "severity error, action restart_app" in text and "device=000f:01:00" in text
     code, text = _run(["inspect", "vllm-log", str(VLLM / "v0.20.2_mtp_gb10.log")])
     assert code == 0 and "negative estimate" in text and "loading_drafter" in text
     code, text = _run(["inspect", "vllm-log", str(VLLM / "v0.20.2_mtp_gb10.log"), "--json"])
-    assert json.loads(text)[0]["cuda_graph_estimate_gib"] == -0.9
+    assert json.loads(text)["starts"][0]["cuda_graph_estimate_gib"] == -0.9
 
 
 def test_cli_missing_file() -> None:

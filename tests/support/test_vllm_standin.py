@@ -12,12 +12,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from io import StringIO
 from pathlib import Path
 
 import pytest
 
+from agent.sources.vllm_http import metrics_from_text
 from collector.kernel.classify import classify_kernel_line
 from collector.vllm.log_parser import parse_vllm_log
+from tests.support.vllm_standin import Engine, Logger, parse_args
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = '{"method":"mtp","num_speculative_tokens":3,"moe_backend":"triton"}'
@@ -50,8 +53,8 @@ class Standin:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
 
-    def chat(self, messages: list[dict], timeout: float = 5) -> dict:
-        body = json.dumps({"model": "m", "messages": messages, "tools": TOOLS}).encode()
+    def chat(self, messages: list[dict], timeout: float = 5, **extra: object) -> dict:
+        body = json.dumps({"model": "m", "messages": messages, "tools": TOOLS, **extra}).encode()
         req = urllib.request.Request(
             self.url + "/v1/chat/completions", body, {"Content-Type": "application/json"}
         )
@@ -69,12 +72,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(tmp_path: Path, *extra: str) -> Iterator[Standin]:
+def _start(tmp_path: Path, *extra: str, auto_tools: bool = True) -> Iterator[Standin]:
     port = _free_port()
     log, kmsg = tmp_path / "vllm.log", tmp_path / "kmsg.txt"
     argv = [sys.executable, "-m", "tests.support.vllm_standin", "--port", str(port)]
     argv += ["--log-file", str(log), "--kmsg-file", str(kmsg), "--load-seconds", "0.3"]
     argv += ["--stats-interval", "0.2", "--tensor-parallel-size", "1", "--trust-remote-code"]
+    if auto_tools:
+        argv += ["--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder"]
     proc = subprocess.Popen([*argv, *extra], cwd=ROOT)
     standin = Standin(proc, f"http://127.0.0.1:{port}", log, kmsg)
     deadline = time.monotonic() + 20
@@ -157,14 +162,16 @@ def test_chat_tool_calls_and_metrics(spec_standin: Standin) -> None:
     ]
     second = spec_standin.chat(messages)
     assert second["usage"]["prompt_tokens"] > first["usage"]["prompt_tokens"] + 90
-    # Above 60 prompt tokens every other turn carries arguments that are not JSON.
+    # Above 60 prompt tokens every other turn is a call the parser cannot read: like vLLM's
+    # parsers, the stand-in returns the raw text as content and no tool call.
     messages += [
         second["choices"][0]["message"],
         {"role": "tool", "tool_call_id": "t", "content": "y"},
     ]
-    bad = spec_standin.chat(messages)["choices"][0]["message"]["tool_calls"][0]
-    with pytest.raises(ValueError):
-        json.loads(bad["function"]["arguments"])
+    bad = spec_standin.chat(messages)["choices"][0]
+    assert "tool_calls" not in bad["message"] and bad["finish_reason"] == "stop"
+    assert bad["message"]["content"].startswith("<tool_call>")
+    assert "Error in extracting tool call from response." in spec_standin.log.read_text()
 
     status, body = spec_standin.get("/metrics")
     m = _metrics(body.decode())
@@ -207,3 +214,58 @@ def test_plan_that_cannot_fit_fails_start(tmp_path: Path) -> None:
     [plan] = parse_vllm_log(log.read_text().splitlines())
     assert plan.outcome == "failed"
     assert plan.error is not None and "No available memory for the cache blocks" in plan.error
+
+
+def test_the_port_refuses_connections_until_the_model_is_loaded(tmp_path: Path) -> None:
+    port = _free_port()
+    log = tmp_path / "vllm.log"
+    argv = [sys.executable, "-m", "tests.support.vllm_standin", "--port", str(port)]
+    proc = subprocess.Popen([*argv, "--log-file", str(log), "--load-seconds", "3"], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 10
+        while "Starting to load model" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        with pytest.raises(ConnectionRefusedError):  # not a 503: nothing listens yet
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_auto_tool_choice_needs_the_server_flags(tmp_path: Path) -> None:
+    standins = _start(tmp_path, auto_tools=False)
+    standin = next(standins)
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:  # tools, so "auto" by default
+            standin.chat([{"role": "user", "content": "hi"}])
+        assert refused.value.code == 400
+        error = json.loads(refused.value.read())["error"]
+        assert error["message"] == (
+            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+        )
+        answer = standin.chat([{"role": "user", "content": "hi"}], tool_choice="none")
+        assert answer["choices"][0]["message"]["content"] == "OK."
+    finally:
+        standins.close()
+
+
+def test_stats_line_goes_quiet_when_idle(plain_standin: Standin) -> None:
+    plain_standin.chat([{"role": "user", "content": "hi"}])
+    time.sleep(1.5)  # stats every 0.2 s: one interval with throughput, one after, then DEBUG
+    lines = [ln for ln in plain_standin.log.read_text().splitlines() if "Avg prompt" in ln]
+    assert 1 <= len(lines) <= 3
+    assert lines[-1].split("Avg prompt throughput: ")[1].startswith("0.0")
+
+
+def test_metrics_per_engine_and_none_without_log_stats() -> None:
+    dp = Engine(parse_args(["--port", "1", "--data-parallel-size", "2"]), Logger(StringIO()))
+    dp.running, dp.kv_tokens, dp.generation_tokens = 4, 8192, 300
+    text = dp.metrics_text()
+    assert 'engine="1"' in text
+    fields = metrics_from_text(text)  # the agent's own reading of it
+    assert fields["running"] == 4 and fields["generation_tokens"] == 300
+    assert fields["kv_usage"] == 1.0  # each engine's usage, never the sum of two
+    blind = Engine(parse_args(["--port", "1", "--disable-log-stats"]), Logger(StringIO()))
+    assert "vllm:" not in blind.metrics_text()
+    assert set(metrics_from_text(blind.metrics_text()).values()) == {None}

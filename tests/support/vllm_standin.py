@@ -4,11 +4,20 @@ vLLM-format startup log that depends on the arguments. Production code never imp
     python -m tests.support.vllm_standin --port 8000 [--model M] [--max-model-len N]
         [--speculative-config JSON] [--gpu-memory-utilization F] [--kmsg-file PATH]
         [--log-file PATH] [--load-seconds F] [--malformed-tool-calls-above TOKENS]
-        [--hang-after-requests N] [--stats-interval S]   (other vLLM args accepted, ignored)
+        [--hang-after-requests N] [--stats-interval S] [--enable-auto-tool-choice]
+        [--tool-call-parser P] [--disable-log-stats] [--data-parallel-size N]
+        (other vLLM args accepted, ignored)
 
 Formats follow vLLM 0.33.0 (see /work/shared/reference/vllm-and-nvidia-formats.md). With
 --speculative-config it loads a drafter, prints a NEGATIVE CUDA-graph estimate (as observed on
 GB10) and, with --kmsg-file, appends the driver's NV_ERR_NO_MEMORY kmsg record at that moment.
+
+Where freezewatch depends on it, it behaves as vLLM does: the port refuses connections until
+the model is loaded (no 503); the stats line goes quiet after an interval without throughput
+(vLLM logs it at DEBUG then); a tool call the parser cannot read comes back as plain content
+with no ``tool_calls`` (and an ERROR line); ``tool_choice: "auto"`` (the default when tools are
+sent) is a 400 without ``--enable-auto-tool-choice --tool-call-parser``; ``--disable-log-stats``
+leaves no ``vllm:*`` metric; data-parallel engines have one metric series each.
 """
 
 from __future__ import annotations
@@ -33,6 +42,18 @@ NV_ERR_RECORD = (
     "returned from _memdescAllocInternal(pMemDesc) @ mem_desc.c:1359"
 )
 _KMSG_SEQ = re.compile(r"^\d+,(\d+),")
+# What /metrics still has with --disable-log-stats: the process collector, no vllm:* series.
+PROCESS_METRICS = (
+    "# HELP python_gc_objects_collected_total Objects collected during gc\n"
+    "# TYPE python_gc_objects_collected_total counter\n"
+    'python_gc_objects_collected_total{generation="0"} 4231.0\n'
+    "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+    "# TYPE process_resident_memory_bytes gauge\n"
+    "process_resident_memory_bytes 1.9876224e+09\n"
+)
+AUTO_TOOL_CHOICE = (
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -53,6 +74,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hang-after-requests", type=int, default=None)
     p.add_argument("--stats-interval", type=float, default=10.0)
     p.add_argument("--request-seconds", type=float, default=0.02)
+    p.add_argument("--enable-auto-tool-choice", action="store_true")
+    p.add_argument("--tool-call-parser", default=None)
+    p.add_argument("--disable-log-stats", action="store_true")
+    p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
     args, _unknown = p.parse_known_args(argv)
     args.spec = json.loads(args.speculative_config) if args.speculative_config else None
     return args
@@ -242,8 +267,11 @@ class Engine:
 
     # -- periodic stats --------------------------------------------------------------------
     def stats_loop(self) -> None:
-        """Every --stats-interval: vLLM's `Engine 000: ...` line (and SpecDecoding metrics)."""
+        """Every --stats-interval: vLLM's `Engine 000: ...` line (and SpecDecoding metrics),
+        at INFO unless this interval and the one before had no throughput (then DEBUG, which
+        the default log level does not print: an idle or hung engine goes quiet)."""
         interval = self.args.stats_interval
+        idle_before = True  # vLLM starts from zero throughput: quiet until the first request
         while not self.stop.wait(interval):
             with self.lock:
                 prompt = self.prompt_tokens - self.last_prompt
@@ -251,6 +279,10 @@ class Engine:
                 self.last_prompt, self.last_generation = self.prompt_tokens, self.generation_tokens
                 running = self.running
                 usage = 100.0 * min(1.0, running * 4096 / max(self.kv_tokens, 1))
+            idle = prompt == 0 and gen == 0
+            quiet, idle_before = idle and idle_before, idle
+            if quiet or self.args.disable_log_stats:
+                continue
             self.log.log(
                 "APIServer",
                 "loggers.py:257",
@@ -272,8 +304,11 @@ class Engine:
 
     # -- HTTP ------------------------------------------------------------------------------
     def metrics_text(self) -> str:
-        """/metrics in vLLM's Prometheus text format."""
-        lbl = f'{{engine="0",model_name="{self.name}"}}'
+        """/metrics in vLLM's Prometheus text format: one series per data-parallel engine,
+        none at all with --disable-log-stats."""
+        if self.args.disable_log_stats:
+            return PROCESS_METRICS
+        engines = max(1, self.args.data_parallel_size)
         with self.lock:
             usage = min(1.0, self.running * 4096 / max(self.kv_tokens, 1))
             rows = [
@@ -334,9 +369,13 @@ class Engine:
             base = name[: -len("_total")] if kind == "counter" else name
             out.append(f"# HELP {base} {help_text}")
             out.append(f"# TYPE {base} {kind}")
-            out.append(f"{name}{lbl} {float(value)}")
-            if kind == "counter":
-                out.append(f"{base}_created{lbl} {float(self.created)}")
+            for engine in range(engines):
+                lbl = f'{{engine="{engine}",model_name="{self.name}"}}'
+                # The requests are spread over the engines; usage is each engine's own.
+                share = value if name == "vllm:kv_cache_usage_perc" else value / engines
+                out.append(f"{name}{lbl} {float(share)}")
+                if kind == "counter":
+                    out.append(f"{base}_created{lbl} {float(self.created)}")
         return "\n".join(out) + "\n"
 
     def models(self) -> dict[str, Any]:
@@ -358,10 +397,19 @@ class Engine:
             ],
         }
 
+    def tool_choice_error(self, body: dict[str, Any]) -> str | None:
+        """vLLM's 400 for an "auto" tool choice the server was not started for, else None."""
+        choice = body.get("tool_choice", "auto" if body.get("tools") else "none")
+        if choice == "auto" and not (
+            self.args.enable_auto_tool_choice and self.args.tool_call_parser
+        ):
+            return AUTO_TOOL_CHOICE
+        return None
+
     def chat(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """One chat completion; None when the engine is hung (the caller then waits forever)."""
         messages = body.get("messages") or []
-        tools = body.get("tools") or []
+        tools = body.get("tools") or [] if body.get("tool_choice") != "none" else []
         prompt_tokens = max(1, len(json.dumps(messages, ensure_ascii=False)) // 4)
         with self.lock:
             self.requests += 1
@@ -383,21 +431,31 @@ class Engine:
         finish = "stop"
         if tools:
             tool = tools[(len(messages) // 2) % len(tools)].get("function", {})
+            name = tool.get("name", "tool")
             arguments = json.dumps(_arguments_for(tool.get("parameters") or {}, len(messages)))
             above = self.args.malformed_tool_calls_above
             if above is not None and prompt_tokens > above and (len(messages) // 2) % 2 == 0:
-                arguments = arguments[: max(1, len(arguments) // 2)]  # truncated: not JSON
-            message["tool_calls"] = [
-                {
-                    "id": f"chatcmpl-tool-{uuid.uuid4().hex}",
-                    "type": "function",
-                    "function": {"name": tool.get("name", "tool"), "arguments": arguments},
-                }
-            ]
-            finish = "tool_calls"
+                # The model's call is cut short: the parser cannot read it, and vLLM hands the
+                # raw text back as content, with no tool call.
+                cut = arguments[: max(1, len(arguments) // 2)]
+                message["content"] = f'<tool_call>\n{{"name": "{name}", "arguments": {cut}'
+                self.log.log(
+                    "APIServer",
+                    "hermes_tool_parser.py:120",
+                    "Error in extracting tool call from response.",
+                    level="ERROR",
+                )
+            else:
+                message["tool_calls"] = [
+                    {
+                        "id": f"chatcmpl-tool-{uuid.uuid4().hex}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": arguments},
+                    }
+                ]
+                finish = "tool_calls"
         else:
-            message["content"] = "OK."
-            message["tool_calls"] = []
+            message["content"] = "OK."  # 0.33 omits an empty tool_calls
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
@@ -434,6 +492,10 @@ def _arguments_for(schema: dict[str, Any], n: int) -> dict[str, Any]:
     return {name: samples.get(str(spec.get("type")), f"value-{n}") for name, spec in props.items()}
 
 
+def _bad_request(message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+
+
 def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
     """The request handler class bound to one engine."""
 
@@ -461,7 +523,7 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             path = self.path.split("?")[0]
             if path == "/health":
-                self._send(200 if engine.ready else 503, b"")
+                self._send(200, b"")  # nothing answers before the model is loaded
             elif path == "/metrics":
                 self._send(
                     200, engine.metrics_text().encode(), "text/plain; version=0.0.4; charset=utf-8"
@@ -479,33 +541,14 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
             if self.path.split("?")[0] != "/v1/chat/completions":
                 self._json(404, {"detail": "Not Found"})
                 return
-            if not engine.ready:
-                self._json(
-                    503,
-                    {
-                        "error": {
-                            "message": "Service Unavailable",
-                            "type": "ServiceUnavailableError",
-                            "param": None,
-                            "code": 503,
-                        }
-                    },
-                )
-                return
             try:
                 body = json.loads(raw or b"{}")
             except ValueError:
-                self._json(
-                    400,
-                    {
-                        "error": {
-                            "message": "invalid JSON",
-                            "type": "BadRequestError",
-                            "param": None,
-                            "code": 400,
-                        }
-                    },
-                )
+                self._json(400, _bad_request("invalid JSON"))
+                return
+            refused = engine.tool_choice_error(body)
+            if refused is not None:
+                self._json(400, _bad_request(refused))
                 return
             result = engine.chat(body)
             if result is None:
@@ -527,13 +570,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     logger = Logger(stream)
     engine = Engine(args, logger)
-    server = ThreadingHTTPServer((args.host, args.port), make_handler(engine))
+    # The port is taken at once but listens only once the model is loaded: until then a client
+    # is refused, as by vLLM (whose API server starts listening after the engine is up).
+    server = ThreadingHTTPServer((args.host, args.port), make_handler(engine), False)
+    server.server_bind()
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: engine.stop.set())
     signal.signal(signal.SIGINT, lambda *_: engine.stop.set())
     code = 0
     if engine.startup():
+        server.server_activate()
+        threading.Thread(target=server.serve_forever, daemon=True).start()
         threading.Thread(target=engine.stats_loop, daemon=True).start()
     elif not engine.stop.is_set():
         code = 1
@@ -545,7 +592,8 @@ def main(argv: list[str] | None = None) -> int:
         logger.uvicorn("Waiting for application shutdown.")
         logger.uvicorn("Application shutdown complete.")
         logger.uvicorn(f"Finished server process [{logger.api_pid}]")
-    server.shutdown()
+    if engine.ready:
+        server.shutdown()
     server.server_close()
     return code
 

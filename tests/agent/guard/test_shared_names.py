@@ -19,7 +19,7 @@ from agent.sources.kmsg import parse_record, split_records
 from agent.sources.lines import level_priority
 from agent.wire import KERNEL_EVENT_KINDS, VLLM_PHASES, XID_FATAL_CODES
 from collector.kernel.classify import EVENT_KINDS, classify_kernel_line
-from collector.kernel.xid_table import XID_TABLE
+from collector.kernel.xid_catalog import xid_catalog
 from collector.vllm.log_parser import PHASES, parse_vllm_log
 from tests.agent.conftest import FIXTURES
 
@@ -44,9 +44,9 @@ def test_the_names_are_the_wire_constants() -> None:
     assert tuple(PHASES) == VLLM_PHASES
 
 
-def test_fatal_xids_are_known_codes() -> None:
-    documented = {code for code in XID_FATAL_CODES if code in XID_TABLE}
-    assert {79, 119, 120, 48, 95} <= documented
+def test_fatal_xids_are_the_catalogs() -> None:
+    assert {code for code, info in xid_catalog().items() if info.fatal} == XID_FATAL_CODES
+    assert {79, 119, 120, 48, 95} <= XID_FATAL_CODES
     assert not {13, 31, 43, 94} & XID_FATAL_CODES  # the catalog says restart the app / ignore
 
 
@@ -54,7 +54,8 @@ def test_fatal_xids_are_known_codes() -> None:
 def test_the_agent_never_names_a_kernel_event_the_collector_would_not(text: str) -> None:
     found = match_record({"source": "kmsg", "text": text})
     event = classify_kernel_line(text)
-    assert (found[0] if found else None) == (event.kind if event else None)
+    if found is not None:
+        assert event is not None and found[0] == event.kind
     if found and found[0] == "xid":
         assert found[1] == event.xid  # type: ignore[union-attr]
     if found and found[0] == "nv_err":

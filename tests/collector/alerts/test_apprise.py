@@ -120,7 +120,7 @@ def test_kernel_severity_floor(collector: Collector) -> None:
     notice = Notice(title="t", body="b")
     queued = {}
     with db.session_scope(factory(collector)) as s:
-        for severity in ("warning", "error", "critical", None, "unranked"):
+        for severity in ("warning", "error", "fatal", None, "unranked"):
             queued[severity] = outbox.enqueue(
                 s,
                 event="kernel.event",
@@ -138,11 +138,11 @@ def test_kernel_severity_floor(collector: Collector) -> None:
         )  # fmt: skip
     # Missing or unknown severities pass: a floor never silences what it cannot rank.
     assert queued == {
-        "warning": 0, "error": 1, "critical": 1, None: 1, "unranked": 1, "incident": 1,
+        "warning": 0, "error": 1, "fatal": 1, None: 1, "unranked": 1, "incident": 1,
     }  # fmt: skip
-    assert highest(["warning", "critical"]) == "critical"
+    assert highest(["warning", "fatal"]) == "fatal"
     assert highest(["warning", None]) is None
-    assert not wants(["incident.*"], None, event="kernel.event", severity="critical")
+    assert not wants(["incident.*"], None, event="kernel.event", severity="fatal")
 
 
 def test_test_notification_is_marked_and_never_an_alert(collector: Collector) -> None:
@@ -202,8 +202,8 @@ def test_env_specs_take_apprise_urls_and_filters() -> None:
     }
     legacy = targets.parse_target_spec("http://b/|json|whsec_abc=")
     assert (legacy["format"], legacy["secret"], legacy["events"]) == ("json", "whsec_abc=", None)
-    settings = Settings(webhook_urls="tgram://123456789:AABBCCDDEEFF/12345|min_severity=critical")
-    assert targets.parse_target_spec(settings.webhook_urls)["min_severity"] == "critical"
+    settings = Settings(webhook_urls="tgram://123456789:AABBCCDDEEFF/12345|min_severity=fatal")
+    assert targets.parse_target_spec(settings.webhook_urls)["min_severity"] == "fatal"
 
 
 def test_backoff_window_gives_up_on_apprise_too(collector: Collector) -> None:

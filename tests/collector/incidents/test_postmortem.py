@@ -17,6 +17,7 @@ from collector.remote.ssh import SSHClient
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector
 from tests.collector.freeze_support import BOOT_B, factory, post
+from tests.support.real_corpus import REAL
 from tests.support.sshd import TestSshd
 
 
@@ -47,7 +48,8 @@ def test_postmortem_over_real_ssh_stores_artifacts(
 
     pstore = tmp_path / "pstore"
     pstore.mkdir()
-    (pstore / "dmesg-ramoops-0").write_text("Panic#1 Part1\n<0>Kernel panic - not syncing\n")
+    real = (REAL / "pstore" / "dmesg-erst-7530486857247752193").read_bytes()
+    (pstore / "dmesg-erst-7530486857247752193").write_bytes(real)
     (pstore / "console-ramoops-0").write_text("last console words\n")
     gen = make_collector(
         sqlite_url,
@@ -70,12 +72,19 @@ def test_postmortem_over_real_ssh_stores_artifacts(
         "fails",
         "pstore-list",
         "pstore/console-ramoops-0",
-        "pstore/dmesg-ramoops-0",
+        "pstore/dmesg-erst-7530486857247752193",
     }
     assert arts["fails"]["exit_status"] == 3 and "oops" in arts["fails"]["stderr"]
     assert arts["echo"]["exit_status"] == 0 and arts["echo"]["duration_s"] >= 0
-    r = c.client.get(f"/api/v1/incidents/{iid}/artifacts/pstore/dmesg-ramoops-0", headers=c.admin)
+    name = "pstore/dmesg-erst-7530486857247752193"
+    r = c.client.get(f"/api/v1/incidents/{iid}/artifacts/{name}", headers=c.admin)
     assert r.status_code == 200 and "Kernel panic" in r.text
+    # The pstore file went through the kernel classifier: one panic, in the module that raised it.
+    [panic] = arts[name]["kernel_events"]
+    assert (panic["kind"], panic["code"], panic["module"]) == ("oops", "panic", "crash_test")
+    assert (panic["severity"], panic["action"]) == ("fatal", "reboot")
+    assert arts["pstore/console-ramoops-0"]["kernel_events"] == []
+    assert arts["echo"]["kernel_events"] == []
     assert (
         c.client.get(f"/api/v1/incidents/{iid}/artifacts/nope", headers=c.admin).status_code == 404
     )

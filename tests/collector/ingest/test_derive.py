@@ -210,6 +210,23 @@ def test_hang_detected_from_samples_and_resumed(collector: Collector) -> None:
     assert vllm(collector)["health"]["hung"] is False
 
 
+def test_a_server_without_metrics_is_reported_once_as_hang_detection_off(
+    collector: Collector,
+) -> None:
+    # vLLM started with --disable-log-stats: /health answers, /metrics has no vllm:* series.
+    token = collector.add_host("spark-01")
+    t0 = 1764400000.0
+    blind = {"url": "http://127.0.0.1:8000", "health": 200, "health_ms": 1.0, "error": None}
+    blind |= dict.fromkeys(("running", "waiting", "kv_usage", "generation_tokens"))
+    samples = [{"seq": i, "ts": t0 + i, "mem": {}, "vllm": [blind]} for i in range(30)]
+    post(collector, token, batch(samples=samples[:15]))
+    post(collector, token, batch(samples=samples[15:]))
+    (off,) = events(collector, kind="vllm_hang_detection_off")
+    assert off["data"]["url"] == "http://127.0.0.1:8000"
+    assert "--disable-log-stats" in off["data"]["reason"]
+    assert events(collector, kind="vllm_hung") == []
+
+
 def test_events_and_vllm_need_the_admin_token(collector: Collector) -> None:
     collector.add_host("spark-01")
     for path in ("events", "vllm"):

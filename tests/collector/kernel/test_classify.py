@@ -1,11 +1,12 @@
-"""Kernel-line classification against real driver/kernel formats (580.x, 595.x, older)."""
+"""Kernel-line classification of driver/kernel formats (580.x, 595.x, older): the fields each
+kind carries, with their severity and action. Scores on real logs: ``test_real_corpus``."""
 
 from __future__ import annotations
 
 import pytest
 
 from collector.kernel.classify import GPU_FAULT_KINDS, classify_kernel_line
-from collector.kernel.xid_table import XID_TABLE, xid_meaning
+from collector.kernel.xid_catalog import xid_info, xid_meaning
 
 NV_ERR_580 = (
     "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
@@ -41,7 +42,14 @@ def test_xid_with_process_context() -> None:
         3849,
         "KMS thread",
     )
-    assert event.meaning == XID_TABLE[119].meaning
+    info = xid_info(119)
+    assert info is not None and event.meaning == info.meaning
+    assert (event.code, event.device, event.severity, event.action) == (
+        "119",
+        "000f:01:00",
+        "fatal",
+        "reset_gpu",
+    )
     assert event.detail is not None and event.detail.startswith("Timeout after 45s")
 
 
@@ -66,6 +74,12 @@ def test_xid_with_process_context() -> None:
         ),
         ("NVRM: Xid (0000:01:00): 43, Ch 00000010", 43, None, None),
         (
+            "NVRM: Xid (01:00): 13, 0001 00000000 0000a097 00001b0c 00000002 00000000",
+            13,
+            None,
+            None,
+        ),
+        (
             "NVRM: Xid (PCI:0000:65:00 GPU-I:01 GPU-CI:00): 31, pid=77, name=python3, Ch 08",
             31,
             77,
@@ -87,16 +101,111 @@ def test_xid_forms_across_driver_versions(
     assert event is not None and event.kind == "xid"
     assert (event.xid, event.pid, event.process) == (code, pid, process)
     assert event.meaning == xid_meaning(code)
+    assert event.device is not None and event.device.count(":") == 2
 
 
 def test_undocumented_xid_still_an_event() -> None:
     event = classify_kernel_line("NVRM: Xid (PCI:0000:01:00): 999, something new")
     assert event is not None and event.xid == 999 and "999" in (event.meaning or "")
+    assert (event.severity, event.action) == ("error", "none")
+
+
+@pytest.mark.parametrize(
+    ("code", "severity", "action"),
+    [
+        (13, "error", "restart_app"),
+        (31, "error", "restart_app"),
+        (43, "warning", "none"),
+        (48, "fatal", "reset_gpu"),
+        (63, "warning", "none"),
+        (79, "fatal", "reboot"),
+        (94, "error", "restart_app"),
+        (95, "fatal", "reset_gpu"),
+        (120, "fatal", "reset_gpu"),
+        (54, "fatal", "inspect_hardware"),
+        (2, "warning", "none"),  # unused on current GPUs
+    ],
+)
+def test_each_xid_gets_the_catalog_advice(code: int, severity: str, action: str) -> None:
+    event = classify_kernel_line(f"NVRM: Xid (PCI:0000:3b:00): {code}, pid=7, name=x, detail")
+    assert event is not None and (event.severity, event.action) == (severity, action)
+
+
+def test_xid_154_takes_the_action_it_names() -> None:
+    reset = classify_kernel_line(
+        "NVRM: Xid (PCI:000f:01:00): 154, GPU recovery action changed from 0x0 (None) to "
+        "0x1 (GPU Reset Required)"
+    )
+    reboot = classify_kernel_line(
+        "NVRM: Xid (PCI:000f:01:00): 154, GPU recovery action changed from 0x0 (None) to "
+        "0x2 (Node Reboot Required)"
+    )
+    cleared = classify_kernel_line(
+        "NVRM: Xid (PCI:000f:01:00): 154, GPU recovery action changed from 0x1 "
+        "(GPU Reset Required) to 0x0 (None)"
+    )
+    assert reset is not None and (reset.severity, reset.action) == ("fatal", "reset_gpu")
+    assert reboot is not None and reboot.action == "reboot"
+    assert cleared is not None and (cleared.severity, cleared.action) == ("info", "none")
+
+
+@pytest.mark.parametrize(
+    ("line", "severity", "action", "words"),
+    [
+        (
+            "NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 "
+            "0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)",
+            "error",  # NVIDIA's decode: link fatal, the GPU goes on; investigate software
+            "none",
+            ["NETIR_LINK_EVT fatal on link 0", "sub-code 38", "INVESTIGATE_SW/USER"],
+        ),
+        (
+            "NVRM: Xid (PCI:0000:01:00): 144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 "
+            "0x00000008 0x00000000 0x00000000 0x00000000 0x00000000)",
+            "warning",
+            "none",
+            ["SAW_MVB non-fatal on link 0", "error status 0x00000008", "CONTACT_SUPPORT"],
+        ),
+        (
+            "NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000 "
+            "0x00000000 0x00000000 0x00000000 0x00000000)",
+            "fatal",
+            "reset_gpu",
+            ["link -1"],
+        ),
+    ],
+)
+def test_nvlink_xids_decode_their_sub_fields(
+    line: str, severity: str, action: str, words: list[str]
+) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and event.kind == "xid"
+    assert (event.severity, event.action) == (severity, action)
+    for word in words:
+        assert word in (event.meaning or "")
+
+
+def test_sxid_lines() -> None:
+    fatal = classify_kernel_line(
+        "[ 1108.858286] nvidia-nvswitch0: SXid (PCI:0000:c3:00.0): 24007, Fatal, Link 28 "
+        "sourcetrack timeout error (First)"
+    )
+    assert fatal is not None
+    assert (fatal.kind, fatal.code, fatal.device) == ("sxid", "24007", "0000:c3:00")
+    assert (fatal.severity, fatal.action) == ("fatal", "reboot")
+    assert fatal.meaning == "NVSwitch 0 error 24007 on link 28 (fatal)"
+    benign = classify_kernel_line(
+        "nvidia-nvswitch0: SXid (PCI:0000:06:00.0): 20009, Non-fatal, Link 04 RX Short Error Rate"
+    )
+    assert benign is not None and (benign.severity, benign.action) == ("warning", "none")
 
 
 def test_bus_off_forms() -> None:
     event = classify_kernel_line("NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus.")
     assert event is not None and (event.kind, event.pci) == ("bus_off", "0000:2b:00.0")
+    assert (event.device, event.severity, event.action) == ("0000:2b:00", "fatal", "reboot")
+    old = classify_kernel_line("NVRM: GPU at 0000:01:00.0 has fallen off the bus.")
+    assert old is not None and old.device == "0000:01:00"
     probe = classify_kernel_line("NVRM: fallen off the bus and is not responding to commands.")
     assert probe is not None and probe.kind == "bus_off"
 
@@ -113,11 +222,69 @@ def test_bus_off_forms() -> None:
 def test_gsp_lines(line: str) -> None:
     event = classify_kernel_line(line)
     assert event is not None and event.kind == "gsp"
+    assert event.action == "reset_gpu"
+
+
+@pytest.mark.parametrize(
+    ("line", "family", "device"),
+    [
+        (
+            "NVRM: GPU6 _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs 812751949 "
+            "heartbeat 1899482 heartbeatWithOffsetMs 812745879 diff 6070 timeout 5200",
+            "heartbeat",
+            "GPU6",
+        ),
+        ("NVRM: _kgspRpcRecvPoll: GSP RM heartbeat timed out", "heartbeat", None),
+        (
+            "NVRM: GPU0 _issueRpcAndWait: rpcRecvPoll timedout for fn 76 sequence 1234!",
+            "rpc_timeout",
+            "GPU0",
+        ),
+        (
+            "NVRM: GPU6 _kgspBootGspRm: unexpected WPR2 already up, cannot proceed with "
+            "booting GSP",
+            "boot",
+            "GPU6",
+        ),
+        ("NVRM RmInitAdapter: Cannot initialize GSP firmware RM", "init", None),
+        (
+            "NVRM: GPU 0000:a1:00.0: RmInitAdapter failed! (0x62:0x40:2168)",
+            "init",
+            "0000:a1:00",
+        ),
+        (
+            "NVRM: GSP task exception: load access fault (cause:0x5) @ pc:0x100a2c8",
+            "crashcat",
+            None,
+        ),
+        (
+            "NVRM: GPU0 _kgspRpcGspEventPmuHalted: Received signal from GSP that PMU has halted.",
+            "pmu_halt",
+            "GPU0",
+        ),
+        (
+            "NVRM: GPU0 krcRcAndNotifyAllChannels_IMPL: RC all channels for critical error 79.",
+            "rc_critical",
+            "GPU0",
+        ),
+        (
+            "NVRM: GPU6 _kgspCheckIfMemsysError: Unexpected error when checking for memory "
+            "subsystem error: 0x72",
+            "error",
+            "GPU6",
+        ),
+    ],
+)
+def test_gsp_failure_families(line: str, family: str, device: str | None) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code, event.device) == ("gsp", family, device)
 
 
 def test_uvm_error_but_not_uvm_banner() -> None:
     event = classify_kernel_line("nvidia-uvm: Encountered a global fatal error: Unknown error")
     assert event is not None and event.kind == "uvm"
+    assert (event.severity, event.action) == ("error", "restart_app")
+    assert classify_kernel_line("nvidia-uvm: Unloaded the UVM driver.") is None
     assert (
         classify_kernel_line("nvidia-uvm: Loaded the UVM driver, major device number 509.") is None
     )
@@ -141,6 +308,15 @@ def test_uvm_error_but_not_uvm_banner() -> None:
         "usb 1-1: new high-speed USB device number 2 using xhci_hcd",
         "EXT4-fs (nvme0n1p2): mounted filesystem with ordered data mode.",
         "oom_reaper: reaped process 4121 (python3), now anon-rss:0kB, file-rss:0kB",
+        "NVRM kgspExecuteBooterUnloadIfNeeded_TU102: skipping executing Booter Unload as WPR is "
+        "not up",
+        "NVRM: GPU4 GSP RPC buffer contains function 103 (GSP_RM_ALLOC) and data "
+        "0x0000000000002081 0x0000000000000004.",
+        " os_dump_stack+0xe/0x14 [nvidia]",
+        "RIP: 0010:nvidia_vma_access+0x1b/0x350 [nvidia]",
+        "---[ end Kernel panic - not syncing: Test panic triggered by crash_test module ]---",
+        "Kernel panic - not syncing: Fatal exception",
+        "systemd[1]: Starting Install of the nvidia-uvm module...",
         "",
     ],
 )
@@ -176,5 +352,68 @@ def test_generic_freeze_precursors() -> None:
     assert alloc is not None and (alloc.kind, alloc.process) == ("alloc_failure", "python3")
 
 
+def test_old_kernels_oom_wording() -> None:
+    event = classify_kernel_line(
+        "Out of memory: Kill process 456 (python) score 50 or sacrifice child"
+    )
+    assert event is not None and (event.kind, event.pid, event.process) == (
+        "oom_kill",
+        456,
+        "python",
+    )
+    rhel = classify_kernel_line("Out of memory: Killed process 123, UID 48, (httpd).")
+    assert rhel is not None and (rhel.pid, rhel.process) == (123, "httpd")
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("Oops: 0000 [#1] PREEMPT SMP NOPTI", "oops"),
+        ("Oops: Oops: 0000 [#1] SMP NOPTI", "oops"),
+        ("Internal error: Oops: 0000000096000007 [#2] PREEMPT SMP", "oops"),
+        ("Internal error: Oops - BUG: 00000000f2000800 [#1] PREEMPT SMP", "bug"),
+        ("invalid opcode: 0000 [#1] PREEMPT SMP NOPTI", "bug"),
+        (
+            "general protection fault, probably for non-canonical address 0x25b5f6bb1a24827e: "
+            "0000 [#1] SMP NOPTI",
+            "gpf",
+        ),
+        ("Kernel panic - not syncing: Hard LOCKUP", "panic"),
+    ],
+)
+def test_oops_bug_gpf_and_panic_are_one_kind(line: str, code: str) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("oops", code)
+    assert (event.severity, event.action) == ("fatal", "reboot")
+
+
+def test_the_line_is_found_after_any_prefix() -> None:
+    message = "NVRM: Xid (PCI:000f:01:00): 79, pid=2231, name=pt_main_thread, GPU has fallen off"
+    for prefix in (
+        "",
+        "[  123.456789] ",
+        "[  +0.000049] ",
+        "[Sun Feb 23 16:24:18 2025] ",
+        "kern  :err   : 2025-01-21T04:41:44,283302+00:00 ",
+        "<3>[  123.456789] ",
+        "3,1234,123456789,-;",
+        "3,1234,123456789,-,caller=T123;",
+        "[   10.123456][  T123] ",
+        "Mar 29 15:38:59 kernel: ",
+        "Mar 29 15:38:59 spark-01 kernel: ",
+        "2026-09-14T14:02:21+0000 spark-01 kernel: ",
+        "[  12.345678] spark-01 kernel: ",
+        "192.168.11.119: kern: warning: [2026-04-22T21:27:51.291660856Z]: ",
+        "2026-04-22T21:27:51.291660856Z stdout F ",
+        "déc. 08 12:07:18 bestosprec kernel: ",
+    ):
+        event = classify_kernel_line(prefix + message)
+        assert event is not None and (event.kind, event.xid, event.pid) == ("xid", 79, 2231), prefix
+    oom = classify_kernel_line(
+        "Mar 29 15:38:59 spark-01 kernel: python3 invoked oom-killer: gfp_mask=0x140cca, order=0"
+    )
+    assert oom is not None and oom.process == "python3"
+
+
 def test_gpu_fault_kinds() -> None:
-    assert {"xid", "nv_err", "gsp", "uvm", "bus_off"} == GPU_FAULT_KINDS
+    assert {"xid", "sxid", "nv_err", "gsp", "uvm", "bus_off"} == GPU_FAULT_KINDS

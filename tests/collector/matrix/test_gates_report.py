@@ -109,6 +109,7 @@ def _report():
         verdict="FAIL",
         reasons=["kernel events during startup: nv_err x10"],
         kernel_events={"startup": {"nv_err": 10}, "tool_conversation": {}},
+        kernel_advice={"startup": {"severity": "error", "action": "restart_app"}},
         startup_plan={
             "model_load_gib": 22.1,
             "drafter_loaded": True,
@@ -155,7 +156,7 @@ def test_markdown_tables_put_values_in_the_right_rows():
         "48.00",
         "1,048,576",
         "4.00",
-        "nv_err x10",
+        "nv_err x10 (error: restart_app)",
     ]
     assert _row(md, "Startup memory plan", "C")[5] == "no"
     assert _row(md, "Startup memory plan", "C")[10] == "none"

@@ -75,6 +75,10 @@ def standin_spec(
             str(request_s),
             "--stats-interval",
             "60",
+            # The tool conversation asks for tool_choice "auto", which vLLM refuses without them.
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "qwen3_coder",
         ],
         "profiles": {"X": {"add": ["--speculative-config", SPEC_CONFIG]}, "Y": {}},
         "startup_timeout_s": 20,

@@ -354,7 +354,7 @@ def test_a_kernel_record_from_both_channels_is_one_kernel_event(
         assert s.scalar(select(KernelEventRow.line_id)) == line.id
     # The GPU fault alerts once, from whichever channel classified it.
     alerts = kernel_alerts(c)
-    assert len(alerts) == 1 and alerts[0].dedup_key == f"kernel.event:xid:{line.id}"
+    assert len(alerts) == 1 and alerts[0].dedup_key == f"kernel.event:xid:31:000f:01:00:{line.id}"
     # A second, different Xid over netconsole only is a second event.
     send(c, [ext(901, body(b"NVRM: Xid (PCI:000f:01:00): 13, Graphics Exception", msgid=2))])
     wait_until(lambda: len(kernel_events(c)) == 2, "the second event")

@@ -39,3 +39,42 @@ def test_queue_drained_clears_hang() -> None:
     assert d.observe(6.0, running=1, generation_tokens=7) is not None
     cleared = d.observe(7.0, running=0, generation_tokens=7)
     assert cleared is not None and cleared.kind == "vllm_resumed"
+
+
+def test_a_long_chunked_prefill_is_work_not_a_hang() -> None:
+    # vLLM emits no token until the prefill of a long prompt ends; each engine step still fills
+    # more KV cache and adds to the per-step token histogram.
+    d = HangDetector(stall_s=15.0)
+    for i in range(60):
+        verdict = d.observe(
+            float(i),
+            running=1,
+            generation_tokens=500,
+            kv_usage=0.10 + i * 0.01,
+            iteration_tokens=8192.0 * i,
+        )
+        assert verdict is None
+    # Once the prefill's steps stop too, it is a hang.
+    for i in range(60, 80):
+        verdict = d.observe(
+            float(i), running=1, generation_tokens=500, kv_usage=0.69, iteration_tokens=8192 * 59
+        )
+        if verdict is not None:
+            break
+    assert verdict is not None and (verdict.kind, verdict.since) == ("vllm_hung", 59.0)
+
+
+def test_requests_only_waiting_while_nothing_moves_is_a_hang() -> None:
+    d = HangDetector(stall_s=10.0)
+    assert d.observe(0.0, running=0, generation_tokens=42, waiting=3, kv_usage=0.0) is None
+    verdict = d.observe(10.0, running=0, generation_tokens=42, waiting=3, kv_usage=0.0)
+    assert verdict is not None
+    assert (verdict.kind, verdict.reason, verdict.waiting) == ("vllm_hung", "waiting", 3)
+    resumed = d.observe(11.0, running=1, generation_tokens=43, waiting=2, kv_usage=0.01)
+    assert resumed is not None and resumed.kind == "vllm_resumed"
+
+
+def test_prompt_tokens_moving_is_progress() -> None:
+    d = HangDetector(stall_s=5.0)
+    for i in range(20):
+        assert d.observe(float(i), running=1, generation_tokens=7, prompt_tokens=100 * i) is None

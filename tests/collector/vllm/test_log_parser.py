@@ -158,3 +158,42 @@ def test_max_model_len_warning_is_not_a_failure() -> None:
     )
     [plan] = parser.plans()
     assert (plan.outcome, plan.error) == ("incomplete", None)
+
+
+def _feed(lines: list[str]) -> tuple[VllmLogParser, list]:
+    parser = VllmLogParser()
+    facts = [fact for n, line in enumerate(lines) for fact in parser.feed(line, ts=float(n))]
+    return parser, facts
+
+
+def test_tensor_parallel_ranks_that_disagree_plan_with_the_smallest() -> None:
+    # Constructed in vLLM 0.11's format (the real corpus's TP logs have equal ranks).
+    tag = "(Worker_TP{r} pid=7{r}) INFO 10-22 09:33:49 [gpu_worker.py:298] "
+    parser, _ = _feed(
+        [
+            "(APIServer pid=1) INFO 10-22 09:30:00 [utils.py:233] non-default args: {}",
+            tag.format(r=0) + "Available KV cache memory: 11.17 GiB",
+            tag.format(r=1) + "Available KV cache memory: 9.50 GiB",
+        ]
+    )
+    assert parser.current is not None and parser.current.kv_cache_gib == 9.5
+
+
+def test_a_hang_signal_while_serving_then_the_engine_dies() -> None:
+    # Constructed from the real lines in tests/fixtures/real/vllm (v0.11 format).
+    parser, facts = _feed(
+        [
+            "(APIServer pid=1) INFO 10-22 09:30:00 [utils.py:233] non-default args: {}",
+            "(APIServer pid=1) INFO:     Application startup complete.",
+            "(EngineCore_DP0 pid=2) INFO 10-22 09:43:49 [shm_broadcast.py:466] No available "
+            "shared memory broadcast block found in 60 seconds. This typically happens when "
+            "some processes are hanging or doing some time-consuming work (e.g. compilation).",
+            "(EngineCore_DP0 pid=2) ERROR 10-22 09:53:49 [core.py:710] EngineCore encountered a "
+            "fatal error.",
+        ]
+    )
+    [signal] = [f.data for f in facts if f.kind == "hang_signal"]
+    assert (signal["signal"], signal["phase"]) == ("shm_broadcast_timeout", "serving")
+    [plan] = parser.plans()
+    assert (plan.outcome, plan.phase) == ("crashed", "crashed")
+    assert plan.error is not None and "EngineCore encountered a fatal error." in plan.error

@@ -1,0 +1,220 @@
+"""The kernel's own freeze precursors and crashes: soft/hard/workqueue lockups, hung tasks, RCU
+stalls, OOM kills (every wording since 2.6), allocation failures and stalls, and oops / BUG /
+general protection fault / panic as one kind, ``oops``.
+
+An oops prints many lines; the event is the die line (``Oops: 0000 [#1] SMP``,
+``general protection fault ...: 0000 [#1]``, ``Internal error: Oops: ... [#1]``), printed once
+per oops, and a panic that is not the consequence of one. The module an oops happened in is on
+its ``RIP:`` (x86) or ``pc :`` (arm64) line: ``oops_site`` reads it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from collector.kernel.event import KernelEvent, make_event
+
+_SOFT_LOCKUP = re.compile(
+    r"soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<secs>\d+)s!\s*\[(?P<comm>.*):(?P<pid>\d+)\]"
+)
+_HARD_LOCKUP = re.compile(r"hard LOCKUP on cpu (?P<cpu>\d+)")
+_WQ_LOCKUP = re.compile(r"BUG: workqueue lockup - pool .*stuck for (?P<secs>\d+)s")
+_HUNG_TASK = re.compile(r"\btask (?P<comm>.+):(?P<pid>\d+) blocked for more than (?P<secs>\d+)")
+_RCU_STALL = re.compile(r"\brcu_\w+ (?:self-)?detected (?:expedited )?stalls?\b")
+# "Out of memory: Killed process 4121 (python3)", "Killed process 123, UID 48, (httpd)",
+# older kernels: "Out of memory: Kill process 456 (python) score 50 or sacrifice child"
+_OOM_KILLED = re.compile(r"Kill(?:ed)? process (?P<pid>\d+)(?:, UID \d+,)? \((?P<comm>[^)]*)\)")
+_OOM_INVOKED = re.compile(r"(?:^|\s)(?P<comm>\S+) invoked oom-killer:")
+_ALLOC_FAIL = re.compile(
+    r"^(?P<comm>.+?): (?:page allocation failure: order:(?P<order>\d+)|vmalloc error:)"
+)
+_ALLOC_STALL = re.compile(r"page allocation stalls for (?P<ms>\d+)ms")
+# The die line: "<what>: <error code> [#<n>]"
+_DIE = re.compile(r"(?P<what>[A-Za-z][^\[]*?):? (?:[0-9a-fA-F]{4,16} )?\[#(?P<n>\d+)\]")
+_PANIC = re.compile(r"Kernel panic - not syncing: ?(?P<why>.*)")
+# "RIP: 0010:nvidia_vma_access+0x1b/0x350 [nvidia]", old "RIP: 0010:[<ff..>]  [<ff..>] f+0x16/0x20",
+# arm64 "pc : _nv012345rm+0x1c/0x60 [nvidia]"; newer kernels add a build id: "[nvidia 150ac0...]"
+_SITE = re.compile(
+    r"(?:\bRIP: [0-9a-f]{4}:|\bpc : )(?:\[<[0-9a-f]+>\]\s+\[<[0-9a-f]+>\]\s+)?"
+    r"(?P<func>[\w.$]+)\+0x[0-9a-f]+/0x[0-9a-f]+(?:\s+\[(?P<module>\w+)(?: [0-9a-f]+)?\])?"
+)
+# A stack frame that names a module: " uvm_release+0x151/0x160 [nvidia_uvm]"
+_FRAME_MODULE = re.compile(r"\+0x[0-9a-f]+/0x[0-9a-f]+\s+\[(?P<module>\w+)(?: [0-9a-f]+)?\]")
+
+
+def _oops_flavour(what: str) -> str:
+    lowered = what.lower()
+    if "general protection" in lowered:
+        return "gpf"
+    if "bug" in lowered or "invalid opcode" in lowered:
+        return "bug"
+    return "oops"
+
+
+def _classify_oops(text: str) -> KernelEvent | None:
+    if "[#" in text:
+        m = _DIE.search(text)
+        if m and ("Oops" in text or "fault" in text or "error" in text.lower() or "opcode" in text):
+            flavour = _oops_flavour(m.group("what"))
+            return make_event(
+                "oops",
+                code=flavour,
+                meaning=OOPS_MEANINGS[flavour] + f" (die #{m.group('n')})",
+                detail=text.strip(),
+            )
+    if "Kernel panic" in text:
+        m = _PANIC.search(text)
+        if m and not m.group("why").startswith("Fatal exception"):  # that one follows a die line
+            return make_event(
+                "oops",
+                code="panic",
+                meaning=f"{OOPS_MEANINGS['panic']}: {m.group('why').strip()}",
+                detail=text.strip(),
+            )
+    return None
+
+
+OOPS_MEANINGS = {
+    "oops": "kernel oops: the kernel hit a fault it cannot handle",
+    "bug": "kernel BUG: a kernel assertion failed",
+    "gpf": "general protection fault in the kernel",
+    "panic": "kernel panic: the kernel stopped",
+}
+
+
+def oops_site(text: str) -> tuple[str, str | None] | None:
+    """(function, module or None) of a ``RIP:``/``pc :`` line, else None."""
+    if "RIP: " not in text and "pc : " not in text:
+        return None
+    m = _SITE.search(text)
+    return (m.group("func"), m.group("module")) if m else None
+
+
+def frame_module(text: str) -> str | None:
+    """The module a stack-frame line names (``[nvidia_uvm]``), else None."""
+    if "[" not in text:
+        return None
+    m = _FRAME_MODULE.search(text)
+    return m.group("module") if m else None
+
+
+def _lockup(text: str) -> KernelEvent | None:
+    m = _SOFT_LOCKUP.search(text)
+    if m:
+        return make_event(
+            "soft_lockup",
+            code="soft",
+            pid=int(m.group("pid")),
+            process=m.group("comm"),
+            meaning=f"CPU#{m.group('cpu')} stuck for {m.group('secs')}s (soft lockup)",
+            detail=text.strip(),
+        )
+    m = _HARD_LOCKUP.search(text)
+    if m:
+        return make_event(
+            "soft_lockup",
+            ("fatal", "reboot"),
+            code="hard",
+            meaning=f"hard lockup on CPU {m.group('cpu')}",
+            detail=text.strip(),
+        )
+    m = _WQ_LOCKUP.search(text)
+    if m:
+        return make_event(
+            "soft_lockup",
+            code="workqueue",
+            meaning=f"workqueue lockup: a worker pool stuck for {m.group('secs')}s",
+            detail=text.strip(),
+        )
+    return None
+
+
+def _oom(text: str) -> KernelEvent | None:
+    if "Killed process" in text or "Kill process" in text:
+        m = _OOM_KILLED.search(text)
+        if m and ("Out of memory" in text or "Killed process" in text):
+            cgroup = "Memory cgroup" in text
+            return make_event(
+                "oom_kill",
+                code="cgroup" if cgroup else "system",
+                pid=int(m.group("pid")),
+                process=m.group("comm"),
+                meaning="process killed by the "
+                + ("memory cgroup's OOM killer" if cgroup else "OOM killer"),
+                detail=text.strip(),
+            )
+    if "oom-killer" in text:
+        m = _OOM_INVOKED.search(text)
+        if m:
+            return make_event(
+                "oom_kill",
+                code="invoked",
+                process=m.group("comm"),
+                meaning="OOM killer invoked",
+                detail=text.strip(),
+            )
+    if "Out of memory and no killable processes" in text:
+        return make_event(
+            "oom_kill",
+            ("fatal", "reboot"),
+            code="nothing_to_kill",
+            meaning="out of memory, nothing to kill",
+            detail=text.strip(),
+        )
+    return None
+
+
+def _alloc(text: str) -> KernelEvent | None:
+    m = _ALLOC_FAIL.search(text.strip())
+    if m:
+        order = m.group("order")
+        return make_event(
+            "alloc_failure",
+            code="page" if order is not None else "vmalloc",
+            process=m.group("comm"),
+            meaning=f"page allocation failure (order {order})"
+            if order is not None
+            else "vmalloc failure",
+            detail=text.strip(),
+        )
+    m = _ALLOC_STALL.search(text)
+    if m:
+        return make_event(
+            "alloc_failure",
+            code="stall",
+            meaning=f"page allocation stalled for {m.group('ms')} ms",
+            detail=text.strip(),
+        )
+    return None
+
+
+def classify_generic(text: str) -> KernelEvent | None:
+    """The kernel's own event in one message, or None."""
+    if ("[#" in text or "Kernel panic" in text) and "---[ end" not in text:
+        event = _classify_oops(text)
+        if event is not None:
+            return event
+    if "lockup" in text or "LOCKUP" in text:
+        event = _lockup(text)
+        if event is not None:
+            return event
+    if "blocked for more than" in text:
+        m = _HUNG_TASK.search(text)
+        if m:
+            return make_event(
+                "hung_task",
+                pid=int(m.group("pid")),
+                process=m.group("comm"),
+                meaning=f"task blocked for more than {m.group('secs')} seconds",
+                detail=text.strip(),
+            )
+    if "stall" in text:
+        if _RCU_STALL.search(text):
+            return make_event("rcu_stall", meaning="RCU stall detected", detail=text.strip())
+        if "allocation stall" in text:
+            return _alloc(text)
+    if "process" in text or "oom-killer" in text or "Out of memory" in text:
+        return _oom(text)
+    if "allocation failure" in text or "vmalloc error" in text:
+        return _alloc(text)
+    return None

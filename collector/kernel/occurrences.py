@@ -1,0 +1,124 @@
+"""Kernel events folded into occurrences, and a fatal fault that survives reboots escalated.
+
+An occurrence is one (host, kind, code, device) with a count and first/last seen: an Xid storm
+is one row. A fatal occurrence seen again after ``escalate_after`` reboots (in more than that
+many boots) is a hardware suspect, as the field's GPU-health daemons treat it: its events and
+the occurrence get the action ``inspect_hardware``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sqlalchemy import case, func, select, update
+from sqlalchemy.orm import Session
+
+from collector import db
+from collector.models import KernelAction, KernelOccurrence, KernelOccurrenceBoot, Severity
+
+DEFAULT_ESCALATE_AFTER = 2
+_TABLE = KernelOccurrence.__table__
+_BOOTS = KernelOccurrenceBoot.__table__
+
+
+def occurrence_key(event: Any) -> tuple[str, str, str]:
+    """(kind, code, device) of a classified event; '' where it has none."""
+    return event.kind, (event.code or "")[:64], (event.device or "")[:64]
+
+
+@dataclass
+class _Group:
+    key: tuple[str, str, str]
+    rows: list[Any]
+    occurrence_id: int | None = None
+
+
+def assign_occurrences(
+    session: Session,
+    *,
+    host_id: int,
+    boot_pk: int,
+    rows: Sequence[Any],
+    escalate_after: int = DEFAULT_ESCALATE_AFTER,
+) -> dict[tuple[str, str, str], _Group]:
+    """Find or create the occurrence of each row (``NewKernelEvent``s about to be stored), set
+    their ``occurrence_id`` and escalate the fatal ones seen in too many boots. Counts are
+    added by ``count_stored`` once it is known which rows were new."""
+    groups: dict[tuple[str, str, str], _Group] = {}
+    for row in rows:
+        key = occurrence_key(row.event)
+        groups.setdefault(key, _Group(key, [])).rows.append(row)
+    for group in groups.values():
+        kind, code, device = group.key
+        first = min(group.rows, key=lambda r: r.ts)
+        event = max(group.rows, key=lambda r: r.ts).event
+        stmt = db.insert(session, _TABLE).values(
+            host_id=host_id,
+            kind=kind,
+            code=code,
+            device=device,
+            count=0,
+            first_ts=first.ts,
+            last_ts=first.ts,
+            severity=event.severity,
+            action=event.action,
+            meaning=event.meaning,
+            boots=1,
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["host_id", "kind", "code", "device"],
+            set_={"severity": stmt.excluded.severity},
+        ).returning(_TABLE.c.id, _TABLE.c.action)
+        group.occurrence_id, action = session.connection().execute(stmt).one()
+        if event.severity == Severity.FATAL:
+            action = _boots_seen(session, group, boot_pk, first.ts, escalate_after) or action
+        for row in group.rows:
+            row.occurrence_id = group.occurrence_id
+            if action == KernelAction.INSPECT_HARDWARE and row.event.fatal:
+                row.event = replace(row.event, action=KernelAction.INSPECT_HARDWARE)
+    return groups
+
+
+def _boots_seen(
+    session: Session, group: _Group, boot_pk: int, ts: float, escalate_after: int
+) -> str | None:
+    """Record this boot for a fatal occurrence; ``inspect_hardware`` once it has come back in
+    more than ``escalate_after`` boots (after that many reboots)."""
+    conn = session.connection()
+    conn.execute(
+        db.insert(session, _BOOTS)
+        .values(occurrence_id=group.occurrence_id, boot_pk=boot_pk, first_ts=ts)
+        .on_conflict_do_nothing(index_elements=["occurrence_id", "boot_pk"])
+    )
+    boots = conn.execute(
+        select(func.count()).where(_BOOTS.c.occurrence_id == group.occurrence_id)
+    ).scalar_one()
+    values: dict[str, Any] = {"boots": boots}
+    escalated = boots > escalate_after
+    if escalated:
+        values["action"] = KernelAction.INSPECT_HARDWARE
+    conn.execute(update(_TABLE).where(_TABLE.c.id == group.occurrence_id).values(**values))
+    return KernelAction.INSPECT_HARDWARE if escalated else None
+
+
+def count_stored(
+    session: Session, groups: dict[tuple[str, str, str], _Group], stored_ids: set[int]
+) -> None:
+    """Add the rows actually stored (not duplicates of another channel) to their occurrences."""
+    conn = session.connection()
+    for group in groups.values():
+        new = [r for r in group.rows if r.line_id in stored_ids]
+        if not new:
+            continue
+        lo, hi = min(r.ts for r in new), max(r.ts for r in new)
+        conn.execute(
+            update(_TABLE)
+            .where(_TABLE.c.id == group.occurrence_id)
+            .values(
+                count=_TABLE.c.count + len(new),
+                first_ts=case((_TABLE.c.first_ts > lo, lo), else_=_TABLE.c.first_ts),
+                last_ts=case((_TABLE.c.last_ts < hi, hi), else_=_TABLE.c.last_ts),
+            )
+        )

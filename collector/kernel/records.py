@@ -1,0 +1,145 @@
+"""A saved kernel log (dmesg, journalctl text or ``-o json``, raw kmsg, pstore files) as records
+and the events in them, each counted once.
+
+A record is a line plus its indented continuation lines (kmsg dictionary lines, a journal
+message's later lines, dmesg's indented multi-line messages). An oops or lockup report spans
+many records: its die or lockup line is the event, and the ``RIP:``/``pc :`` line (else the
+first stack frame naming a module) that follows attributes it to a module, so a trace through
+``[nvidia_uvm]`` is one event in ``nvidia_uvm``, not one per frame.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from collector.kernel.classify import classify_kernel_line
+from collector.kernel.event import KernelEvent
+from collector.kernel.generic import frame_module, oops_site
+from collector.kernel.prefix import kernel_message
+
+ATTRIBUTED_KINDS = frozenset({"oops", "soft_lockup"})
+# How far after its die or lockup line a report's RIP/pc line may come.
+REPORT_RECORDS = 60
+_END = ("---[ end trace", "---[ end Kernel panic")
+# An event's fields as ``inspect --json`` and the post-mortem artifacts carry them.
+EVENT_FIELDS = (
+    "kind",
+    "code",
+    "device",
+    "xid",
+    "pci",
+    "pid",
+    "process",
+    "module",
+    "meaning",
+    "severity",
+    "action",
+)
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One event of a saved log: where its record starts, the record's text, the event."""
+
+    line_no: int
+    text: str
+    event: KernelEvent
+
+
+def _json_message(line: str) -> str | None:
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    msg = obj.get("MESSAGE")
+    if isinstance(msg, list):  # journald exports non-UTF-8 / non-printable values as bytes
+        try:
+            return bytes(int(b) & 0xFF for b in msg).decode("utf-8", "replace")
+        except (TypeError, ValueError):
+            return None
+    return msg if isinstance(msg, str) else ""
+
+
+def kernel_records(lines: Sequence[str]) -> Iterator[tuple[int, str]]:
+    """(1-based line where the record starts, message text) for each record in a kernel log."""
+    start: int | None = None
+    parts: list[str] = []
+    for index, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\r\n")
+        if line[:1] in (" ", "\t") and start is not None and not frame_module(line):
+            parts.append(line.strip())
+            continue
+        if start is not None:
+            yield start, "\n".join(parts)
+        start, parts = None, []
+        if not line.strip():
+            continue
+        if line.startswith("{"):
+            msg = _json_message(line)
+            if msg is not None:
+                yield index, msg
+                continue
+        start, parts = index, [kernel_message(line)]
+    if start is not None:
+        yield start, "\n".join(parts)
+
+
+def _attribute(event: KernelEvent, records: Sequence[tuple[int, str]]) -> KernelEvent:
+    """The oops or lockup with the module (and function) of the report that follows it."""
+    module = function = None
+    for _line_no, text in records[:REPORT_RECORDS]:
+        site = oops_site(text)
+        if site is not None:
+            function, module = site[0], site[1] or module
+            break
+        module = module or frame_module(text)
+        if text.startswith(_END):
+            break
+    if module is None and function is None:
+        return event
+    where = f" in [{module}]" if module else ""
+    where += f" at {function}" if function else ""
+    return replace(event, module=module, meaning=f"{event.meaning}{where}")
+
+
+def _record_events(line_no: int, text: str) -> list[tuple[int, str, KernelEvent]]:
+    """The record's event, classified over all its lines (a message continued on the next
+    line); a heading followed by indented lines that each announce an event (syslogd's wall
+    messages) is several."""
+    parts = text.split("\n")
+    if len(parts) > 1 and classify_kernel_line(parts[0]) is None:
+        own = [(line_no + i, part, classify_kernel_line(part)) for i, part in enumerate(parts)]
+        found = [(n, part, event) for n, part, event in own if event is not None]
+        if len(found) > 1:
+            return found
+    event = classify_kernel_line(text.replace("\n", " "))
+    return [] if event is None else [(line_no, text, event)]
+
+
+def read_kernel_log(lines: Sequence[str]) -> list[LogEvent]:
+    """Every event of a saved kernel log, in order, each report counted once."""
+    records = list(kernel_records(lines))
+    out = []
+    for i, (line_no, text) in enumerate(records):
+        for n, found_text, event in _record_events(line_no, text):
+            if event.kind in ATTRIBUTED_KINDS:
+                event = _attribute(event, records[i + 1 :])
+            out.append(LogEvent(n, found_text, event))
+    return out
+
+
+def log_event_dicts(lines: Sequence[str]) -> list[dict[str, Any]]:
+    """``read_kernel_log`` as plain dicts: EVENT_FIELDS, then ``line_no`` and ``text``."""
+    return [
+        {
+            **{name: getattr(found.event, name) for name in EVENT_FIELDS},
+            "line_no": found.line_no,
+            "text": found.text,
+        }
+        for found in read_kernel_log(lines)
+    ]

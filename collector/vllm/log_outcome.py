@@ -1,0 +1,95 @@
+"""How a vLLM server start ended, and the lines that say its engine stopped making progress.
+
+- ``failed``: the start died before serving: a root cause (in any spelling vLLM used), the
+  engine's generic failure lines, the engine never starting in time, or a traceback in the API
+  server ending in an exception.
+- ``started``: serving: uvicorn's "Application startup complete", "Starting vLLM server on",
+  or a request answered 200 (a captured log may lack the first).
+- ``crashed``: the engine died ("died unexpectedly", "exited unexpectedly", EngineDeadError,
+  "EngineCore encountered a fatal error", the API server's output handler or V0's background
+  task failing) under a server or an offline job that was running.
+
+Hang signals ("No available shared memory broadcast block found", RPC timeouts, V0's engine
+iteration timeout, the watchdog's stack dumps, structured output's FSM failures) are facts of
+their own, reported with the phase the server was in. They are evidence, not verdicts: the
+shared-memory line also prints during a long compile, and an FSM failure alone is a
+structured-output fault that users report next to requests still answered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collector.vllm import log_formats as fmt
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one line says about how the start ends: the new outcome and its error line."""
+
+    outcome: str
+    error: str | None
+    root_cause: bool = False
+
+
+@dataclass
+class OutcomeState:
+    """Per start: whether its error is already a root cause, and an open traceback."""
+
+    root_cause: bool = False
+    in_traceback: bool = False
+
+
+def hang_signal(msg: str) -> str | None:
+    """The name of the hang signal a message is, else None (cheap for ordinary lines)."""
+    for name, pattern in fmt.HANG_SIGNALS:
+        if pattern.search(msg):
+            return name
+    return None
+
+
+_OPENERS = (
+    fmt.MODEL_LOAD,
+    fmt.PROFILING,
+    fmt.CAPTURE,
+    fmt.READY,
+    fmt.SERVING,
+    fmt.ANSWERED,
+    fmt.ROOT_CAUSE,
+    fmt.GENERIC_FAIL,
+    fmt.CRASH,
+)
+
+
+def opens_start(msg: str) -> bool:
+    """A plan or outcome line in a capture that missed the start of its server."""
+    return any(p.search(msg) for p in _OPENERS)
+
+
+def outcome_of(
+    state: OutcomeState, *, outcome: str, level: str | None, msg: str, clean: str
+) -> Outcome | None:
+    """The outcome a line moves the start to (``outcome``: where it is now), else None."""
+    if fmt.READY.search(msg) or fmt.SERVING.search(msg) or fmt.ANSWERED.search(msg):
+        return Outcome("started", None) if outcome == "incomplete" else None
+    if fmt.CRASH.search(msg):
+        if outcome == "crashed" or (outcome == "failed" and state.root_cause):
+            return None  # a failed start's engine dying is its consequence
+        return Outcome("crashed", clean)
+    if msg.strip() == fmt.TRACEBACK:
+        state.in_traceback = True
+        return None
+    raised = state.in_traceback and not clean[:1].isspace() and fmt.EXCEPTION.match(msg)
+    if raised:
+        state.in_traceback = False
+    elif level in ("DEBUG", "INFO", "WARNING", "WARN"):
+        return None  # e.g. the max_model_len override is only a WARNING
+    root = fmt.ROOT_CAUSE.search(msg) is not None
+    generic = bool(raised) or fmt.GENERIC_FAIL.search(msg) is not None
+    if not (root or generic):
+        return None
+    if outcome == "started":
+        return Outcome("crashed", clean) if fmt.GENERIC_FAIL.search(msg) else None
+    if outcome == "crashed" or (outcome == "failed" and (state.root_cause or not root)):
+        return None  # the first root cause (else the first failure line) says why
+    return Outcome("failed", clean, root_cause=root)
