@@ -143,7 +143,7 @@
   function profileSection(p) {
     const s = p.startup || {};
     return el("section", { class: "profile", dataset: { profile: p.label || p.profile, verdict: p.verdict || "" } },
-      el("h2", {}, `Profile ${p.label || p.profile} `, verdictTag(p.verdict), p.description ? el("span", { class: "muted" }, ` ${p.description}`) : null),
+      el("h2", { class: "profile-title" }, `Profile ${p.label || p.profile} `, verdictTag(p.verdict), p.description ? el("span", { class: "muted" }, ` ${p.description}`) : null),
       (p.reasons || []).length ? el("ul", { class: "reasons error" }, p.reasons.map((r) => el("li", {}, r))) : null,
       el("div", { class: "profile-grid" },
         el("div", {}, el("h3", {}, "Startup"), kvTable({
