@@ -2,8 +2,9 @@
 
 Generates the samples straight into a fresh SQLite database (schema from the real migrations),
 starts ``python -m collector serve`` on it, and times the timeline request the host page makes
-for the last 24 h and 7 d at the step it would pick for a ~1500 px wide chart. Prints one line
-per figure and, last, a JSON object ``{"ttfb_ms_24h", "ttfb_ms_7d", "bytes_7d", ...}``.
+for the last 24 h and 7 d at the step it would pick for a ~1500 px wide chart, and the hosts
+page's status board (``GET /api/v1/hosts``). Prints one line per figure and, last, a JSON object
+``{"ttfb_ms_24h", "ttfb_ms_7d", "bytes_7d", "ttfb_ms_board", ...}``.
 
 Usage: python bench/ui.py [--days 7] [--keep DIR]
 """
@@ -186,6 +187,12 @@ def main() -> int:
                 figures[f"ttfb_ms_{label}"] = round(ttfb, 1)
                 figures[f"bytes_{label}"] = size
                 figures[f"step_{label}"] = params["step"]
+            # The hosts page's status board: each host's 1 h/24 h/7 d strips and sparkline.
+            measure(client, f"{base}/api/v1/hosts", {})
+            runs = [measure(client, f"{base}/api/v1/hosts", {}) for _ in range(3)]
+            ttfb = sorted(r[0] for r in runs)[1]
+            print(f"hosts board: ttfb {ttfb:.0f} ms, {runs[0][1]} bytes")
+            figures["ttfb_ms_board"], figures["bytes_board"] = round(ttfb, 1), runs[0][1]
     finally:
         proc.terminate()
         proc.wait(timeout=10)
