@@ -97,7 +97,7 @@ EVENT_KINDS = (
 # What the guard is (``agent_started`` data ``guard``: {"state", "rules", "actions", ...}).
 GUARD_STATES = ("armed", "dry_run", "off", "error")
 
-# Kernel event kinds, as the collector's classifier names them (collector.kernel.classify) and
+# Kernel event kinds, as the collector's classifier names them (agent.kernel.classify) and
 # the guard's ``kernel_event`` rules match them on the host.
 KERNEL_EVENT_KINDS = (
     "xid",
@@ -112,13 +112,6 @@ KERNEL_EVENT_KINDS = (
     "rcu_stall",
     "oom_kill",
     "alloc_failure",
-)
-# Xid codes whose action in the collector's Xid catalog (collector/kernel/data/xid_catalog.tsv,
-# from NVIDIA's published catalog) is a GPU reset, a reboot or a hardware inspection: ``xid
-# fatal`` in a guard rule. A test holds this set to the catalog.
-XID_FATAL_CODES = frozenset(
-    {46, 48, 54, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 142, 143, 144, 145, 146, 147}
-    | {148, 149, 150, 151, 155, 156, 158, 164, 165, 166, 167, 168, 169, 171, 172, 173, 175}
 )
 VLLM_PHASES = (
     "starting",

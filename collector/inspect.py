@@ -1,6 +1,6 @@
 """Offline inspection of saved logs: `freezewatch-collector inspect kernel-log|vllm-log FILE`.
 
-Kernel logs are accepted in any common shape (``collector.kernel.prefix``): dmesg in any time
+Kernel logs are accepted in any common shape (``agent.kernel.prefix``): dmesg in any time
 style, syslog or ``journalctl -k`` text, ``journalctl -o json`` export, raw ``/dev/kmsg``
 records, pstore files, cluster log shippers' lines, or bare lines. Each event is printed with
 its kind, code, device, meaning, severity and action. vLLM logs give every server start's plan

@@ -29,6 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from agent.kernel.event import KernelAction, Severity
 from collector.timeutil import UTCDateTime, utcnow
 
 if sys.version_info >= (3, 11):
@@ -100,25 +101,6 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     INTERRUPTED = "interrupted"
-
-
-class Severity(StrEnum):
-    """How bad a kernel event is; ``fatal``: the GPU or the host cannot go on as it is."""
-
-    INFO = "info"
-    WARNING = "warning"
-    ERROR = "error"
-    FATAL = "fatal"
-
-
-class KernelAction(StrEnum):
-    """What to do about a kernel event, mildest first."""
-
-    NONE = "none"
-    RESTART_APP = "restart_app"
-    RESET_GPU = "reset_gpu"
-    REBOOT = "reboot"
-    INSPECT_HARDWARE = "inspect_hardware"
 
 
 # Incidents of these kinds are announced silences: never alerted.

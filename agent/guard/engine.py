@@ -193,8 +193,8 @@ class Guard:
                 matches(m.kind, m.qualifier, found) for m in rule.kernel
             ):
                 values = {
-                    "kind": found[0],
-                    "detail": found[1],
+                    "kind": found.kind,
+                    "detail": found.xid if found.kind == "xid" else found.nv_err or found.code,
                     "text": (line.get("text") or "")[:500],
                     "source": line.get("source"),
                     "kseq": line.get("kseq"),

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from agent.kernel.classify import KernelEvent, classify_kernel_line
 from collector.kernel.attribution import Site, attribute_reports, site_of
-from collector.kernel.classify import KernelEvent, classify_kernel_line
 from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER
 from collector.kernel.records import read_kernel_log
 from collector.kernel.store import NewKernelEvent, store_kernel_events

@@ -13,12 +13,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from agent.kernel.classify import GPU_FAULT_KINDS
 from collector import links
 from collector.alerts import outbox
 from collector.alerts.filters import highest
 from collector.alerts.notice import Notice
 from collector.alerts.notice import lines as notice_lines
-from collector.kernel.classify import GPU_FAULT_KINDS
 from collector.kernel.occurrences import occurrence_key
 from collector.kernel.read import describe_event, kernel_event_dict, occurrence_dict
 from collector.kernel.store import NewKernelEvent

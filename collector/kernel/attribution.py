@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
-from collector.kernel.generic import oops_site
+from agent.kernel.generic import oops_site
 from collector.kernel.records import ATTRIBUTED_KINDS
 from collector.models import KernelEventRow
 

@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from agent.kernel.classify import EVENT_KINDS, GPU_FAULT_KINDS
 from collector.errors import BadRequest
-from collector.kernel.classify import EVENT_KINDS, GPU_FAULT_KINDS
 from collector.models import HostEvent, KernelEventRow, KernelOccurrence, Line
 
 MAX_LIMIT = 10_000

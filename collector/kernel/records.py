@@ -15,10 +15,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from collector.kernel.classify import classify_kernel_line
-from collector.kernel.event import KernelEvent
-from collector.kernel.generic import frame_module, oops_site
-from collector.kernel.prefix import kernel_message
+from agent.kernel.classify import classify_kernel_line
+from agent.kernel.event import KernelEvent
+from agent.kernel.generic import frame_module, oops_site
+from agent.kernel.prefix import kernel_message
 
 ATTRIBUTED_KINDS = frozenset({"oops", "soft_lockup"})
 # How far after its die or lockup line a report's RIP/pc line may come.

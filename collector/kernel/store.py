@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from agent.kernel.classify import KernelEvent
 from collector import db
-from collector.kernel.classify import KernelEvent
 from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER, assign_occurrences, count_stored
 from collector.kernel.vllm_context import correlate
 from collector.models import KernelEventRow

@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from collector.kernel.classify import SEVERITIES, classify_kernel_line
-from collector.kernel.xid_catalog import ACTIONS
+from agent.kernel.classify import SEVERITIES, classify_kernel_line
+from agent.kernel.xid_catalog import ACTIONS
 from collector.matrix.argv import describe_profile, remote_argv
 from collector.matrix.gates import evaluate_gates
 from collector.matrix.results import STARTUP_PHASE, STARTUP_PLAN_KEYS, MatrixReport, ProfileReport

@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from collector.kernel.classify import EVENT_KINDS
+from agent.kernel.classify import EVENT_KINDS
 from collector.matrix.flags import flag_key, flag_names, flag_value
 
 KernelKind = Literal[EVENT_KINDS]  # type: ignore[valid-type]

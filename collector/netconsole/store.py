@@ -17,12 +17,12 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from agent.kernel.classify import KernelEvent, classify_kernel_line
 from collector import db
 from collector.hosts.registry import UNKNOWN_BOOT, boot_pk
 from collector.ingest.rows import LINE_COLUMNS, line_row, to_json
 from collector.kernel.alerting import enqueue_kernel_events
 from collector.kernel.attribution import Site, attribute_reports, site_of
-from collector.kernel.classify import KernelEvent, classify_kernel_line
 from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER
 from collector.kernel.store import store_kernel_events
 from collector.models import CHANNEL_NETCONSOLE, Host, Line, NetconsoleDatagram, NetconsoleStats

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 import httpx
 import pytest
 
-from collector.kernel.xid_catalog import xid_meaning
+from agent.kernel.xid_catalog import xid_meaning
 from tests.browser.conftest import (
     ADMIN_TOKEN,
     HOST,

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.kernel.classify import classify_kernel_line
 from agent.sources.vllm_http import metrics_from_text
-from collector.kernel.classify import classify_kernel_line
 from collector.vllm.log_parser import parse_vllm_log
 from tests.support.vllm_standin import Engine, Logger, parse_args
 

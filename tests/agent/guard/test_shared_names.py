@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.guard.kernel import match_record
+from agent.guard.kernel import match_record, matches
 from agent.guard.phase import PhaseTracker
+from agent.kernel.classify import EVENT_KINDS, classify_kernel_line
+from agent.kernel.xid_catalog import xid_catalog
 from agent.sources.kmsg import parse_record, split_records
 from agent.sources.lines import level_priority
-from agent.wire import KERNEL_EVENT_KINDS, VLLM_PHASES, XID_FATAL_CODES
-from collector.kernel.classify import EVENT_KINDS, classify_kernel_line
-from collector.kernel.xid_catalog import xid_catalog
+from agent.wire import KERNEL_EVENT_KINDS, VLLM_PHASES
 from collector.vllm.log_parser import PHASES, parse_vllm_log
 from tests.agent.conftest import FIXTURES
 
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def kernel_corpus() -> list[str]:
-    source = (ROOT / "tests/collector/kernel/test_classify.py").read_text()
+    source = (ROOT / "tests/agent/kernel/test_classify.py").read_text()
     texts = [
         node.value
         for node in ast.walk(ast.parse(source))
@@ -44,22 +44,21 @@ def test_the_names_are_the_wire_constants() -> None:
     assert tuple(PHASES) == VLLM_PHASES
 
 
-def test_fatal_xids_are_the_catalogs() -> None:
-    assert {code for code, info in xid_catalog().items() if info.fatal} == XID_FATAL_CODES
-    assert {79, 119, 120, 48, 95} <= XID_FATAL_CODES
-    assert not {13, 31, 43, 94} & XID_FATAL_CODES  # the catalog says restart the app / ignore
+def test_xid_fatal_follows_the_catalog() -> None:
+    fatal = {code for code, info in xid_catalog().items() if info.fatal}
+    assert {79, 119, 120, 48, 95} <= fatal
+    assert not {13, 31, 43, 94} & fatal  # the catalog says restart the app / ignore
+    for code in (79, 13):
+        event = match_record({"source": "journal", "fields": {"origin": "nvml", "xid": code}})
+        assert event is not None and matches("xid", "fatal", event) is (code in fatal)
 
 
-@pytest.mark.parametrize("text", kernel_corpus())
-def test_the_agent_never_names_a_kernel_event_the_collector_would_not(text: str) -> None:
-    found = match_record({"source": "kmsg", "text": text})
-    event = classify_kernel_line(text)
-    if found is not None:
-        assert event is not None and found[0] == event.kind
-    if found and found[0] == "xid":
-        assert found[1] == event.xid  # type: ignore[union-attr]
-    if found and found[0] == "nv_err":
-        assert found[1] == event.nv_err  # type: ignore[union-attr]
+def test_the_guard_sees_what_the_collector_sees() -> None:
+    """One classifier for both: kernel records get its verdict, other lines none."""
+    for text in kernel_corpus():
+        for source in ("kmsg", "netconsole"):
+            assert match_record({"source": source, "text": text}) == classify_kernel_line(text)
+        assert match_record({"source": "vllm", "text": text}) is None
 
 
 @pytest.mark.parametrize("log", sorted((FIXTURES / "vllm").glob("*.log")), ids=lambda p: p.name)

@@ -85,3 +85,23 @@ def test_bundle_is_reproducible(tmp_path: Path) -> None:
     second = build_agent_bundle(tmp_path / "b.pyz").read_bytes()
     assert first == second
     assert os.access(tmp_path / "a.pyz", os.X_OK)
+
+
+def test_the_kernel_classifier_reads_its_catalog_from_inside_the_bundle(tmp_path: Path) -> None:
+    """The guard classifies kernel lines on the host with the catalog packed in the zipapp."""
+    out = build_agent_bundle(tmp_path / "freezewatch-agent.pyz", include_nvml=False)
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "from agent.kernel.classify import classify_kernel_line;"
+        "e = classify_kernel_line('NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=x, GPU has fallen "
+        "off the bus.'); print(e.kind, e.xid, e.severity, e.action)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe, str(out)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["xid", "79", "fatal", "reboot"]

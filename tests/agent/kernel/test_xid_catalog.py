@@ -3,8 +3,8 @@ our action and our meaning."""
 
 from __future__ import annotations
 
-from collector.kernel.nvlink import NVLINK_XIDS, decode_nvlink
-from collector.kernel.xid_catalog import ACTIONS, xid_catalog, xid_info
+from agent.kernel.nvlink import NVLINK_XIDS, decode_nvlink
+from agent.kernel.xid_catalog import ACTIONS, xid_catalog, xid_info
 
 
 def test_every_catalogued_code_is_complete() -> None:

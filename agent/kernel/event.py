@@ -2,10 +2,39 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from enum import Enum
 
 from agent.wire import KERNEL_EVENT_KINDS
-from collector.models import Severity
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # the agent runs on 3.10 too
+
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return str(self.value)
+
+
+class Severity(StrEnum):
+    """How bad a kernel event is; ``fatal``: the GPU or the host cannot go on as it is."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    FATAL = "fatal"
+
+
+class KernelAction(StrEnum):
+    """What to do about a kernel event, mildest first."""
+
+    NONE = "none"
+    RESTART_APP = "restart_app"
+    RESET_GPU = "reset_gpu"
+    REBOOT = "reboot"
+    INSPECT_HARDWARE = "inspect_hardware"
+
 
 # kind → (severity, action) when nothing more specific is known (Xids: their catalog entry).
 KIND_ADVICE: dict[str, tuple[str, str]] = {

@@ -4,7 +4,7 @@ faults named with the right kind and code, and no benign line ever flagged."""
 
 from __future__ import annotations
 
-from collector.kernel.classify import classify_kernel_line
+from agent.kernel.classify import classify_kernel_line
 from collector.kernel.records import read_kernel_log
 from tests.support.real_corpus import kernel_files, score_lines, score_records
 

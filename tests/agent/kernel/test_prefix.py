@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collector.kernel.prefix import kernel_message
+from agent.kernel.prefix import kernel_message
 
 MSG = "NVRM: GPU0 _kgspRpcRecvPoll: GSP RM heartbeat timed out"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from collector.kernel.event import KernelEvent, make_event
+from agent.kernel.event import KernelEvent, make_event
 
 _SOFT_LOCKUP = re.compile(
     r"soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<secs>\d+)s!\s*\[(?P<comm>.*):(?P<pid>\d+)\]"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from collector.kernel.classify import GPU_FAULT_KINDS, classify_kernel_line
-from collector.kernel.xid_catalog import xid_info, xid_meaning
+from agent.kernel.classify import GPU_FAULT_KINDS, classify_kernel_line
+from agent.kernel.xid_catalog import xid_info, xid_meaning
 
 NV_ERR_580 = (
     "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "

@@ -8,16 +8,16 @@ serial lines, RPC history dumps) yields None.
 
 from __future__ import annotations
 
-from collector.kernel.event import (
+from agent.kernel.event import (
     EVENT_KINDS,
     GPU_FAULT_KINDS,
     KIND_ADVICE,
     SEVERITIES,
     KernelEvent,
 )
-from collector.kernel.generic import classify_generic
-from collector.kernel.nvidia import classify_nvidia
-from collector.kernel.prefix import kernel_message
+from agent.kernel.generic import classify_generic
+from agent.kernel.nvidia import classify_nvidia
+from agent.kernel.prefix import kernel_message
 
 __all__ = [
     "EVENT_KINDS",

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+from importlib import resources
 
-from collector.models import KernelAction
+from agent.kernel.event import KernelAction
 
-DATA = Path(__file__).parent / "data"
+# Read through importlib.resources: inside the agent's zipapp there is no file path.
+DATA = resources.files("agent.kernel") / "data"
 ACTIONS = tuple(KernelAction)
 # The actions that mean the GPU (or the host) cannot go on as it is: a fatal Xid.
 FATAL_ACTIONS = frozenset(
@@ -49,7 +50,7 @@ class XidInfo:
 def read_tsv(name: str) -> list[list[str]]:
     """The rows of one of our data files, comments and the header row left out."""
     rows = []
-    for line in (DATA / name).read_text(encoding="utf-8").splitlines():
+    for line in DATA.joinpath(name).read_text(encoding="utf-8").splitlines():
         if line and not line.startswith("#"):
             rows.append(line.split("\t"))
     return rows[1:]

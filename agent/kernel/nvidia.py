@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 
-from collector.kernel.event import KernelEvent, make_event
-from collector.kernel.nvlink import NVLINK_XIDS, decode_nvlink
-from collector.kernel.xid_catalog import FATAL_ACTIONS, xid_info, xid_meaning
+from agent.kernel.event import KernelEvent, make_event
+from agent.kernel.nvlink import NVLINK_XIDS, decode_nvlink
+from agent.kernel.xid_catalog import FATAL_ACTIONS, xid_info, xid_meaning
 
 _BDF = r"(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-9a-fA-F])?"
 # "Xid (PCI:0000:01:00)", "(0000:01:00)", "(01:00)"; MIG adds " GPU-I:01 GPU-CI:00"
@@ -108,7 +108,7 @@ def _int_or_none(value: str | None) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-def _xid_advice(code: int, rest: str) -> tuple[tuple[str, str], str]:
+def xid_advice(code: int, rest: str) -> tuple[tuple[str, str], str]:
     """(severity, action) and the meaning of one Xid line."""
     meaning = xid_meaning(code)
     info = xid_info(code)
@@ -151,7 +151,7 @@ def _classify_xid(text: str) -> KernelEvent | None:
         pm = _XID_PID_ONLY.match(rest)
         if pm:
             pid, rest = _int_or_none(pm.group("pid")), pm.group("rest")
-    advice, meaning = _xid_advice(code, rest)
+    advice, meaning = xid_advice(code, rest)
     pci = m.group("pci").lower()
     return make_event(
         "xid",

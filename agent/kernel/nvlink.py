@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from collector.kernel.xid_catalog import read_tsv
+from agent.kernel.xid_catalog import read_tsv
 
 NVLINK_XIDS = range(144, 151)
 _FIELDS = re.compile(
