@@ -27,6 +27,7 @@ from urllib.parse import quote
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from agent.kernel.classify import EVENT_KINDS
 from collector.alerts.delivery import delivery_dict
 from collector.errors import NotFound
 from collector.hosts.registry import find_boot_pk
@@ -34,7 +35,6 @@ from collector.incidents.lifecycle import current_incident
 from collector.incidents.message import first_kernel_event
 from collector.incidents.payload import incident_dict, kernel_alive
 from collector.incidents.postmortem import artifact_dict
-from collector.kernel.classify import EVENT_KINDS
 from collector.kernel.read import list_events
 from collector.links import incident_url
 from collector.models import (
