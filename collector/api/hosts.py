@@ -198,34 +198,28 @@ def get_lines(
     """``quiet`` leaves out vLLM access-log and canary lines and says how many (``quieted``,
     counted between the page's neighbours, at most 10,000)."""
     host = registry.get_host(session, name=name)
+    span: dict[str, Any] = {"host_id": host.id, "since": since, "until": until}
+    newest_first = order == "desc"
     rows, next_cursor = series.list_lines(
         session,
-        host_id=host.id,
-        since=since,
-        until=until,
+        **span,
         source=source,
         min_priority=min_priority,
         q=q,
         cursor=cursor,
         limit=limit,
-        newest_first=order == "desc",
+        newest_first=newest_first,
         quiet=quiet,
     )
-    page = {
+    page: dict[str, Any] = {
         "host": name,
         "lines": [series.line_dict(line) for line in rows],
         "next_cursor": next_cursor,
     }
     if quiet:
+        more = next_cursor is not None
         page["quieted"] = series.count_quieted(
-            session,
-            host_id=host.id,
-            since=since,
-            until=until,
-            page=rows,
-            cursor=cursor,
-            more=next_cursor is not None,
-            newest_first=order == "desc",
+            session, **span, page=rows, cursor=cursor, more=more, newest_first=newest_first
         )
     return page
 
