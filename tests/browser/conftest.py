@@ -52,6 +52,7 @@ PSTORE_DMESG = (
 )
 GIB = 2**30
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+WIDE, PHONE = {"width": 1440, "height": 900}, {"width": 390, "height": 844}  # viewports
 NVRM_TEXT = (
     "NVRM: Xid (PCI:000f:01:00): 31, pid=4242, name=python3, channel 0x00000002, "
     "intr 00000000. MMU Fault: ENGINE GRAPHICS GPC1 GPCCLIENT_T1_3 faulted @ 0x7f12_3456a000."

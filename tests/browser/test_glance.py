@@ -12,9 +12,10 @@ import pytest
 from tests.browser.conftest import (
     HOST,
     LOCKUP,
+    PSTORE_DMESG,
     SIM_HOST,
+    WIDE,
     LiveCollector,
-    MatrixRunDone,
     RealIncident,
     SimFreeze,
     login,
@@ -22,8 +23,6 @@ from tests.browser.conftest import (
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
-
-WIDE, PHONE = {"width": 1440, "height": 900}, {"width": 390, "height": 844}
 
 
 def iso(ts: float) -> str:
@@ -40,19 +39,6 @@ def in_first_viewport(page: Any, selector: str) -> bool:
     )
     top, _bottom, height, scrolled = box
     return scrolled == 0 and 0 <= top < height
-
-
-def wider(page: Any, width: int) -> list[str]:
-    """The outermost elements that stick out past ``width`` (what a phone would scroll to)."""
-    return page.evaluate(
-        "(w) => { const scrolls = (e) => e && e !== document.body && (['auto', 'scroll', 'hidden']"
-        ".includes(getComputedStyle(e).overflowX) || scrolls(e.parentElement));"
-        " return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect()"
-        ".right > w + 1 && !scrolls(e.parentElement))"
-        ".map(e => `${e.tagName}#${e.id}.${e.className}: ${e.textContent.slice(0, 40)}`)"
-        ".slice(0, 10); }",
-        width,
-    )
 
 
 def test_an_open_freeze_headline_names_the_soft_lockup_and_turns_resolved_live(
@@ -198,43 +184,62 @@ def test_the_freezes_page_names_the_cause_and_only_the_kinds_present(
     assert page.console_errors == []
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("viewport", [WIDE, PHONE], ids=["1440", "390"])
-def test_screenshots_of_every_page(
-    browser: Any,
-    live_collector: LiveCollector,
-    real_incident: RealIncident,
-    matrix_run: MatrixRunDone,
-    scheme: str,
-    viewport: dict[str, int],
+def test_an_empty_range_says_so_and_legend_values_have_units_only_near_a_point(
+    page: Any, live_collector: LiveCollector
 ) -> None:
-    """Every page in light and dark, wide and phone, under test-artifacts/screenshots/ for a
-    reviewer; on a phone nothing forces sideways scrolling and no hosts-board cell is cut off."""
-    context = browser.new_context(viewport=viewport, color_scheme=scheme)
-    page = context.new_page()
-    pages = {
-        "hosts": ("/", f'#hosts tr[data-host="{SIM_HOST}"]'),
-        "host": (f"/hosts/{HOST}", ".fw-marker"),
-        "freezes": ("/freezes", "#lanes .bar"),
-        "incident": (f"/incidents/{real_incident.id}", "#headline"),
-        "matrix": ("/matrix", "#runs td"),
-        "matrix-run": (f"/matrix/{matrix_run.run_id}", "body[data-run-status]"),
-        "alerts": ("/targets", "main h1"),
-    }
-    try:
-        login(page, live_collector.base_url, "/")
-        for name, (path, ready) in pages.items():
-            page.goto(f"{live_collector.base_url}{path}")
-            page.locator(ready).first.wait_for()
-            page.wait_for_load_state("networkidle")
-            screenshot(page, f"{name}-{scheme}-{viewport['width']}")
-            if name == "hosts":
-                right = page.evaluate(
-                    "Math.max(...[...document.querySelectorAll('#hosts td')]"
-                    ".map(td => td.getBoundingClientRect().right))"
-                )
-                assert right <= viewport["width"]
-            width = page.evaluate("document.documentElement.scrollWidth")
-            assert width <= viewport["width"] + 1, (name, wider(page, viewport["width"]))
-    finally:
-        context.close()
+    lc = live_collector
+    before = math.floor(lc.first_ts) - 7200
+    login(page, lc.base_url, f"/hosts/{HOST}?from={iso(before)}&to={iso(before + 3600)}")
+    box = page.locator("#no-data")
+    box.wait_for()
+    assert box.inner_text().startswith("No data in this range. The latest sample is from ")
+    box.locator("button").click()  # "show the hour before it": the latest sample's hour
+    box.wait_for(state="hidden")
+    shown = page.evaluate("window.fwTimeline")
+    assert shown["until"] >= lc.last_ts and not all(shown["empty"])
+
+    # The hour before the latest sample holds ten minutes of data, at its end.
+    over = page.locator('[data-panel="memory"] .u-over').bounding_box()
+    y = over["y"] + over["height"] / 2
+    values = page.locator('[data-panel="memory"] .u-legend .u-value')
+    page.mouse.move(over["x"] + over["width"] * 0.1, y)  # no point near: no value
+    assert values.nth(1).inner_text() == "–"
+    first_x = (lc.first_ts + 120 - shown["since"]) / (shown["until"] - shown["since"])
+    page.mouse.move(over["x"] + over["width"] * first_x, y)
+    assert values.nth(1).inner_text().endswith(" GiB")
+    assert page.console_errors == []
+
+
+def test_the_time_zone_switch_is_shown_and_remembered(
+    page: Any, live_collector: LiveCollector, real_incident: RealIncident
+) -> None:
+    login(page, live_collector.base_url, "/freezes")
+    page.locator("#lanes .bar").first.wait_for()
+    toggle = page.locator("#tz-toggle")
+    if toggle.get_attribute("data-tz") == "utc":  # the browser's default is its own zone
+        toggle.click()
+        page.locator('#tz-toggle[data-tz="local"]').wait_for()
+    toggle.click()  # to UTC: the page reloads in it
+    page.locator('#tz-toggle[data-tz="utc"]').wait_for()
+    assert page.inner_text("#tz-toggle") == "Times: UTC"
+    # Another page of the same browser keeps it, and its times are 24 h UTC.
+    page.goto(f"{live_collector.base_url}/incidents/{real_incident.id}")
+    page.locator("#headline").wait_for()
+    assert page.inner_text("#tz-toggle") == "Times: UTC"
+    start = datetime.fromtimestamp(real_incident.detail["start"], UTC).strftime("%H:%M:%S")
+    assert f"{start} UTC" in page.inner_text("#headline .verdict")
+    assert page.inner_text("#inc-lines thead th >> nth=0") == "Time (UTC)"
+
+
+def test_an_artifact_reads_inline_with_line_numbers(
+    page: Any, live_collector: LiveCollector, real_incident: RealIncident
+) -> None:
+    login(page, live_collector.base_url, f"/incidents/{real_incident.id}")
+    row = page.locator('#inc-artifacts tr[data-artifact="pstore/dmesg-ramoops-0"]').first
+    row.locator("a.view").click()
+    text = page.locator('tr.artifact-text[data-artifact="pstore/dmesg-ramoops-0"] pre.numbered')
+    text.wait_for()
+    numbered = text.locator(".ln").evaluate_all("spans => spans.map(s => s.dataset.n)")
+    assert numbered == [str(n + 1) for n in range(len(PSTORE_DMESG.splitlines()))]
+    assert text.inner_text().strip() == PSTORE_DMESG.strip()
+    assert page.console_errors == []

@@ -82,10 +82,12 @@
     legend(incidents);
   }
 
+  let asked = 0;
   async function load() {
-    const span = RANGES[fRange.value];
+    const span = RANGES[fRange.value], seq = ++asked;
     const since = span ? now() - span : null;
     const data = await api("/api/v1/incidents", { params: { host: fHost.value, kind: fKind.value, since: since && since.toFixed(0), limit: 500 } });
+    if (seq !== asked) return;  // the filters changed meanwhile: a newer answer is coming
     let incidents = listOf(data, "incidents");
     if (fResolution.value) incidents = incidents.filter((i) => outcome(i) === fResolution.value);
     draw(incidents.sort((a, b) => b.start - a.start), fRange.value === "fit" ? null : since);

@@ -118,7 +118,7 @@
       ? [" The latest sample is from ", clockTz(last), ` (${ago(last)}): `,
         el("button", { type: "button", class: "link", onclick: () => zoom(last - 3600, last + 60) }, "show the hour before it")]
       : host && host.first_sample_ts == null ? " This host has sent no samples yet." : null;
-    box.replaceChildren("No data in this range.", jump);
+    box.replaceChildren("No data in this range.", ...[jump].flat().filter(Boolean));
   }
 
   /** A kernel marker's line in the log pane; not on the page: zoom to ±1 min around it. */
