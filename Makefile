@@ -6,8 +6,12 @@ SIM    ?= 1
 PORT   ?= 8080
 SIM_HOST ?= spark-sim
 FREEZE_EVERY ?= 180
+CAMPAIGN ?= 1
+LAB_HOST ?= spark-lab
 # The simulated host (test tooling; the collector only runs the argv it is given).
 SIM_ARGS = --simulated-host $(SIM_HOST) --sim-command '["{python}","-m","tests.support.simhost","--collector","{url}","--token","{token:$(SIM_HOST)}","--host-name","$(SIM_HOST)","--data-dir","{data}/sim-$(SIM_HOST)","--freeze-every","$(FREEZE_EVERY)"]'
+# A second one behind a throwaway sshd, running a short matrix campaign (needs openssh-server).
+LAB_ARGS = --simulated-host $(LAB_HOST) --sim-command '["{python}","-m","tests.support.simlab_demo","--collector","{url}","--token","{token:$(LAB_HOST)}","--host-name","$(LAB_HOST)","--data-dir","{data}/lab-$(LAB_HOST)"]'
 
 .PHONY: venv demo test lint format bench agent-bundle clean
 
@@ -27,9 +31,10 @@ $(VENV)/.installed: $(VENV)/.app
 
 venv: $(VENV)/.installed
 
-# Ctrl-C stops the collector, the agent and the simulated host; SIM=0 leaves the latter out.
+# Ctrl-C stops the collector, the agent and the simulated hosts; SIM=0 leaves them out,
+# CAMPAIGN=0 only the matrix campaign's.
 demo: $(VENV)/.app
-	$(PY) -m collector demo --port $(PORT) $(if $(filter 1,$(SIM)),$(SIM_ARGS))
+	$(PY) -m collector demo --port $(PORT) $(if $(filter 1,$(SIM)),$(SIM_ARGS) $(if $(filter 1,$(CAMPAIGN)),$(LAB_ARGS)))
 
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -37,6 +42,7 @@ test: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 format: venv
 	$(VENV)/bin/ruff check --fix .
@@ -51,6 +57,8 @@ bench: venv
 	$(PY) bench/detection.py
 	$(PY) bench/netconsole.py
 	$(PY) bench/ui.py
+	$(PY) bench/replay.py
+	$(PY) bench/memory.py --minutes 10
 
 agent-bundle: venv
 	$(PY) -m collector agent-bundle dist/freezewatch-agent.pyz

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.state import write_atomic
+from agent.diskio import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +112,11 @@ def prepare(state_dir: Path, host: str, boot_id: str) -> CatchupPlan | None:
         line_seq=int(reserved.get("lines", 1)),
         event_seq=int(reserved.get("events", 1)),
     )
-    state_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(plan_path, json.dumps(asdict(plan), sort_keys=True).encode())
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(plan_path, json.dumps(asdict(plan), sort_keys=True).encode())
+    except OSError as exc:  # a full disk: catch up anyway (a rerun derives the same plan)
+        log.warning("cannot save the catch-up plan (%s)", exc)
     return plan
 
 
@@ -146,8 +149,8 @@ def journal_kernel_line(entry: dict[str, Any], boot_id: str) -> tuple[int, dict[
     return usec, {
         "ts": round(ts, 6),
         "source": "kmsg",
-        "priority": int(priority) if str(priority).isdigit() else None,
-        "facility": int(facility) if str(facility).isdigit() else 0,
+        "priority": int(str(priority)) if str(priority).isdigit() else None,
+        "facility": int(str(facility)) if str(facility).isdigit() else 0,
         "text": str(message).rstrip("\n"),
         "fields": fields,
     }
@@ -207,13 +210,18 @@ def pstore_seen(state_dir: Path) -> set[str] | None:
 
 
 def remember_pstore(state_dir: Path, keys: set[str]) -> None:
-    write_atomic(state_dir / PSTORE_FILE, json.dumps(sorted(keys)).encode())
+    """Remember the pstore files shipped; on a full disk they may be shipped again later
+    (the collector's line keys drop the repeat)."""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(state_dir / PSTORE_FILE, json.dumps(sorted(keys)).encode())
+    except OSError as exc:
+        log.warning("cannot save %s (%s)", PSTORE_FILE, exc)
 
 
 def prime_pstore(state_dir: Path, dirs: Sequence[Path]) -> None:
     """First run ever (no previous boot known): files already there belong to no boot we know."""
     if pstore_seen(state_dir) is None:
-        state_dir.mkdir(parents=True, exist_ok=True)
         remember_pstore(state_dir, {key for _, _, key in _pstore_files(dirs)})
 
 

@@ -10,19 +10,22 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from agent import __version__
+from agent.frames import count
 from agent.outbox import Outbox
 from agent.spool import Spool
 from agent.state import AgentState
 from agent.transport import Rejected, Unavailable
-from agent.wire import MAX_BATCH_BYTES, MAX_BATCH_RECORDS
+from agent.wire import MAX_BATCH_BYTES, MAX_BATCH_RECORDS, MAX_RETRY_DELAY_S
 
 log = logging.getLogger(__name__)
 
 BATCH_BYTES = MAX_BATCH_BYTES // 2  # stay well under the collector's limit
-MAX_RETRY_DELAY = 5.0
 # Acked kernel position is persisted at most this often, and only when it moved (no write while
 # the kernel is quiet): after a freeze the next boot's catch-up starts from it.
 STATE_FLUSH_S = 10.0
+DROPS_FLUSH_S = 1.0  # the drop ledger, while drops happen: a kill -9 costs at most this much
+DROPS_LOG_S = 60.0
+STORED, DOWN, REJECTED = "stored", "down", "rejected"
 
 
 class Poster(Protocol):
@@ -70,6 +73,9 @@ class Shipper:
         self.kseq_acked: int | None = state.kseq_acked
         self.kmsg_usec_acked: int | None = state.kmsg_usec_acked
         self._flushed_at = mono()
+        self._drops_dirty = False
+        self._drops_logged_at = -1e18
+        self._careful = 0  # frames to replay one by one (a merged replay was refused)
         self._resumed = False  # kseq_skip confirmed by the collector
         self._first_line = True
         self._up = True
@@ -135,14 +141,14 @@ class Shipper:
         self._flush_state()
 
     def _flush_state(self) -> None:
-        if self.kseq_acked == self.state.kseq_acked:
-            return
-        if self._mono() - self._flushed_at < STATE_FLUSH_S:
+        since = self._mono() - self._flushed_at
+        moved = self.kseq_acked != self.state.kseq_acked and since >= STATE_FLUSH_S
+        if not (moved or (self._drops_dirty and since >= DROPS_FLUSH_S)):
             return
         self._flushed_at = self._mono()
         self.state.kseq_acked = self.kseq_acked
         self.state.kmsg_usec_acked = self.kmsg_usec_acked
-        self.state.save()
+        self._drops_dirty = not self.state.save()
 
     def _seq(self, stream: str, record: dict[str, Any]) -> dict[str, Any]:
         return {"seq": self.state.next_seq(stream), **record}
@@ -172,42 +178,84 @@ class Shipper:
 
     def deliver(self, batch: dict[str, Any]) -> None:
         """Spool first (in order), then this batch; unreachable → it joins the spool."""
-        if self._replay_spool() and self._post(batch):
-            return
+        if self._replay_spool():
+            outcome = self._post(batch, backlog=0)
+            if outcome == REJECTED:
+                self._count_drops(count(batch), ["rejected"])
+            if outcome != DOWN:
+                return
         if batch["samples"] or batch["lines"] or batch["events"]:
             self.spool.append(batch)
             dropped = self.spool.take_dropped()
             if dropped:
-                log.warning("spool full: dropped %s", dropped)
-                self.event("spool_dropped", **dropped)
+                self._count_drops(*dropped)
+
+    def _count_drops(self, counts: dict[str, int], reasons: list[str]) -> None:
+        if not self.state.drops.add(counts, reasons, round(self._wall(), 6)):
+            return
+        self._drops_dirty = True
+        if self._mono() - self._drops_logged_at >= DROPS_LOG_S:  # at the bound: every batch
+            self._drops_logged_at = self._mono()
+            totals, why = self.state.drops.totals, ", ".join(self.state.drops.reasons)
+            log.warning("records dropped (%s), %s so far (reported when the collector answers)",
+                        why, totals)  # fmt: skip
 
     def _replay_spool(self) -> bool:
-        """Replay spooled batches oldest first; True once the spool is empty."""
+        """Replay spooled batches oldest first, coalesced into large batches (one per boot and
+        batch limit); True once the spool is empty."""
         if not self._up and self._mono() < self._retry_at:
             return False
         while self.spool:
-            batch = self.spool.peek()
-            if batch is None:
+            # one record left for the drop report _post may add
+            limit = 1 if self._careful else MAX_BATCH_RECORDS - 1
+            found = self.spool.take(limit, BATCH_BYTES)
+            if found is None:
                 break
-            if not self._post(batch):
+            batch, frames, size = found
+            outcome = self._post(batch, backlog=max(0, self.spool.backlog_bytes - size))
+            if outcome == DOWN:
                 return False
-            self.spool.pop()
+            if outcome == REJECTED and frames > 1:
+                self._careful = frames  # one bad frame must not cost its neighbours
+                continue
+            if outcome == REJECTED:
+                self._count_drops(count(batch), ["rejected"])
+            self._careful = max(0, self._careful - frames)
+            self.spool.pop(frames)
         return True
 
-    def _post(self, batch: dict[str, Any]) -> bool:
-        """True when the batch is settled (stored or permanently rejected)."""
+    def _post(self, batch: dict[str, Any], *, backlog: int) -> str:
+        """Send one batch: STORED, DOWN (keep it) or REJECTED (refused for good).
+
+        Each POST says when it was sent (the collector measures the clock offset) and how much
+        spool is left after it; one of the current boot also carries the drop report if the
+        ledger has news (never spooled: it goes with whatever POST the collector answers).
+        """
+        body = {
+            **batch,
+            "agent": {**self.agent_info, "sent_at": round(self._wall(), 6)},
+            "backlog": {"bytes": backlog},
+        }
+        report = None
+        if batch.get("boot_id") == self.boot_id and self.state.drops.pending():
+            report = self.state.drops.report()
+            event = {"ts": round(self._wall(), 6), "kind": "spool_dropped", "data": report}
+            body["events"] = [*batch.get("events", ()), self._seq("events", event)]
         try:
-            answer = self.transport.post({**batch, "agent": self.agent_info})
+            answer = self.transport.post(body)
         except Rejected as exc:
-            log.error("collector rejected a batch for good (%s): dropping it", exc)
             self._mark_up()
-            return True
+            log.error("collector rejected a batch for good (%s)", exc)
+            return REJECTED
         except Unavailable as exc:
             self._mark_down(exc)
-            return False
+            return DOWN
         self._mark_up()
+        if report is not None:
+            self.state.drops.acknowledge(report)
+            self._drops_dirty = True
         self._note_answer(batch, answer)
-        return True
+        return STORED
 
     def _note_answer(self, batch: dict[str, Any], answer: dict[str, Any]) -> None:
         if batch.get("boot_id") != self.boot_id:
@@ -239,9 +287,14 @@ class Shipper:
         self._up = True
         self._retry_delay = min(self.interval, 1.0)
 
-    def _mark_down(self, exc: Exception) -> None:
+    def _mark_down(self, exc: Unavailable) -> None:
+        """Back off, exponentially up to MAX_RETRY_DELAY_S; but while the collector's port
+        refuses (it is restarting) retry every interval, to be back within one of its start."""
         if self._up:
             log.warning("collector unavailable (%s): spooling", exc)
         self._up = False
+        if exc.refused:
+            self._retry_delay = min(self.interval, 1.0)
         self._retry_at = self._mono() + self._retry_delay
-        self._retry_delay = min(MAX_RETRY_DELAY, self._retry_delay * 2)
+        if not exc.refused:
+            self._retry_delay = min(MAX_RETRY_DELAY_S, self._retry_delay * 2)

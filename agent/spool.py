@@ -1,57 +1,57 @@
 """Disk spool of whole batches, used only while the collector is unreachable.
 
-Format: ``<state-dir>/spool/<n:08d>-<level>.seg`` segment files, replayed in name order. Each
-record is a frame ``b"FWS1" | u32 length | u32 crc32(payload) | payload`` (big endian), payload
-= the batch as compact JSON. A torn or corrupt frame (``kill -9`` mid-write, disk garbage) is
-skipped by searching for the next valid frame; a torn tail is truncated away on open.
-``level`` says how far a segment was thinned (0 intact, 1 every other sample dropped, 2 samples
-and events dropped). fsync policy: every append is written straight to the kernel (survives
-``kill -9``); fsync at most once a second and on close (a power loss may cost the last second).
+Format: ``<state-dir>/spool/<n:08d>-<level>.seg`` segment files, replayed in name order, each a
+run of frames (``agent.frames``: one batch each, crc-checked). A torn or corrupt frame (``kill
+-9`` mid-write, disk garbage) is skipped; a torn tail is truncated away on open.
+
+Bound and drop priority: the spool holds at most ``max_bytes``, and never more than the disk
+lets it. A write that fails (ENOSPC, EDQUOT, any OSError) is undone (the segment is cut back to
+its last whole frame) and the spool learns that the disk holds what it holds now; the free space
+is measured again each time that learned bound is in the way, and before each new segment (it
+stops ``RESERVE`` short of a full disk). Room is made the same way at either bound: oldest
+segments first, every other sample dropped (level 1), then samples and events (level 2), and
+only then whole oldest segments, kernel and log lines last. The segment being appended to is
+left alone until it is full (at most an eighth of the bound), so appending at the bound never
+rotates a segment per batch. Every drop is counted (``take_dropped``, with its reasons).
+
+A thinned segment is rewritten through a temp copy when the disk has room for the copy, else
+compacted in place: frames only move towards the start, each in one write, so a ``kill -9``
+mid-way leaves whole frames (at worst some twice, which the collector drops as repeats).
+
+fsync policy: every append is written straight to the kernel (survives ``kill -9``); fsync at
+most once a second and on close (a power loss may cost the last second).
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import os
-import struct
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent import diskio
+from agent.frames import (
+    DROP_KEYS,
+    HEADER,
+    coalesce,
+    count,
+    count_all,
+    encode_frame,
+    iter_frames,
+    load,
+    max_kseqs,
+    thin,
+)
+
 log = logging.getLogger(__name__)
 
-MAGIC = b"FWS1"
-_HEADER = struct.Struct(">4sII")
-MIN_SEGMENT = 64 * 1024
+MIN_SEGMENT = 16 * 1024
 MAX_SEGMENT = 4 * 1024 * 1024
-DROP_KEYS = ("samples", "lines", "events")
-
-
-def encode_frame(batch: dict[str, Any]) -> bytes:
-    payload = json.dumps(batch, separators=(",", ":")).encode()
-    return _HEADER.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
-
-
-def iter_frames(data: bytes) -> Iterator[tuple[int, int, bytes]]:
-    """(start, end, payload) of every valid frame; garbage between frames is skipped."""
-    pos = 0
-    while pos < len(data):
-        if data.startswith(MAGIC, pos) and pos + _HEADER.size <= len(data):
-            _, length, crc = _HEADER.unpack_from(data, pos)
-            end = pos + _HEADER.size + length
-            payload = data[pos + _HEADER.size : end]
-            if end <= len(data) and zlib.crc32(payload) == crc:
-                yield pos, end, payload
-                pos = end
-                continue
-        nxt = data.find(MAGIC, pos + 1)
-        if nxt < 0:
-            return
-        pos = nxt
+RESERVE = 64 * 1024  # left free on the disk for the state file and everyone else
 
 
 @dataclass
@@ -66,7 +66,7 @@ class _Segment:
 
 
 class Spool:
-    """Bounded FIFO of batches on disk; ``peek``/``pop`` replay them oldest first."""
+    """Bounded FIFO of batches on disk; ``take``/``pop`` replay them oldest first."""
 
     def __init__(
         self,
@@ -74,18 +74,25 @@ class Spool:
         max_bytes: int,
         *,
         clock: Callable[[], float] = time.monotonic,
+        room: Callable[[Path], int] = diskio.free_bytes,
     ) -> None:
         self.dir = directory
         self.max_bytes = max_bytes
-        self.segment_bytes = min(MAX_SEGMENT, max(MIN_SEGMENT, max_bytes // 8))
+        self.disk_bound: int | None = None  # what the disk holds, once a write failed
         self._clock = clock
+        self._room = room
         self._segments: list[_Segment] = []
         self._active: tuple[_Segment, int] | None = None  # segment being appended, its fd
         self._reading: list[bytes] | None = None  # remaining payloads of the oldest segment
+        self._consumed = 0  # bytes of the oldest segment already popped
         self._last_fsync = 0.0
         self.dropped = dict.fromkeys(DROP_KEYS, 0)
+        self.reasons: set[str] = set()
         self.max_kseq: dict[str, int] = {}  # boot_id -> highest kseq held on open (resume hint)
-        self._open()
+        try:
+            self._open()
+        except OSError as exc:  # unreadable spool dir: start empty, keep running
+            log.warning("spool: cannot open %s (%s): starting without its contents", directory, exc)
 
     # -- opening and inspecting ------------------------------------------------------------
 
@@ -103,7 +110,8 @@ class Spool:
             good_end = 0
             for _, end, payload in iter_frames(data):
                 good_end = end
-                self._note_kseq(payload)
+                for boot, kseq in max_kseqs(load(payload)).items():
+                    self.max_kseq[boot] = max(self.max_kseq.get(boot, -1), kseq)
             if good_end < len(data):
                 log.warning("spool: %s: skipping %d corrupt/torn bytes", path, len(data) - good_end)
                 with open(path, "r+b") as f:  # truncate a torn tail so appends stay framed
@@ -113,16 +121,6 @@ class Spool:
                 continue
             self._segments.append(_Segment(number, level, good_end))
 
-    def _note_kseq(self, payload: bytes) -> None:
-        try:
-            batch = json.loads(payload)
-            kseqs = [ln["kseq"] for ln in batch.get("lines", ()) if ln.get("kseq") is not None]
-        except (ValueError, TypeError, KeyError, AttributeError):
-            return
-        if kseqs:
-            boot = batch.get("boot_id", "")
-            self.max_kseq[boot] = max(self.max_kseq.get(boot, -1), *kseqs)
-
     def __bool__(self) -> bool:
         return bool(self._segments)
 
@@ -130,36 +128,91 @@ class Spool:
     def size(self) -> int:
         return sum(s.size for s in self._segments)
 
-    def take_dropped(self) -> dict[str, int] | None:
-        """Counts dropped since the last call (for a ``spool_dropped`` event), None if none."""
+    @property
+    def backlog_bytes(self) -> int:
+        """Bytes still to replay (what was popped from the oldest segment not counted)."""
+        return max(0, self.size - self._consumed)
+
+    @property
+    def bound(self) -> int:
+        if self.disk_bound is None:
+            return self.max_bytes
+        return min(self.max_bytes, self.disk_bound)
+
+    @property
+    def segment_bytes(self) -> int:
+        return min(MAX_SEGMENT, max(MIN_SEGMENT, self.bound // 8))
+
+    def take_dropped(self) -> tuple[dict[str, int], list[str]] | None:
+        """(counts, reasons) dropped since the last call, None if nothing was."""
         if not any(self.dropped.values()):
             return None
         counts, self.dropped = self.dropped, dict.fromkeys(DROP_KEYS, 0)
-        return counts
+        reasons, self.reasons = sorted(self.reasons), set()
+        return counts, reasons
+
+    def _drop(self, counts: dict[str, int]) -> None:
+        for key in DROP_KEYS:
+            self.dropped[key] += counts.get(key, 0)
+        if any(counts.values()):
+            self.reasons.add("disk_full" if self.bound < self.max_bytes else "spool_full")
 
     # -- writing ---------------------------------------------------------------------------
 
-    def append(self, batch: dict[str, Any]) -> None:
+    def append(self, batch: dict[str, Any]) -> bool:
+        """Spool ``batch``; False when it had to be dropped (counted) for lack of room."""
         frame = encode_frame(batch)
-        if self.size + len(frame) > self.max_bytes:
-            self._make_room(len(frame))
+        for _ in range(2):  # a failed write teaches the bound; room is made, then one retry
+            if self.size + len(frame) > self.bound:
+                self._make_room(len(frame))
+            if self.size + len(frame) > self.bound:
+                break
+            try:
+                self._write(frame)
+                return True
+            except OSError as exc:
+                if self.disk_bound is None:
+                    log.warning("spool: write failed (%s): the disk is the bound now", exc)
+                self.disk_bound = self.size
+        self._drop(count(batch))
+        return False
+
+    def _write(self, frame: bytes) -> None:
         if self._active is None or self._active[0].size >= self.segment_bytes:
             self._rotate()
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._check_disk()
             number = self._segments[-1].number + 1 if self._segments else 1
             seg = _Segment(number, 0, 0)
             fd = os.open(self.dir / seg.name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             self._segments.append(seg)
             self._active = (seg, fd)
         seg, fd = self._active
-        os.write(fd, frame)
+        try:
+            if os.write(fd, frame) != len(frame):
+                raise OSError(28, "short write")  # ENOSPC
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, seg.size)  # cut back to whole frames
+            raise
         seg.size += len(frame)
         if self._clock() - self._last_fsync >= 1.0:
             os.fsync(fd)
             self._last_fsync = self._clock()
 
+    def _check_disk(self) -> None:
+        """Learn (or forget) the disk's bound from its free space."""
+        try:
+            room = self._room(self.dir) - RESERVE
+        except OSError:
+            return
+        fits = room >= self.max_bytes - self.size
+        self.disk_bound = None if fits else self.size + max(0, room)
+
     def _rotate(self) -> None:
         if self._active is not None:
-            os.fsync(self._active[1])
+            with contextlib.suppress(OSError):
+                os.fsync(self._active[1])
             os.close(self._active[1])
             self._active = None
 
@@ -168,92 +221,97 @@ class Spool:
 
     def _make_room(self, need: int) -> None:
         """Thin samples, then drop samples/events, then (only then) whole oldest segments."""
-        self._rotate()
+        if self.disk_bound is not None:
+            self._check_disk()
+        active = self._active[0] if self._active is not None else None
         for level in (1, 2, 3):
             for seg in list(self._segments):
-                if self.size + need <= self.max_bytes:
+                if self.size + need <= self.bound:
                     return
                 if level == 3:
-                    self._drop_segment(seg)
-                elif seg.level < level:
-                    self._rewrite(seg, level)
-        if self.size + need > self.max_bytes:
-            log.warning("spool: one batch of %d bytes exceeds the spool bound", need)
+                    if seg is active:
+                        self._rotate()
+                    self._drop(count_all(self._payloads(seg)))
+                    self._remove(seg)
+                elif seg.level < level and seg is not active:
+                    self._thin(seg, level)
 
     def _payloads(self, seg: _Segment) -> list[bytes]:
         if self._reading is not None and self._segments and seg is self._segments[0]:
             return self._reading
-        return [p for _, _, p in iter_frames((self.dir / seg.name).read_bytes())]
-
-    def _drop_segment(self, seg: _Segment) -> None:
-        for payload in self._payloads(seg):
-            batch = json.loads(payload)
-            for key in DROP_KEYS:
-                self.dropped[key] += len(batch.get(key, ()))
-        self._remove(seg)
+        try:
+            return [p for _, _, p in iter_frames((self.dir / seg.name).read_bytes())]
+        except OSError:
+            return []
 
     def _remove(self, seg: _Segment) -> None:
         if self._segments and seg is self._segments[0]:
             self._reading = None
+            self._consumed = 0
         self._segments.remove(seg)
-        (self.dir / seg.name).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            (self.dir / seg.name).unlink()
 
-    def _rewrite(self, seg: _Segment, level: int) -> None:
-        old_path = self.dir / seg.name
-        keep_sample = True
-        frames: list[bytes] = []
-        for payload in self._payloads(seg):
-            batch = json.loads(payload)
-            samples = batch.get("samples", [])
-            if level == 1:
-                kept = []
-                for sample in samples:
-                    if keep_sample:
-                        kept.append(sample)
-                    keep_sample = not keep_sample
-            else:
-                kept = []
-                self.dropped["events"] += len(batch.get("events", ()))
-                batch["events"] = []
-            self.dropped["samples"] += len(samples) - len(kept)
-            batch["samples"] = kept
-            if batch["samples"] or batch.get("lines") or batch.get("events"):
-                frames.append(encode_frame(batch))
+    def _thin(self, seg: _Segment, level: int) -> None:
+        frames, lost = thin(self._payloads(seg), level)
+        old_path, old_level = self.dir / seg.name, seg.level
         seg.level = level
-        new_path = self.dir / seg.name
-        tmp = new_path.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
-            f.write(b"".join(frames))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, new_path)
-        if old_path != new_path:
-            old_path.unlink(missing_ok=True)
+        try:
+            room = self._room(self.dir) - RESERVE
+        except OSError:
+            room = 0
+        try:
+            diskio.replace(old_path, self.dir / seg.name, frames, room=room)
+        except OSError as exc:
+            seg.level = old_level
+            log.warning("spool: cannot thin %s (%s)", old_path.name, exc)
+            return
+        self._drop(lost)
         seg.size = sum(len(f) for f in frames)
         if self._reading is not None and seg is self._segments[0]:
-            self._reading = [p for _, _, p in iter_frames(b"".join(frames))]
+            self._reading = [f[HEADER.size :] for f in frames]
+            self._consumed = 0
 
     # -- replay ----------------------------------------------------------------------------
 
-    def peek(self) -> dict[str, Any] | None:
-        """The oldest spooled batch (still in the spool until ``pop``), None when empty."""
-        while self._segments:
-            if self._reading is None:
-                if self._active is not None and self._active[0] is self._segments[0]:
-                    self._rotate()  # never read a segment that is still being appended
-                self._reading = self._payloads(self._segments[0])
-            if self._reading:
-                try:
-                    return json.loads(self._reading[0])
-                except ValueError:  # crc-valid but not JSON: nothing to replay
-                    self._reading.pop(0)
-                    continue
-            self._remove(self._segments[0])
-        return None
+    def _head(self) -> list[bytes]:
+        """The remaining payloads of the oldest segment (closed first if still appended)."""
+        if self._reading is None:
+            if self._active is not None and self._active[0] is self._segments[0]:
+                self._rotate()  # never read a segment that is still being appended
+            self._reading = self._payloads(self._segments[0])
+        return self._reading
 
-    def pop(self) -> None:
-        """Forget the batch ``peek`` returned (the collector has it or refused it for good)."""
-        if self._reading:
-            self._reading.pop(0)
-            if not self._reading:
+    def take(self, max_records: int, max_bytes: int) -> tuple[dict[str, Any], int, int] | None:
+        """The oldest spooled batches of one boot merged into one, within the limits (still
+        in the spool until ``pop(n)``), with how many frames and bytes it holds; None when
+        empty."""
+        while self._segments and not self._head():
+            self._remove(self._segments[0])
+        merged, frames, size = coalesce(self._oldest_first(), max_records, max_bytes)
+        if merged is None:
+            self.pop(frames)
+            return None
+        return merged, frames, size
+
+    def _oldest_first(self) -> Iterator[bytes]:
+        for index, seg in enumerate(list(self._segments)):
+            if self._active is not None and self._active[0] is seg:
+                self._rotate()
+            yield from self._head() if index == 0 else self._payloads(seg)
+
+    def peek(self) -> dict[str, Any] | None:
+        """The oldest spooled batch on its own (still in the spool until ``pop``)."""
+        found = self.take(1, 1)
+        return found[0] if found else None
+
+    def pop(self, frames: int = 1) -> None:
+        """Forget the ``frames`` oldest frames (the collector has them or refused them)."""
+        while frames > 0 and self._segments:
+            reading = self._head()
+            k = min(frames, len(reading))
+            self._consumed += sum(HEADER.size + len(p) for p in reading[:k])
+            del reading[:k]
+            frames -= k
+            if not reading:
                 self._remove(self._segments[0])

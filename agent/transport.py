@@ -20,7 +20,19 @@ GZIP_MIN_BYTES = 16 * 1024
 
 
 class Unavailable(Exception):
-    """Connection error, timeout, 5xx or other transient answer: spool and retry later."""
+    """Connection error, timeout, 5xx or other transient answer: spool and retry later.
+
+    ``refused``: nothing listens on the collector's port (it is down or restarting), which is
+    cheap to find out, so the agent asks again soon."""
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
+
+
+def _unavailable(exc: Exception) -> Unavailable:
+    refused = isinstance(exc, ConnectionRefusedError)
+    return Unavailable(str(exc) or type(exc).__name__, refused=refused)
 
 
 class Rejected(Exception):
@@ -86,12 +98,12 @@ class Transport:
         except (OSError, http.client.HTTPException) as exc:
             self.close()
             if not reused:
-                raise Unavailable(str(exc) or type(exc).__name__) from exc
+                raise _unavailable(exc) from exc
             try:  # a kept-alive connection the server had closed: one fresh attempt
                 status, text = self._request(body, headers)
             except (OSError, http.client.HTTPException) as exc2:
                 self.close()
-                raise Unavailable(str(exc2) or type(exc2).__name__) from exc2
+                raise _unavailable(exc2) from exc2
         if status == 200:
             try:
                 answer = json.loads(text)

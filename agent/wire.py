@@ -7,7 +7,9 @@ A batch is one JSON object (optionally gzip-encoded) POSTed to ``INGEST_PATH`` w
       "host": "spark-01",
       "boot_id": "0b3c…",                      # /proc/sys/kernel/random/boot_id
       "agent": {"version": "0.1.0", "pid": 812, "started_at": 1764400000.0,
-                "boot_id": "0b3c…"},           # the SENDER's current boot (see below)
+                "boot_id": "0b3c…",            # the SENDER's current boot (see below)
+                "sent_at": 1764400001.3},      # the sender's wall clock at this POST
+      "backlog": {"bytes": 0},                 # spool still held after this batch
       "samples": [{"seq": 1, "ts": 1764400001.0, "burst": false,
                    "mem": {...}, "psi": {...}, "vmstat": {...}, "load": {...},
                    "gpu": {...} | null, "vllm": {...} | null}],
@@ -67,6 +69,12 @@ error, "rules": [text], "actions": [text], "cooldown_s", "phases", "source", "cr
 moment a rule trips (also in dry-run, with ``dry_run: true``), ``guard_result`` when its
 actions ended, joined by ``fire_id``.
 
+``agent.sent_at`` (the agent's wall clock when it sent this POST, also on replayed batches)
+lets the collector measure the agent's clock offset; ``backlog.bytes`` is how much the agent's
+spool still holds after this batch (0: this batch is live, or the last of a replay). Both are
+optional (older agents omit them): without ``backlog`` the collector cannot tell a replay in
+progress from a finished one.
+
 The collector answers 200 with ``{"stored": {stream: n}, "duplicates": {stream: n},
 "resume": {"kseq": <highest kernel seq the agent stored for this boot> | null}}``; ``resume``
 is answered to a batch carrying ``agent_started`` (null for every other batch).
@@ -84,7 +92,10 @@ LINE_SOURCES = ("kmsg", "journal", "vllm", "netconsole")
 EVENT_KINDS = (
     "agent_started",
     "agent_stopping",  # SIGTERM: data {"shutdown": bool} says whether the system is going down
-    "spool_dropped",  # data {"samples": n, "lines": n, "events": n}
+    # Cumulative drop ledger: data {"ledger": id, "samples": n, "lines": n, "events": n (totals
+    # since the ledger began), "first_ts", "last_ts" (the drops new since the last report),
+    # "reasons": [...]}. Older agents sent per-drop counts without "ledger".
+    "spool_dropped",
     "kmsg_overrun",  # data {"lost": n}
     "source_error",  # data {"source": name, "error": text}
     "source_info",  # data {"source": name, "info": text}: e.g. "GPU source off: no NVML"
@@ -128,3 +139,8 @@ VLLM_PHASES = (
 MAX_LINE_BYTES = 16 * 1024  # longer lines are truncated by the collector, flagged, not dropped
 MAX_BATCH_BYTES = 16 * 1024 * 1024  # decompressed body limit; over it the collector answers 413
 MAX_BATCH_RECORDS = 20_000  # records of all streams in one batch
+# The agent's longest wait between retries while the collector is unreachable (it retries
+# every interval while the collector's port refuses, i.e. the collector is restarting). The
+# collector's startup grace is built from it: a restart must not declare a host late before
+# its agent had the chance to reconnect.
+MAX_RETRY_DELAY_S = 5.0

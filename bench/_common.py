@@ -1,4 +1,4 @@
-"""Shared bench plumbing: a real collector process on a throwaway database."""
+"""Shared bench plumbing: a real collector process on a throwaway database, real agents."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 ADMIN = "fwa_bench-admin"
+FIXTURE_PROC = ROOT / "tests" / "fixtures" / "proc"
 
 
 def free_port() -> int:
@@ -38,8 +39,22 @@ def add_host(db_url: str, name: str) -> str:
 
 
 @contextmanager
-def running_collector(db_url: str, **env: str) -> Iterator[str]:
-    port = free_port()
+def database(kind: str, tmp: Path) -> Iterator[str]:
+    """A fresh SQLite file under ``tmp``, or a throwaway PostgreSQL cluster."""
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp / 'fw.db'}"
+        return
+    from tests.support.postgres import ThrowawayPostgres
+
+    with ThrowawayPostgres() as pg:
+        yield pg.url
+
+
+def start_collector(
+    db_url: str, port: int, log: Path | None = None, **env: str
+) -> subprocess.Popen[bytes]:
+    """``python -m collector serve`` (scheduler on) on ``port``; returns once it answers."""
+    out = open(log, "ab") if log is not None else None  # noqa: SIM115 - lives with the process
     proc = subprocess.Popen(
         [sys.executable, "-m", "collector", "serve", "--log-level", "warning"],
         cwd=ROOT,
@@ -50,20 +65,62 @@ def running_collector(db_url: str, **env: str) -> Iterator[str]:
             "FREEZEWATCH_ADMIN_TOKEN": ADMIN,
             **env,
         },
+        stdout=out,
+        stderr=out,
     )
     url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("collector did not start")
+        time.sleep(0.05)
+
+
+@contextmanager
+def running_collector_process(
+    db_url: str, **env: str
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = free_port()
+    proc = start_collector(db_url, port, **env)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("collector did not start")
-            time.sleep(0.1)
-        yield url
+        yield f"http://127.0.0.1:{port}", proc
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@contextmanager
+def running_collector(db_url: str, **env: str) -> Iterator[str]:
+    with running_collector_process(db_url, **env) as (url, _proc):
+        yield url
+
+
+def start_agent(
+    url: str,
+    token: str,
+    host: str,
+    workdir: Path,
+    *,
+    kmsg: Path,
+    interval: float = 1.0,
+    canary: bool = False,
+    extra: tuple[str, ...] = (),
+) -> subprocess.Popen[bytes]:
+    """A real agent process on the fixture /proc, following ``kmsg`` (a plain file)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        sys.executable, "-m", "agent", "--collector", url, "--token", token,
+        "--host-name", host, "--interval", str(interval), "--proc-root", str(FIXTURE_PROC),
+        "--kmsg", str(kmsg), "--state-dir", str(workdir / "state"), "--no-gpu",
+        "--container-label", "", "--canary-interval", "10" if canary else "0",
+        "--pstore-dir", str(workdir / "pstore"), "--journalctl", "false",
+        "--docker-socket", str(workdir / "no-docker.sock"), *extra,
+    ]  # fmt: skip
+    log = open(workdir / "agent.log", "ab")  # noqa: SIM115 - lives as long as the process
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log, env=dict(os.environ))

@@ -2,9 +2,10 @@
 
 Generates the samples straight into a fresh SQLite database (schema from the real migrations),
 starts ``python -m collector serve`` on it, and times the timeline request the host page makes
-for the last 24 h and 7 d at the step it would pick for a ~1500 px wide chart, and the hosts
-page's status board (``GET /api/v1/hosts``). Prints one line per figure and, last, a JSON object
-``{"ttfb_ms_24h", "ttfb_ms_7d", "bytes_7d", "ttfb_ms_board", ...}``.
+for the last 24 h and 7 d at the step it would pick for a ~1500 px wide chart, a page of the
+log panel's lines request (``/lines``, a kernel line every 6 s) and the hosts page's status
+board (``GET /api/v1/hosts``). Prints one line per figure and, last, a JSON object
+``{"ttfb_ms_24h", "ttfb_ms_7d", "bytes_7d", "ms_lines", "ttfb_ms_board", ...}``.
 
 Usage: python bench/ui.py [--days 7] [--keep DIR]
 """
@@ -34,6 +35,8 @@ ADMIN = "fwa_bench-admin-token"
 HOST = "spark-bench"
 WIDTH_PX = 1500
 GIB = 2**30
+LINE_EVERY_S = 6
+LINES_PAGE = 5000
 
 
 def generate(db_path: Path, *, days: float, end: float) -> int:
@@ -99,6 +102,16 @@ def generate(db_path: Path, *, days: float, end: float) -> int:
         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         rows(),
     )
+    conn.executemany(
+        "INSERT INTO lines (host_id, boot_pk, seq, kseq, ts, received_at, source, priority,"
+        " facility, text, truncated, fields, channels, agent_received_at)"
+        " VALUES (?,?,?,?,?,?,'kmsg',?,0,?,0,NULL,1,?)",
+        (
+            (host_id, boot_pk, n + i + 1, i, start + t, start + t + 0.05, 6 if i % 50 else 3,
+             f"NVRM: bench line {i}: GPU at PCI:0000:01:00 reports state {i % 17}", start + t)
+            for i, t in enumerate(range(0, n, LINE_EVERY_S))
+        ),
+    )  # fmt: skip
     conn.commit()
     conn.close()
     # What ingest does batch by batch, done once for the bulk-loaded week.
@@ -141,6 +154,16 @@ def measure(client: httpx.Client, url: str, params: dict[str, float | int]) -> t
         ttfb = (time.perf_counter() - t0) * 1000
         size = len(first) + sum(len(c) for c in chunks)
     return ttfb, size
+
+
+def measure_all(
+    client: httpx.Client, url: str, params: dict[str, float | int | str]
+) -> tuple[float, int]:
+    """(ms until the whole body arrived, body bytes) of one GET, uncompressed."""
+    t0 = time.perf_counter()
+    resp = client.get(url, params=params)
+    resp.raise_for_status()
+    return (time.perf_counter() - t0) * 1000, len(resp.content)
 
 
 def main() -> int:
@@ -187,6 +210,14 @@ def main() -> int:
                 figures[f"ttfb_ms_{label}"] = round(ttfb, 1)
                 figures[f"bytes_{label}"] = size
                 figures[f"step_{label}"] = params["step"]
+            # The whole page, not the first byte: each line is built and encoded in full.
+            lines = {"since": end - 86400.0, "until": end, "limit": LINES_PAGE, "order": "desc"}
+            lines_url = f"{base}/api/v1/hosts/{HOST}/lines"
+            measure_all(client, lines_url, lines)
+            runs = sorted(measure_all(client, lines_url, lines) for _ in range(5))
+            print(f"lines: {LINES_PAGE} of the last 24 h, {runs[2][0]:.0f} ms, {runs[2][1]} bytes")
+            figures["ms_lines"] = round(runs[2][0], 1)
+            figures["bytes_lines"] = runs[2][1]
             # The hosts page's status board: each host's 1 h/24 h/7 d strips and sparkline.
             measure(client, f"{base}/api/v1/hosts", {})
             runs = [measure(client, f"{base}/api/v1/hosts", {}) for _ in range(3)]

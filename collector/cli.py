@@ -5,23 +5,26 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import logging
 import sys
+import threading
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from pydantic import ValidationError
 
-from collector import db
+from collector import db, heap
 from collector.demo import run_demo
 from collector.deploy.bundle import build_agent_bundle
 from collector.deploy.cli import add_deploy_parser, run_deploy_cli
 from collector.errors import AppError
 from collector.guard.cli import add_guard_parser, run_guard_cli
 from collector.hosts import registry
-from collector.hosts.config import HostPatch, configure_host
+from collector.hosts.config import HostPatch, PowerControl, configure_host, set_power
 from collector.inspect import add_inspect_parser, run_inspect
 from collector.main import create_app
 from collector.matrix.cli import add_matrix_parser, run_matrix_cli
@@ -77,6 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="ADDR",
         help="source IP the host's netconsole sends from (repeatable)",
+    )
+
+    add.add_argument(
+        "--power-cycle",
+        metavar="JSON_ARGV",
+        help="command run here to power-cycle a host that stays away during a matrix campaign, "
+        'e.g. \'["ipmitool", "-H", "bmc", "chassis", "power", "cycle"]\' ("" removes it)',
+    )
+    add.add_argument(
+        "--power-after", type=float, metavar="S", help="seconds without the host first (300)"
     )
 
     bundle = sub.add_parser(
@@ -135,10 +148,11 @@ def tune_gc() -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    heap.tune()  # before the worker threads exist: they take their malloc arenas as they start
     settings = settings_from(args)
     app = create_app(settings)
     tune_gc()
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.bind,
         port=settings.port,
@@ -146,7 +160,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         access_log=False,
         timeout_graceful_shutdown=5,
     )
+    StoppingServer(config, app.state.stopping).run()
     return 0
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn that tells the app the moment a stop signal arrives: from then on it takes no
+    batch, so the checker must judge no silence (its jobs run until the lifespan ends, which
+    is seconds later)."""
+
+    def __init__(self, config: uvicorn.Config, stopping: threading.Event) -> None:
+        super().__init__(config)
+        self._stopping = stopping
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._stopping.set()  # no logging here: a signal handler must not take locks
+        super().handle_exit(sig, frame)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -185,6 +214,8 @@ def cmd_add_host(args: argparse.Namespace) -> int:
                 grace_s=args.grace,
                 restart_agent=True if args.restart_agent else None,
             )
+            if args.power_cycle is not None:
+                set_power(session, host=host, power=_power(args.power_cycle, args.power_after))
     except AppError as exc:
         print(f"error: {exc.detail}", file=sys.stderr)
         return 1
@@ -204,6 +235,16 @@ def cmd_add_host(args: argparse.Namespace) -> int:
     print(f"host {args.name!r} registered; agent token (shown once, stored hashed):")
     print(token)
     return 0
+
+
+def _power(argv_json: str, after_s: float | None) -> PowerControl | None:
+    if not argv_json:
+        return None
+    try:
+        argv = json.loads(argv_json)
+    except ValueError as exc:
+        raise AppError(f"--power-cycle is not a JSON argv list: {exc}") from None
+    return PowerControl(cycle=argv, **({"after_s": after_s} if after_s is not None else {}))
 
 
 def cmd_agent_bundle(args: argparse.Namespace) -> int:
@@ -245,6 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # Every scheduler tick at INFO would bury the decisions (host lost, alert sent).
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    # One line per matrix workload request would bury them too.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     return COMMANDS[args.command](args)
 

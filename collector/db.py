@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, Float, Table, create_engine, event, text
+from sqlalchemy import CursorResult, Engine, Executable, Float, Table, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.compiler import compiles
@@ -23,6 +23,7 @@ from sqlalchemy.sql.expression import FunctionElement
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 AFTER_COMMIT = "after_commit"
+READ_ONLY = "freezewatch_read_only"  # connection execution option: see read_scope
 
 
 def normalize_url(url: str) -> str:
@@ -61,7 +62,8 @@ def _tune_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        read_only = conn.get_execution_options().get(READ_ONLY, False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
@@ -84,6 +86,20 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         session.close()
     for callback in callbacks:
         callback()
+
+
+@contextmanager
+def read_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A unit of work that only reads, ended by a rollback. On SQLite its BEGIN is deferred: in
+    WAL mode readers never wait for the one writer (``session_scope`` takes the write lock up
+    front, see ``_tune_sqlite``)."""
+    session = factory()
+    try:
+        session.connection(execution_options={READ_ONLY: True})
+        yield session
+    finally:
+        session.rollback()
+        session.close()
 
 
 def after_commit(session: Session, callback: Callable[[], object]) -> None:
@@ -180,7 +196,9 @@ def _copy_insert(conn: Any, table: str, names: str, rows: list[tuple[Any, ...]])
     return len(rows)
 
 
-def _staged_insert(cursor: Any, table: str, names: str, rows: list[tuple[Any, ...]]) -> int:
+def _staged_insert(
+    cursor: psycopg.Cursor[Any], table: str, names: str, rows: list[tuple[Any, ...]]
+) -> int:
     staging = f"staging_{table}"
     cursor.execute(
         f"CREATE TEMP TABLE IF NOT EXISTS {staging} "
@@ -235,3 +253,8 @@ def alembic_config(url: str) -> Config:
 def migrate(url: str) -> None:
     """Bring the schema to head (idempotent; `serve` calls it before accepting traffic)."""
     command.upgrade(alembic_config(url), "head")
+
+
+def changed_rows(session: Session, statement: Executable) -> int:
+    """Rows an UPDATE or DELETE matched: a compare-and-set claim won when it is 1."""
+    return cast("CursorResult[Any]", session.execute(statement)).rowcount

@@ -185,6 +185,7 @@ def run_demo(
         "FREEZEWATCH_ADMIN_TOKEN": admin_token,
         "FREEZEWATCH_BIND": "127.0.0.1",
         "FREEZEWATCH_PORT": str(port),
+        "FREEZEWATCH_DATA_DIR": str(data / "collector-data"),  # matrix runs' request records
         "FREEZEWATCH_DEMO_DATA": str(data),
         "FREEZEWATCH_DEMO_URL": url,
     }

@@ -4,9 +4,10 @@ clock)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, cast
 
 import httpx
 from apscheduler.schedulers.base import BaseScheduler
@@ -17,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from collector import auth
 from collector.db import session_scope
 from collector.errors import AuthFailed
+from collector.liveness.arrivals import Arrivals
 from collector.matrix.runner import MatrixRunner
 from collector.metrics.ingest import IngestMetrics
 from collector.netconsole.channel import NetconsoleChannel
@@ -27,7 +29,7 @@ from collector.vllm.state import VllmStates
 
 
 def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
+    return cast(Settings, request.app.state.settings)
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -38,18 +40,19 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 def get_session_factory(request: Request) -> sessionmaker[Session]:
-    """For jobs a route runs to the end (a deploy): they commit on their own, step by step."""
-    return request.app.state.sessionmaker
+    """For a route that is its own commit point: ingest (each step one transaction, run whole
+    in one worker thread) and jobs run to the end (a deploy commits step by step)."""
+    return cast("sessionmaker[Session]", request.app.state.sessionmaker)
 
 
 def get_clock(request: Request) -> Callable[[], float]:
     """The app's clock, epoch seconds (injected by ``create_app``)."""
-    return request.app.state.clock
+    return cast("Callable[[], float]", request.app.state.clock)
 
 
 def get_now(request: Request) -> datetime:
     """One reading of the app's clock."""
-    return from_epoch(request.app.state.clock())
+    return from_epoch(get_clock(request)())
 
 
 def get_runner(request: Request) -> MatrixRunner | None:
@@ -64,25 +67,34 @@ def get_scheduler(request: Request) -> BaseScheduler | None:
     return getattr(request.app.state, "scheduler", None)
 
 
+def get_arrivals(request: Request) -> Arrivals:
+    return cast(Arrivals, request.app.state.arrivals)
+
+
+def get_store_slots(request: Request) -> asyncio.Semaphore:
+    """How many batches may be stored at once (``ingest_concurrency``)."""
+    return cast(asyncio.Semaphore, request.app.state.store_slots)
+
+
 def get_vllm_states(request: Request) -> VllmStates:
-    return request.app.state.vllm_states
+    return cast(VllmStates, request.app.state.vllm_states)
 
 
 def get_ssh(request: Request) -> SSHClient:
-    return request.app.state.ssh
+    return cast(SSHClient, request.app.state.ssh)
 
 
 def get_http_client(request: Request) -> httpx.Client:
     """The app's outgoing HTTP client (alerts, test notifications)."""
-    return request.app.state.http_client
+    return cast(httpx.Client, request.app.state.http_client)
 
 
 def get_ingest_metrics(request: Request) -> IngestMetrics:
-    return request.app.state.ingest_metrics
+    return cast(IngestMetrics, request.app.state.ingest_metrics)
 
 
 def get_templates(request: Request) -> Jinja2Templates:
-    return request.app.state.templates
+    return cast(Jinja2Templates, request.app.state.templates)
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
@@ -95,6 +107,8 @@ RunnerDep = Annotated[MatrixRunner | None, Depends(get_runner)]
 NetconsoleDep = Annotated[NetconsoleChannel | None, Depends(get_netconsole)]
 SchedulerDep = Annotated[BaseScheduler | None, Depends(get_scheduler)]
 VllmStatesDep = Annotated[VllmStates, Depends(get_vllm_states)]
+ArrivalsDep = Annotated[Arrivals, Depends(get_arrivals)]
+StoreSlotsDep = Annotated[asyncio.Semaphore, Depends(get_store_slots)]
 SSHDep = Annotated[SSHClient, Depends(get_ssh)]
 TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
 HttpClientDep = Annotated[httpx.Client, Depends(get_http_client)]

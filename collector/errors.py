@@ -33,3 +33,9 @@ class PayloadTooLarge(AppError):
 
 class BadRequest(AppError):
     status_code = 400
+
+
+class Unprocessable(AppError):
+    """Well-formed, but the collector cannot act on it as things stand (e.g. no SSH)."""
+
+    status_code = 422

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -39,7 +40,9 @@ def inspect_vllm_log(path: str | Path) -> dict[str, list[dict[str, Any]]]:
     return {"starts": [plan.to_dict() for plan in parser.plans()], "hang_signals": signals}
 
 
-def add_inspect_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_inspect_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     """Register `inspect kernel-log|vllm-log FILE [--json]` on a CLI's subparsers."""
     parser = subparsers.add_parser("inspect", help="classify a saved kernel or vLLM log")
     kinds = parser.add_subparsers(dest="inspect_kind", required=True)
@@ -57,6 +60,8 @@ def add_inspect_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
 def run_inspect(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run `inspect`; 0 on success, 2 when the file cannot be read."""
     out = out or sys.stdout
+    result: Any
+    render: Callable[[Any, TextIO], None]
     try:
         if args.inspect_kind == "kernel-log":
             result = inspect_kernel_log(args.file)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -11,16 +13,27 @@ from pathlib import Path
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from collector import auth, db
 from collector.alerts.targets import sync_env_targets
-from collector.api import deploy, health, hosts, incidents, ingest, matrix, netconsole, webhooks
+from collector.api import (
+    deploy,
+    health,
+    host_records,
+    hosts,
+    incidents,
+    ingest,
+    matrix,
+    netconsole,
+    webhooks,
+)
 from collector.errors import AppError, AuthFailed
+from collector.liveness.arrivals import Arrivals
 from collector.liveness.collector_runs import start_collector_run, stop_collector_run
-from collector.matrix import store as matrix_store
 from collector.matrix.runner import MatrixRunner
-from collector.matrix.schedule import register_matrix_schedules
+from collector.matrix.schedule import register_matrix_schedules, register_pickup
 from collector.metrics.ingest import IngestMetrics, IngestMetricsMiddleware
 from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
@@ -71,6 +84,8 @@ def create_app(
                 http_client=http_client,
                 ssh=ssh,
                 clock=clock,
+                arrivals=app.state.arrivals,
+                stopping=app.state.stopping,
             )
         if settings.netconsole_bind:
             app.state.netconsole = NetconsoleChannel(
@@ -101,16 +116,31 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
         description="Heartbeats, kernel lines and telemetry from GPU inference hosts.",
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
     app.state.clock = clock
     app.state.ssh = ssh
     app.state.netconsole = None
     app.state.vllm_states = VllmStates(hang_stall_s=settings.vllm_hang_s)
+    app.state.arrivals = Arrivals()
+    # Set when the process starts to stop (cli.StoppingServer): silence judged no more.
+    app.state.stopping = threading.Event()
+    app.state.store_slots = asyncio.Semaphore(settings.ingest_concurrency)
     app.state.templates = make_templates(clock)
     app.state.ingest_metrics = IngestMetrics()
     app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)
-    for api in (ingest, hosts, deploy, incidents, webhooks, health, matrix, netconsole):
+    for api in (
+        ingest,
+        hosts,
+        host_records,
+        deploy,
+        incidents,
+        webhooks,
+        health,
+        matrix,
+        netconsole,
+    ):
         app.include_router(api.router)
     app.include_router(matrix.presets_router)
     app.include_router(pages.router)
@@ -138,23 +168,27 @@ def create_app(
     return app
 
 
+def operation_id(route: APIRoute) -> str:
+    """The route function's name (``list_hosts``): what generated clients call it."""
+    return route.name
+
+
 def start_matrix_runner(app: FastAPI, settings: Settings) -> MatrixRunner:
-    """The matrix runner: runs left `running` by a previous process are marked interrupted,
-    queued ones resume, cron schedules are registered when the app has a scheduler."""
+    """The matrix runner: queued runs start and runs left ``running`` by a stopped collector
+    are taken over (now, and periodically once their lease expires, when the app has a
+    scheduler); cron schedules are registered."""
     factory = app.state.sessionmaker
-    with db.session_scope(factory) as session:
-        interrupted = matrix_store.mark_interrupted(session, now=from_epoch(app.state.clock()))
-    if interrupted:
-        log.warning("matrix runs interrupted by a restart: %s", interrupted)
     runner = MatrixRunner(
         factory,
         data_dir=Path(settings.data_dir),
         ssh=app.state.ssh,
         settle_s=settings.matrix_settle_s,
+        lease_s=settings.matrix_lease_s,
         clock=app.state.clock,
     )
     app.state.matrix_runner = runner
-    runner.resume_queued()
+    runner.pick_up_work()
     if app.state.scheduler is not None:
         register_matrix_schedules(app.state.scheduler, factory, runner)
+        register_pickup(app.state.scheduler, runner, every_s=settings.matrix_lease_s / 2)
     return runner

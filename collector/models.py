@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -29,7 +29,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from agent.kernel.event import KernelAction, Severity
+# Re-exported: the collector names them through its models.
+from agent.kernel.event import KernelAction as KernelAction
+from agent.kernel.event import Severity as Severity
 from collector.timeutil import UTCDateTime, utcnow
 
 if sys.version_info >= (3, 11):
@@ -103,6 +105,18 @@ class RunStatus(StrEnum):
     INTERRUPTED = "interrupted"
 
 
+class StepOutcome(StrEnum):
+    """How a matrix step ended (``MatrixStep.outcome``)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+    HOST_FROZE = "host_froze"  # an incident opened on the run's host during the step
+    INTERRUPTED = "interrupted"  # the collector stopped (SIGTERM, kill -9) during the step
+
+
 # Incidents of these kinds are announced silences: never alerted.
 SILENT_KINDS = (IncidentKind.PLANNED, IncidentKind.PAUSED)
 UNRESOLVED = (IncidentState.OPEN, IncidentState.RESOLVING)
@@ -123,6 +137,11 @@ NAMING = {
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
     type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON()}
+
+
+def table_of(model: type[Base]) -> Table:
+    """A model's table, typed as one (``__table__`` is typed as any FromClause)."""
+    return cast(Table, model.__table__)
 
 
 class Meta(Base):
@@ -154,6 +173,10 @@ class Host(Base):
     agent_version: Mapped[str | None] = mapped_column(String(64))
     agent_pid: Mapped[int | None] = mapped_column(Integer)
     agent_started_at: Mapped[float | None] = mapped_column(Float)
+    # What the agent's spool still held after its latest batch (None: an agent that does not
+    # say), and its clock's offset (our receive time - its send time, smoothed), seconds.
+    backlog_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    clock_offset_s: Mapped[float | None] = mapped_column(Float)
 
     # How the collector reaches the host on its own (probes, post-mortem, matrix runs).
     ssh_user: Mapped[str | None] = mapped_column(String(64))
@@ -164,6 +187,9 @@ class Host(Base):
     vllm_url: Mapped[str | None] = mapped_column(Text)
     restart_agent: Mapped[bool] = mapped_column(Boolean, default=False)
     netconsole_from: Mapped[list[str]] = mapped_column(JSON, default=list)
+    # {"cycle": [argv run on the collector host], "after_s": ..., "timeout_s": ...}; set by
+    # `add-host --power-cycle` only (an admin token must not grant a shell on the collector).
+    power: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     # The agent's guard as the agent last reported it (``agent_started`` data ``guard``), on the
     # agent's clock; null until an agent that knows the guard said (state: agent.wire.GUARD_STATES).
@@ -337,8 +363,9 @@ class MatrixSchedule(Base):
 class MatrixRun(Base):
     """One matrix run: the validated spec, its lifecycle and (once built) its report.
 
-    status: queued → running → succeeded | failed | cancelled; a run found `running` when the
-    collector starts was cut off by a restart and becomes `interrupted`.
+    status: queued → running → succeeded | failed | cancelled; a run left `running` by a
+    collector that stopped is taken over by the next one (see ``matrix.durable``), and ends
+    `interrupted` only when it cannot go on.
     """
 
     __tablename__ = "matrix_runs"
@@ -361,6 +388,14 @@ class MatrixRun(Base):
     schedule_id: Mapped[int | None] = mapped_column(
         ForeignKey("matrix_schedules.id", ondelete="SET NULL")
     )
+    # Only one collector process drives a run: the one holding an unexpired lease.
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_until: Mapped[datetime | None]
+    # Remote process groups started and not yet ended: [{"pgid", "boot_id", "step_id"}], so a
+    # collector restarted after kill -9 kills them (on the same boot only).
+    remote_groups: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    # What happened to the campaign beyond its steps: freezes, power cycles, resumes.
+    events: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
 
 
 class MatrixStep(Base):
@@ -429,6 +464,22 @@ class HostSilence(Base):
     announced_at: Mapped[datetime]
     shutdown: Mapped[bool] = mapped_column(Boolean, default=False)
     boot_id: Mapped[str | None] = mapped_column(String(64))
+
+
+class PlannedReboot(Base):
+    """A reboot the collector asked for (a matrix cold boot): the silence it causes is planned
+    (no alert) while the host still runs ``boot_id``, the boot it had when asked, and until
+    ``expires_at``."""
+
+    __tablename__ = "planned_reboots"
+
+    host_id: Mapped[int] = mapped_column(
+        ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True
+    )
+    requested_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    boot_id: Mapped[str | None] = mapped_column(String(64))
+    reason: Mapped[str | None] = mapped_column(Text)
 
 
 class KernelEventRow(Base):
@@ -609,11 +660,16 @@ class Incident(Base):
     stall_s: Mapped[float | None] = mapped_column(Float)
     shutdown: Mapped[bool] = mapped_column(Boolean, default=False)
     collector_down: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The opened alert waits until then (the silence began while the collector was down);
+    # resolved before that, the incident never alerts.
+    alert_held_until: Mapped[datetime | None]
     probes: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     agent_restart: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     postmortem_state: Mapped[str] = mapped_column(String(16), default=PostmortemState.NONE)
     postmortem_attempts: Mapped[int] = mapped_column(Integer, default=0)
     postmortem_due_at: Mapped[datetime | None]
+    # Every use of the host's power-cycle hook during this silence (matrix campaigns).
+    power_cycles: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
 
     @property
     def silence_start(self) -> datetime:

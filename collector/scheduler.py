@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime
 
@@ -11,11 +12,13 @@ from apscheduler.events import EVENT_SCHEDULER_SHUTDOWN
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy.orm import Session, sessionmaker
 
+from collector import heap
 from collector.alerts.delivery import deliver_due_alerts
 from collector.incidents.lifecycle import settle_incidents
 from collector.incidents.postmortem import collect_postmortems
+from collector.liveness.arrivals import Arrivals
 from collector.liveness.checker import check_heartbeats, prober, start_pre_probes
-from collector.liveness.collector_runs import tick_collector_alive
+from collector.liveness.collector_runs import release_held_alerts, tick_collector_alive
 from collector.liveness.preprobes import PreProbes
 from collector.remote.ssh import SSHClient
 from collector.settings import Settings
@@ -44,8 +47,11 @@ def build_scheduler(
     http_client: httpx.Client,
     ssh: SSHClient,
     clock: Callable[[], float],
+    arrivals: Arrivals | None = None,
+    stopping: threading.Event | None = None,
 ) -> BackgroundScheduler:
-    """A scheduler with every job added, not yet started."""
+    """A scheduler with every job added, not yet started. Once ``stopping`` is set (the
+    process no longer takes batches) the liveness jobs judge no host."""
     scheduler = BackgroundScheduler(
         job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 30}
     )
@@ -63,7 +69,20 @@ def build_scheduler(
     scheduler.add_listener(lambda _event: pre_probes.shutdown(), EVENT_SCHEDULER_SHUTDOWN)
     run_probes = prober(settings, ssh)
 
+    stopping = stopping or threading.Event()
+    told = threading.Event()
+
+    def watching() -> bool:
+        if not stopping.is_set():
+            return True
+        if not told.is_set():
+            told.set()
+            log.info("collector stopping: no host is judged any more")
+        return False
+
     def check() -> None:
+        if not watching():
+            return
         at = now()
         opened = check_heartbeats(
             session_factory,
@@ -72,9 +91,11 @@ def build_scheduler(
             probe_runner=run_probes,
             ssh=ssh,
             pre_probes=pre_probes,
+            arrivals=arrivals,
         )
         settled = settle_incidents(session_factory, now=at, settings=settings)
-        if opened or settled:
+        released = release_held_alerts(session_factory, now=at, settings=settings)
+        if opened or settled or released:
             deliver()  # don't wait for the delivery tick: seconds matter here
 
     add("check_heartbeats", settings.check_interval_s, check)
@@ -82,8 +103,16 @@ def build_scheduler(
     add(
         "pre_probes",
         settings.check_interval_s,
-        lambda: start_pre_probes(
-            session_factory, now=now(), settings=settings, pre_probes=pre_probes, run=run_probes
+        lambda: (
+            watching()
+            and start_pre_probes(
+                session_factory,
+                now=now(),
+                settings=settings,
+                pre_probes=pre_probes,
+                run=run_probes,
+                arrivals=arrivals,
+            )
         ),
     )
     add("deliver_alerts", settings.delivery_interval_s, deliver)
@@ -92,6 +121,7 @@ def build_scheduler(
         settings.alive_tick_s,
         lambda: tick_collector_alive(session_factory, run_id=run_id, now=now()),
     )
+    add("trim_heap", heap.TRIM_INTERVAL_S, heap.trim)
     add(
         "postmortems",
         settings.postmortem_interval_s,

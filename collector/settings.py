@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agent.wire import MAX_RETRY_DELAY_S
+
+
+class PostmortemCommand(BaseModel):
+    """One evidence command run on the host after a reboot."""
+
+    name: str = Field(min_length=1)
+    argv: list[str] = Field(min_length=1)
 
 
 class Settings(BaseSettings):
@@ -17,6 +26,8 @@ class Settings(BaseSettings):
     public_url: str | None = None
     grace_s: float = Field(3.0, gt=0)
     max_body_bytes: int = 16 * 1024 * 1024
+    # Batches stored at once; more wait for a slot (SQLite has one writer anyway).
+    ingest_concurrency: int = Field(4, ge=1)
     # The scheduler (heartbeat checks, alert delivery) runs in `serve`; tests turn it off and
     # call the job steps directly.
     run_scheduler: bool = True
@@ -33,6 +44,9 @@ class Settings(BaseSettings):
     data_dir: str = "./freezewatch-data"
     # How long a finished matrix run waits for the agent's last batches before its report.
     matrix_settle_s: float = Field(5.0, ge=0)
+    # A collector drives a matrix run under a lease renewed while it runs; a run whose lease
+    # expired (its collector was killed) is taken over by another collector process.
+    matrix_lease_s: float = Field(30.0, gt=0)
     # vLLM counts as hung when requests run and no token was generated for this long.
     vllm_hang_s: float = Field(15.0, gt=0)
 
@@ -46,8 +60,16 @@ class Settings(BaseSettings):
     # A "late" claim older than this is re-taken (its checker died mid-probe).
     late_reclaim_s: float = Field(30.0, gt=0)
     alive_tick_s: float = Field(2.0, gt=0)
-    # After a host returns on the same boot, how long the spool replay may take to close the gap.
+    # The agents' longest wait between two tries while the collector is unreachable: after a
+    # collector start each host gets this plus its grace to reconnect (the startup grace).
+    agent_retry_max_s: float = Field(MAX_RETRY_DELAY_S, ge=0)
+    # An incident whose silence began while the collector was down alerts only if the host is
+    # still silent this long after the collector started (else it resolves without a word).
+    restart_alert_hold_s: float = Field(30.0, ge=0)
+    # After a host returns on the same boot, how long the spool replay may take to close the gap
+    # (agents that report their backlog: decided once it is drained, or after the longest wait).
     resolve_settle_s: float = Field(5.0, ge=0)
+    resolve_backlog_max_s: float = Field(300.0, gt=0)
     # A hole in the agent's own samples longer than this is a stall.
     stall_min_s: float = Field(3.0, gt=0)
     snapshot_window_s: float = Field(120.0, gt=0)
@@ -65,7 +87,7 @@ class Settings(BaseSettings):
     # Post-mortem over SSH after a reboot.
     postmortem_interval_s: float = Field(2.0, gt=0)
     # JSON list of {"name": ..., "argv": [...]}; empty means the built-in defaults.
-    postmortem_commands: list[dict[str, object]] = Field(default_factory=list)
+    postmortem_commands: list[PostmortemCommand] = Field(default_factory=list)
     postmortem_nvidia_bug_report: bool = False
     postmortem_timeout_s: float = Field(120.0, gt=0)
     postmortem_max_bytes: int = Field(4 * 1024 * 1024, gt=0)

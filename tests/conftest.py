@@ -5,8 +5,10 @@ A missing component skips locally and fails under `CI=true` (tests.support.skips
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from tests.support import netns as netns_support
 from tests.support import postgres as pg_support
 from tests.support import sshd as sshd_support
+from tests.support import tmpfs as tmpfs_support
 from tests.support.skips import require
 
 PG_URL_ENV = "FREEZEWATCH_TEST_PG_URL"
@@ -70,3 +73,11 @@ def netns() -> Iterator[netns_support.NetNamespace]:
     require(netns_support.available(), "needs root and a working `ip netns`")
     with netns_support.NetNamespace() as namespace:
         yield namespace
+
+
+@pytest.fixture
+def small_disk() -> Iterator[Callable[[str], Path]]:
+    """Mounts real tmpfs filesystems of a given size (``small_disk("2m")``), unmounted after."""
+    require(tmpfs_support.available(), "needs root and `mount -t tmpfs`")
+    with contextlib.ExitStack() as stack:
+        yield lambda size: stack.enter_context(tmpfs_support.small_tmpfs(size))

@@ -150,7 +150,9 @@ class Guard:
             if values is not None:
                 self._fire(rule, values, now)
 
-    def _check(self, i: int, rule: Rule, sample: dict[str, Any], now: float) -> dict | None:
+    def _check(
+        self, i: int, rule: Rule, sample: dict[str, Any], now: float
+    ) -> dict[str, Any] | None:
         """The values that tripped ``rule`` on this sample, or None."""
         if rule.kind == "swap_used_growth_above":
             used = swap_used(sample)

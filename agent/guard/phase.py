@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-START = ("vLLM server version ", "vLLM API server version ", "non-default args: ")
+START: tuple[str, ...] = ("vLLM server version ", "vLLM API server version ", "non-default args: ")
 START += ("Initializing a V1 LLM engine",)
 LOAD = ("Starting to load model", "Loading safetensors checkpoint shards", "Loading weights took")
 # Phases a started server moves through; when one line says several, the last listed wins.
@@ -28,7 +28,7 @@ MARKERS = (
     ),
 )
 # An ERROR (or level-less) line with one of these: the start failed.
-FAILED = ("EngineCore failed to start", "EngineCore encountered a fatal error")
+FAILED: tuple[str, ...] = ("EngineCore failed to start", "EngineCore encountered a fatal error")
 FAILED += ("Engine core initialization failed", "EngineDeadError", "CUDA out of memory")
 FAILED += ("OutOfMemoryError", "No available memory for the cache blocks")
 FAILED += ("is less than desired GPU memory utilization", "not enough GPU memory")

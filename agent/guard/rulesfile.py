@@ -239,7 +239,7 @@ class _Flow:
 
     def collection(self, close: str, item: Any) -> list[Any]:
         self.pos += 1
-        items = []
+        items: list[Any] = []
         self.skip()
         if self.text.startswith(close, self.pos):
             self.pos += 1

@@ -67,7 +67,7 @@ def build_guard(
     )
     state_path = config.state_dir / "guard.json"
     runner = None if guard_config.dry_run else ActionRunner(context, on_event, state_path)
-    extra = {"wall": wall} if wall is not None else {}
+    extra: dict[str, Any] = {"wall": wall} if wall is not None else {}
     guard = Guard(guard_config, on_event=on_event, runner=runner, state_path=state_path, **extra)
     summary = {**guard_config.summary(), "crc32": file_crc32(config)}
     log.info("guard %s: %s; actions: %s", summary["state"], summary["rules"], summary["actions"])

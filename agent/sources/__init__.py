@@ -83,10 +83,12 @@ def _docker(config: AgentConfig, out: Sources, on_event: OnEvent) -> None:
     from agent.sources.docker import DockerSource
     from agent.sources.docker_logs import DockerLogSource
 
-    chosen = {"names": tuple(config.container_name), "label": config.container_label}
-    source, info = DockerSource.create(config.docker_socket, **chosen)
+    names, label = tuple(config.container_name), config.container_label
+    source, info = DockerSource.create(config.docker_socket, names=names, label=label)
     if source is None:
         out.infos.append(("containers", info or "Docker source off"))
         return
     out.samples.append(source)
-    out.lines.append(DockerLogSource(config.docker_socket, on_event=on_event, **chosen))
+    out.lines.append(
+        DockerLogSource(config.docker_socket, on_event=on_event, names=names, label=label)
+    )

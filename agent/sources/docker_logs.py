@@ -75,7 +75,7 @@ class _Follower(threading.Thread):
     def close(self) -> None:
         # shutdown() wakes the blocked read; close() alone would not.
         with contextlib.suppress(OSError, AttributeError):
-            self.conn.sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
 
     def _chunks(self) -> Iterator[bytes]:
         query = urllib.parse.urlencode(

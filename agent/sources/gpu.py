@@ -8,6 +8,7 @@ in ``unsupported`` instead of failing the sample.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import threading
 import time
@@ -51,7 +52,8 @@ class GpuSource:
         """Return ``(source, None)``, or ``(None, "GPU source off: ...")`` to report once."""
         if nvml is None:
             try:
-                import pynvml as nvml  # optional: bundled into the zipapp when available
+                # optional: bundled into the zipapp when available
+                nvml = importlib.import_module("pynvml")
             except ImportError:
                 return None, "GPU source off: nvidia-ml-py (pynvml) is not installed"
         try:
@@ -95,13 +97,11 @@ class GpuSource:
             "temp_c", lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
         )
         power_mw = ask("power_w", lambda: nvml.nvmlDeviceGetPowerUsage(handle))
-        clocks = {
-            key: ask(
-                f"clocks.{key}",
-                lambda const=const: nvml.nvmlDeviceGetClockInfo(handle, getattr(nvml, const)),
-            )
-            for key, const in _CLOCKS
-        }
+
+        def clock(const: str) -> Callable[[], Any]:
+            return lambda: nvml.nvmlDeviceGetClockInfo(handle, getattr(nvml, const))
+
+        clocks = {key: ask(f"clocks.{key}", clock(const)) for key, const in _CLOCKS}
         return {
             "index": index,
             "pci": self.pci[index],

@@ -6,6 +6,13 @@ receiver's idempotency key), ``webhook-timestamp`` and ``webhook-signature: v1,<
 HMAC-SHA256(secret, "id.timestamp.body")>`` where the secret is the base64 part of ``whsec_...``.
 Failures retry with exponential backoff and full jitter until ``webhook_retry_window_s`` after
 the event, then the row is ``failed``.
+
+Delivery is at least once: a sender killed after its POST went out but before it recorded the
+answer leaves the row ``sending``; once its lease (as long as the POST can take, plus
+``LEASE_MARGIN_S``) runs out the row is sent again, with the same ``webhook-id`` (receivers
+that must not post twice key on it). Order is kept per incident and target: an
+``incident.resolved`` is not due while its ``incident.opened`` is still pending or being sent,
+so a retried opened never arrives after its resolved.
 """
 
 from __future__ import annotations
@@ -20,19 +27,23 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from sqlalchemy import or_, select, update
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import exists, or_, select, update
+from sqlalchemy.orm import Session, aliased, sessionmaker
 from sqlalchemy.sql.expression import ColumnElement
 
 from collector.alerts import notify
-from collector.db import session_scope
+from collector.db import changed_rows, session_scope
 from collector.models import Delivery, DeliveryState, WebhookTarget
+from collector.schemas import OutModel
 from collector.settings import Settings
 
 log = logging.getLogger(__name__)
 
 USER_AGENT = "freezewatch-collector"
 MAX_LOG_ENTRIES = 50
+# A claim outlives the POST's timeout by this much; then a dead sender's row is sent again.
+LEASE_MARGIN_S = 5.0
+UNSETTLED = (DeliveryState.PENDING, DeliveryState.SENDING)
 
 
 def new_secret() -> str:
@@ -75,22 +86,37 @@ def backoff_s(attempts: int, settings: Settings, rng: random.Random) -> float:
 
 
 def _due(now: datetime) -> ColumnElement[bool]:
-    """Pending and due, or claimed by a sender that died mid-request (its lease ran out)."""
+    """Pending and due, or claimed by a sender that died mid-request (its lease ran out); a
+    resolved waits for its opened (same incident and target) to be delivered or given up."""
+    opened = aliased(Delivery)
+    opened_unsettled = exists().where(
+        opened.incident_id == Delivery.incident_id,
+        opened.target_id == Delivery.target_id,
+        opened.event == "incident.opened",
+        opened.state.in_(UNSETTLED),
+    )
     return or_(
         (Delivery.state == DeliveryState.PENDING) & (Delivery.next_attempt_at <= now),
         (Delivery.state == DeliveryState.SENDING) & (Delivery.claimed_until <= now),
-    )
+    ) & ~((Delivery.event == "incident.resolved") & opened_unsettled)
+
+
+def lease_s(settings: Settings) -> float:
+    """How long a claim holds: the longest a POST takes (its timeout bounds connecting and
+    waiting for the answer, each) plus a margin."""
+    return 2 * settings.webhook_timeout_s + LEASE_MARGIN_S
 
 
 def _claim(session: Session, delivery_id: int, now: datetime, settings: Settings) -> bool:
-    lease = now + timedelta(seconds=settings.webhook_timeout_s + 30)
-    result = session.execute(
+    lease = now + timedelta(seconds=lease_s(settings))
+    result = changed_rows(
+        session,
         update(Delivery)
         .where(Delivery.id == delivery_id, _due(now))
         .values(state=DeliveryState.SENDING, claimed_until=lease, attempts=Delivery.attempts + 1)
-        .execution_options(synchronize_session=False)
+        .execution_options(synchronize_session=False),
     )
-    return result.rowcount == 1
+    return result == 1
 
 
 def deliver_due_alerts(
@@ -191,17 +217,38 @@ def _record(
     return False
 
 
-def delivery_dict(delivery: Delivery, target_url: str | None = None) -> dict[str, Any]:
-    return {
-        "id": delivery.id,
-        "msg_id": delivery.msg_id,
-        "event": delivery.event,
-        "target": target_url,
-        "state": delivery.state,
-        "attempts": delivery.attempts,
-        "next_attempt_at": delivery.next_attempt_at.timestamp(),
-        "delivered_at": delivery.delivered_at.timestamp() if delivery.delivered_at else None,
-        "last_status": delivery.last_status,
-        "last_error": delivery.last_error,
-        "log": delivery.log,
-    }
+class DeliveryOut(OutModel):
+    """One outbox row: an event for one target (``target`` its URL), and every attempt in
+    ``log``."""
+
+    id: int
+    msg_id: str
+    event: str
+    target: str | None
+    state: DeliveryState
+    attempts: int
+    next_attempt_at: float
+    delivered_at: float | None
+    last_status: int | None
+    last_error: str | None
+    log: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, delivery: Delivery, target_url: str | None = None) -> DeliveryOut:
+        return cls.model_validate(
+            {
+                "id": delivery.id,
+                "msg_id": delivery.msg_id,
+                "event": delivery.event,
+                "target": target_url,
+                "state": delivery.state,
+                "attempts": delivery.attempts,
+                "next_attempt_at": delivery.next_attempt_at.timestamp(),
+                "delivered_at": delivery.delivered_at.timestamp()
+                if delivery.delivered_at
+                else None,
+                "last_status": delivery.last_status,
+                "last_error": delivery.last_error,
+                "log": delivery.log,
+            }
+        )

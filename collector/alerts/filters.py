@@ -15,7 +15,7 @@ EVENTS = ("incident.opened", "incident.resolved", "kernel.event", "guard.fired")
 KERNEL_EVENT = "kernel.event"
 # Lowest first: the kernel classifier's severities.
 SEVERITIES = tuple(Severity)
-RANK = {name: i for i, name in enumerate(SEVERITIES)}
+RANK: dict[str, int] = {name.value: i for i, name in enumerate(SEVERITIES)}
 
 
 def check_patterns(patterns: Sequence[str]) -> list[str]:

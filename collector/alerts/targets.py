@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from collector.alerts import filters, notify
 from collector.errors import BadRequest, Conflict, NotFound
 from collector.models import WebhookTarget
+from collector.schemas import OutModel
 from collector.settings import Settings
 
 FORMATS = ("json", "slack", notify.APPRISE)
@@ -147,3 +148,35 @@ def update_target(session: Session, *, target_id: int, changes: dict[str, Any]) 
 def delete_target(session: Session, *, target_id: int) -> None:
     session.delete(_editable(get_target(session, target_id=target_id), "remove"))
     session.flush()
+
+
+class TargetOut(OutModel):
+    """An alert target as the API shows it: ``source`` is ``env`` (FREEZEWATCH_WEBHOOK_URLS,
+    read-only) or ``api``; ``events`` its event patterns (null: every event)."""
+
+    id: int
+    url: str
+    format: str
+    has_secret: bool
+    source: str
+    enabled: bool
+    events: list[str] | None
+    min_severity: str | None
+
+    @classmethod
+    def of(cls, t: WebhookTarget) -> TargetOut:
+        # Secrets are write-only: the signing secret shows as set/unset, an Apprise URL (which
+        # carries the service's credentials) with them masked.
+        apprise = t.format == notify.APPRISE
+        return cls.model_validate(
+            {
+                "id": t.id,
+                "url": notify.redacted(t.url) if apprise else t.url,
+                "format": t.format,
+                "has_secret": bool(t.secret),
+                "source": t.source,
+                "enabled": t.enabled,
+                "events": t.events,
+                "min_severity": t.min_severity,
+            }
+        )

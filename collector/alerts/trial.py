@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime
-from typing import Any
 
 import httpx
 from sqlalchemy.orm import Session, sessionmaker
@@ -22,9 +21,21 @@ from collector.alerts.outbox import body_for
 from collector.alerts.targets import get_target
 from collector.db import session_scope
 from collector.models import Delivery
+from collector.schemas import OutModel
 from collector.settings import Settings
 
 EVENT = "test"
+
+
+class TrialOut(OutModel):
+    """How the test send went (``status`` the HTTP answer where there is one); ``msg_id`` is the
+    Standard Webhooks id it carried, ``event`` is ``test``."""
+
+    ok: bool
+    status: int | None
+    error: str | None
+    msg_id: str
+    event: str
 
 
 def trial_notice(settings: Settings) -> Notice:
@@ -46,8 +57,8 @@ def send_test(
     now: datetime,
     http_client: httpx.Client,
     settings: Settings,
-) -> dict[str, Any]:
-    """Send the test to the target (enabled or not); ``{"ok", "status", "error", "msg_id"}``.
+) -> TrialOut:
+    """Send the test to the target (enabled or not).
 
     The target is read in a transaction of its own and sent to after it ended, as the outbox
     does: a slow receiver must not hold the database.
@@ -74,4 +85,4 @@ def send_test(
     else:
         headers = headers_for(target, Delivery(msg_id=msg_id, body=body), now)
         outcome = post_body(http_client, target.url, body, headers, settings)
-    return {**outcome, "msg_id": msg_id, "event": EVENT}
+    return TrialOut.model_validate({**outcome, "msg_id": msg_id, "event": EVENT})

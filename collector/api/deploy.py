@@ -6,12 +6,11 @@ as ``freezewatch-collector deploy-agent`` prints it with ``--json``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from collector.deploy.install import DeployOptions, deploy_agent, uninstall_agent
+from collector.deploy.report import InstallReport, UninstallReport
 from collector.deps import AdminBriefDep, ClockDep, SessionFactoryDep, SettingsDep, SSHDep
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
@@ -36,7 +35,7 @@ def deploy(
     ssh: SSHDep,
     clock: ClockDep,
     _: AdminBriefDep,
-) -> dict[str, Any]:
+) -> InstallReport | UninstallReport:
     options = DeployOptions(
         netconsole=body.netconsole,
         netconsole_to=body.netconsole_to,

@@ -3,8 +3,11 @@ FREEZEWATCH_METRICS_TOKEN is set)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from pydantic import BaseModel
 
 from collector import auth, db
 from collector.deps import IngestMetricsDep, NetconsoleDep, NowDep, SessionDep, SettingsDep
@@ -14,10 +17,15 @@ from collector.metrics.exposition import render
 router = APIRouter(tags=["health"])
 
 
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
 @router.get("/healthz")
-def healthz(session: SessionDep) -> dict[str, str]:
+def healthz(session: SessionDep) -> Health:
+    """``ok`` once the database answers."""
     db.ping(session)
-    return {"status": "ok"}
+    return Health()
 
 
 @router.get("/metrics", response_class=Response)
@@ -36,7 +44,7 @@ def metrics(
         session,
         now=now.timestamp(),
         ingest=ingest_metrics,
-        netconsole=netconsole.stats() if netconsole is not None else None,
+        netconsole=netconsole.stats().model_dump() if netconsole is not None else None,
         accept=request.headers.get("accept", ""),
     )
     return Response(body, media_type=content_type)

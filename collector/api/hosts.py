@@ -1,102 +1,119 @@
-"""Read API for hosts and their telemetry, and host settings (admin token)."""
+"""Read API for hosts (the overview, one host with its health) and host settings (admin token);
+what a host recorded is ``host_records``."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter
 
-import agent
 from collector import db
 from collector.deps import AdminDep, NetconsoleDep, NowDep, SessionDep, SettingsDep, SSHDep
-from collector.guard.report import guard_dict
+from collector.guard.report import GuardOut
 from collector.hosts import registry
-from collector.hosts.config import HostPatch, configure_host, host_config_dict
-from collector.incidents.read import open_incident_brief
-from collector.kernel.read import list_events, list_occurrences
+from collector.hosts.config import HostPatch, configure_host
+from collector.hosts.registry import HostOut
+from collector.incidents.read import OpenIncidentBrief, open_incident_brief
 from collector.liveness.status import set_paused
-from collector.models import Host, Sample
-from collector.netconsole.health import canary_report, netconsole_report
-from collector.readback import series, timeline
-from collector.readback.board import host_board
-from collector.readback.downsample import bucketed_samples
-from collector.readback.guard_events import guard_firings
-from collector.schemas import first_entry
-from collector.timeutil import to_epoch
-from collector.vllm.status import latest_vllm_phase, vllm_status
+from collector.models import Host
+from collector.netconsole.health import (
+    CanaryOut,
+    NetconsoleHostOut,
+    canary_report,
+    netconsole_report,
+)
+from collector.readback import series, timebase
+from collector.readback.board import HostBoard, host_board
+from collector.readback.losses import SpoolLosses, spool_losses
+from collector.readback.series import LatestBrief, SampleOut
+from collector.schemas import AgentTime, on_collector_clock
+from collector.vllm.status import latest_vllm_phase
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
 
 
-def host_summary(host: Host) -> dict[str, Any]:
+class HostSummary(HostOut):
+    """A host with its clock and backlog as the last batch measured them: ``clock_offset_s``
+    our clock minus the agent's (from ``timebase.SKEW_MIN_S`` on the views correct for it:
+    ``clock_corrected``), ``backlog_bytes`` what its spool still held."""
+
+    clock_offset_s: float | None
+    clock_corrected: bool
+    backlog_bytes: int | None
+    guard: GuardOut
+
+
+def summary(host: Host) -> dict[str, Any]:
+    """The fields of a ``HostSummary``, for the shapes that extend it."""
     return {
-        "name": host.name,
-        "status": host.status,
-        "status_since": to_epoch(host.status_since),
-        "last_seen": to_epoch(host.last_seen_at),
-        "boot_id": host.current_boot_id,
-        "agent": {
-            "version": host.agent_version,
-            "pid": host.agent_pid,
-            "started_at": host.agent_started_at,
-            # This collector's bundle differs: `freezewatch-collector deploy-agent NAME` upgrades.
-            "outdated": registry.agent_outdated(host),
-            "bundled_version": agent.__version__,
-        },
-        "simulated": host.simulated,
-        "paused": host.paused,
-        "netconsole_from": list(host.netconsole_from or []),
-        "config": host_config_dict(host),
-        "guard": guard_dict(host),
+        **dict(HostOut.of(host)),
+        "clock_offset_s": host.clock_offset_s,
+        "clock_corrected": timebase.offset_s(host) != 0.0,
+        "backlog_bytes": host.backlog_bytes,
+        "guard": GuardOut.of(host),
     }
 
 
-def latest_brief(sample: Sample | None) -> dict[str, Any] | None:
-    """The few latest figures the hosts overview shows (vLLM health from the first endpoint)."""
-    if sample is None:
-        return None
-    return {
-        "ts": sample.ts,
-        "mem_total": sample.mem_total,
-        "mem_available": sample.mem_available,
-        "swap_used": sample.swap_used,
-        "psi_mem_full_avg10": sample.psi_mem_full_avg10,
-        "gpu_util": sample.gpu_util,
-        "vllm_health": first_entry((sample.data or {}).get("vllm")).get("health"),
-        "vllm_running": sample.vllm_running,
-        "vllm_waiting": sample.vllm_waiting,
-    }
+class HostListItem(HostSummary):
+    """A host on the overview: its latest figures, its latest vLLM start's phase, its open
+    (or resolving) incident and its status board."""
+
+    latest: LatestBrief | None
+    vllm_phase: str | None
+    open_incident: OpenIncidentBrief | None
+    board: HostBoard
+
+
+class HostDetail(HostSummary):
+    """A host with its latest sample, when its oldest one was taken (the host page fits its
+    default range to them), per-channel canary figures, netconsole counters and what its
+    agent reported losing."""
+
+    latest_sample: SampleOut | None
+    first_sample_ts: AgentTime | None
+    canary: dict[str, CanaryOut]
+    netconsole: NetconsoleHostOut
+    spool_losses: SpoolLosses
+
+
+class HostPatched(HostSummary):
+    """The host after the change; ``host_key_fingerprint`` when a host key was just trusted."""
+
+    host_key_fingerprint: str | None = None
 
 
 @router.get("")
-def list_hosts(session: SessionDep, _: AdminDep, now: NowDep) -> list[dict[str, Any]]:
-    """Every host with its latest figures, its latest vLLM start's phase, its open (or
-    resolving) incident ``{"id", "kind", "state", "since", "url"}`` or null, and its status
-    board (availability, incidents, freezes, sparkline: ``collector.readback.board``)."""
+def list_hosts(session: SessionDep, _: AdminDep, now: NowDep) -> list[HostListItem]:
     return [
-        {
-            **host_summary(h),
-            "latest": latest_brief(series.latest_sample(session, host_id=h.id)),
-            "vllm_phase": latest_vllm_phase(session, host_id=h.id),
-            "open_incident": open_incident_brief(session, host_id=h.id),
-            "board": host_board(session, host_id=h.id, now=now.timestamp()),
-        }
+        HostListItem.model_validate(
+            {
+                **summary(h),
+                "latest": series.latest_brief(session, host_id=h.id),
+                "vllm_phase": latest_vllm_phase(session, host_id=h.id),
+                "open_incident": open_incident_brief(session, host_id=h.id),
+                "board": host_board(session, host=h, now=now.timestamp()),
+            }
+        )
         for h in registry.list_hosts(session)
     ]
 
 
 @router.get("/{name}")
-def get_host(name: str, session: SessionDep, _: AdminDep, now: NowDep) -> dict[str, Any]:
+def get_host(name: str, session: SessionDep, _: AdminDep, now: NowDep) -> HostDetail:
     host = registry.get_host(session, name=name)
-    latest = series.latest_sample(session, host_id=host.id)
     expect = ("kmsg", "netconsole") if host.netconsole_from else ("kmsg",)
-    return {
-        **host_summary(host),
-        "latest_sample": series.sample_dict(latest) if latest else None,
-        "first_sample_ts": series.first_sample_ts(session, host_id=host.id),
-        "canary": canary_report(session, host_id=host.id, expect=expect, now=now.timestamp()),
-        "netconsole": netconsole_report(session, host_id=host.id),
-    }
+    offset = timebase.offset_s(host)
+    return HostDetail.model_validate(
+        {
+            **summary(host),
+            "latest_sample": series.latest_sample(session, host_id=host.id),
+            "first_sample_ts": series.first_sample_ts(session, host_id=host.id),
+            "canary": canary_report(session, host_id=host.id, expect=expect, now=now.timestamp()),
+            "netconsole": netconsole_report(session, host_id=host.id),
+            "spool_losses": spool_losses(session, host_id=host.id, offset=offset),
+        },
+        context=on_collector_clock(offset),
+    )
 
 
 @router.delete("/{name}", status_code=204)
@@ -114,7 +131,7 @@ def patch_host(
     ssh: SSHDep,
     now: NowDep,
     _: AdminDep,
-) -> dict[str, Any]:
+) -> HostPatched:
     host = registry.get_host(session, name=name)
     facts = configure_host(
         session,
@@ -135,146 +152,4 @@ def patch_host(
         if netconsole is not None:
             # The receiver reloads its allowlist from the database: after the commit.
             db.after_commit(session, netconsole.allowlist.invalidate)
-    return {**host_summary(host), **facts}
-
-
-@router.get("/{name}/samples")
-def get_samples(
-    name: str,
-    session: SessionDep,
-    _: AdminDep,
-    now: NowDep,
-    since: float | None = None,
-    until: float | None = None,
-    limit: int = 1000,
-    step: int | None = None,
-) -> dict[str, Any]:
-    """Raw samples; with ``step`` (seconds) min/max/avg per bucket ``floor(ts/step)*step``
-    instead, as ``{"host", "since", "until", "step", "t": [...], "avg"|"min"|"max": {col: [...]}}``
-    (``since`` defaults to one hour before ``until``, ``until`` to now)."""
-    host = registry.get_host(session, name=name)
-    if step is not None:
-        until = now.timestamp() if until is None else until
-        since = until - timeline.DEFAULT_SPAN_S if since is None else since
-        samples = bucketed_samples(session, host_id=host.id, since=since, until=until, step=step)
-        return {"host": name, "since": since, "until": until, **samples}
-    rows = series.list_samples(session, host_id=host.id, since=since, until=until, limit=limit)
-    return {"host": name, "samples": [series.sample_dict(s) for s in rows]}
-
-
-@router.get("/{name}/timeline")
-def get_timeline(
-    name: str,
-    session: SessionDep,
-    _: AdminDep,
-    now: NowDep,
-    since: float | None = None,
-    until: float | None = None,
-    step: int | None = None,
-) -> dict[str, Any]:
-    """One request for the host page: bucketed series, kernel markers, vLLM phase bands,
-    incident spans and matrix-run windows (shapes in ``collector.readback.timeline``)."""
-    host = registry.get_host(session, name=name)
-    return timeline.host_timeline(
-        session, host=host, since=since, until=until, step=step, now=now.timestamp()
-    )
-
-
-@router.get("/{name}/lines")
-def get_lines(
-    name: str,
-    session: SessionDep,
-    _: AdminDep,
-    since: float | None = None,
-    until: float | None = None,
-    source: str | None = None,
-    min_priority: int | None = None,
-    q: str | None = None,
-    cursor: str | None = None,
-    limit: int = 500,
-    order: Literal["asc", "desc"] = "asc",
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """``quiet`` leaves out vLLM access-log and canary lines and says how many (``quieted``,
-    counted between the page's neighbours, at most 10,000)."""
-    host = registry.get_host(session, name=name)
-    span: dict[str, Any] = {"host_id": host.id, "since": since, "until": until}
-    newest_first = order == "desc"
-    rows, next_cursor = series.list_lines(
-        session,
-        **span,
-        source=source,
-        min_priority=min_priority,
-        q=q,
-        cursor=cursor,
-        limit=limit,
-        newest_first=newest_first,
-        quiet=quiet,
-    )
-    page: dict[str, Any] = {
-        "host": name,
-        "lines": [series.line_dict(line) for line in rows],
-        "next_cursor": next_cursor,
-    }
-    if quiet:
-        more = next_cursor is not None
-        page["quieted"] = series.count_quieted(
-            session, **span, page=rows, cursor=cursor, more=more, newest_first=newest_first
-        )
-    return page
-
-
-@router.get("/{name}/events")
-def get_events(
-    name: str,
-    session: SessionDep,
-    _: AdminDep,
-    kind: str | None = None,
-    since: float | None = None,
-    until: float | None = None,
-    limit: int = 500,
-) -> dict[str, Any]:
-    """Kernel events (with line text and vLLM correlation) and host events, newest first.
-
-    ``kind``: comma-separated kinds (``nv_err,xid``, ``vllm_hung``, or ``gpu_fault``).
-    """
-    host = registry.get_host(session, name=name)
-    kinds = [k.strip() for k in kind.split(",") if k.strip()] if kind else None
-    rows = list_events(session, host_id=host.id, kinds=kinds, since=since, until=until, limit=limit)
-    return {"host": name, "events": rows}
-
-
-@router.get("/{name}/guard")
-def get_guard(
-    name: str,
-    session: SessionDep,
-    _: AdminDep,
-    now: NowDep,
-    since: float | None = None,
-    until: float | None = None,
-) -> dict[str, Any]:
-    """The guard's state and rules as the agent reported them, and its firings (dry-run
-    matches included) in [since, until] (default: the last 7 days), newest last."""
-    host = registry.get_host(session, name=name)
-    until = now.timestamp() if until is None else until
-    since = until - 7 * 86400 if since is None else since
-    firings = guard_firings(session, host_id=host.id, since=since, until=until)
-    return {"host": name, **guard_dict(host), "firings": firings}
-
-
-@router.get("/{name}/occurrences")
-def get_occurrences(
-    name: str, session: SessionDep, _: AdminDep, since: float | None = None, limit: int = 500
-) -> dict[str, Any]:
-    """Kernel faults folded by (kind, code, device): count, first/last seen, severity, action
-    (``inspect_hardware`` once a fatal one came back after reboots), most recent first."""
-    host = registry.get_host(session, name=name)
-    rows = list_occurrences(session, host_id=host.id, since=since, limit=limit)
-    return {"host": name, "occurrences": rows}
-
-
-@router.get("/{name}/vllm")
-def get_vllm(name: str, session: SessionDep, _: AdminDep) -> dict[str, Any]:
-    """Current vLLM phase, health from the latest sample, latest startup plan and history."""
-    host = registry.get_host(session, name=name)
-    return vllm_status(session, host=host)
+    return HostPatched(**summary(host), **facts)

@@ -7,11 +7,10 @@ in the browser) or, with ``?download=1``, as an attachment named after the artif
 from __future__ import annotations
 
 import re
-from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 
 from collector.deps import AdminDep, NowDep, SessionDep, SettingsDep
 from collector.incidents import read
@@ -30,8 +29,8 @@ def list_incidents(
     since: float | None = None,
     until: float | None = None,
     limit: int = 500,
-) -> list[dict[str, Any]]:
-    """Newest first, each with its ``cause`` (shapes: ``collector.incidents.read``)."""
+) -> list[read.IncidentListItem]:
+    """Newest first, each with its ``cause``; ``since``/``until`` bound the opening time."""
     return read.list_incidents(
         session,
         host=host,
@@ -45,11 +44,11 @@ def list_incidents(
 
 
 @router.get("/{incident_id}")
-def get_incident(incident_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
+def get_incident(incident_id: int, session: SessionDep, _: AdminDep) -> read.IncidentDetail:
     return read.incident_detail(session, incident_id=incident_id)
 
 
-@router.get("/{incident_id}/artifacts/{name:path}")
+@router.get("/{incident_id}/artifacts/{name:path}", response_class=PlainTextResponse)
 def get_artifact(
     incident_id: int, name: str, session: SessionDep, _: AdminDep, download: bool = False
 ) -> Response:

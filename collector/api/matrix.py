@@ -8,27 +8,59 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from sqlalchemy.orm import Session
 
 from collector import db
 from collector.deps import AdminDep, NowDep, RunnerDep, SchedulerDep, SessionDep
 from collector.errors import NotFound
 from collector.matrix import store
-from collector.matrix.latency import profile_latencies
-from collector.matrix.presets import get_preset, preset_summary
-from collector.matrix.report import render_markdown
+from collector.matrix.latency import ProfileLatency, profile_latencies
+from collector.matrix.presets import PresetOut, get_preset, preset_summary
+from collector.matrix.report import MatrixReportOut, render_markdown
 from collector.matrix.results import MatrixReport
 from collector.matrix.schedule import schedule_job
 from collector.matrix.spec import MatrixSpec, SpecError
-from collector.models import Host
+from collector.matrix.store import Progress, RunSummary, StepOut
+from collector.models import Host, MatrixRun
 
 router = APIRouter(prefix="/api/v1/matrix-runs", tags=["matrix"])
 presets_router = APIRouter(prefix="/api/v1/matrix-presets", tags=["matrix"])
 
 
+class Presets(BaseModel):
+    presets: list[PresetOut]
+
+
+class RunOut(RunSummary):
+    progress: Progress
+
+
+class RunDetail(RunOut):
+    """A run with its spec (as submitted, validated), recorded steps and report (built now
+    while the run is still going)."""
+
+    spec: dict[str, Any]
+    steps: list[StepOut]
+    report: MatrixReportOut
+
+
+class Latencies(BaseModel):
+    run_id: int
+    profiles: list[ProfileLatency]
+
+
+def run_views(session: Session, runs: list[MatrixRun]) -> list[RunOut]:
+    progress = store.progress(session, runs)
+    return [
+        RunOut(**dict(RunSummary.of(r, session.get(Host, r.host_id))), progress=progress[r.id])
+        for r in runs
+    ]
+
+
 @presets_router.get("")
-def list_presets(_: AdminDep) -> dict[str, Any]:
+def list_presets(_: AdminDep) -> Presets:
     """The built-in presets a run can start from (`POST /api/v1/matrix-runs {preset, host}`)."""
-    return {"presets": preset_summary()}
+    return Presets(presets=preset_summary())
 
 
 class RunRequest(BaseModel):
@@ -92,8 +124,9 @@ def create_run(
     runner: RunnerDep,
     scheduler: SchedulerDep,
     _: AdminDep,
-) -> dict[str, Any]:
+) -> RunOut:
     spec = _validate(body)
+    store.require_runnable(session, spec=spec)
     schedule = None
     if spec.schedule is not None:
         schedule = store.save_schedule(session, spec=spec, preset=body.preset)
@@ -103,7 +136,7 @@ def create_run(
         preset=body.preset,
         schedule_id=schedule.id if schedule else None,
     )
-    progress = store.progress(session, [run])[run.id]
+    [view] = run_views(session, [run])
     if runner is not None:
         # The worker looks the run up in the database: hand it over after the commit.
         run_id = run.id
@@ -113,44 +146,40 @@ def create_run(
             db.after_commit(
                 session, lambda: schedule_job(scheduler, runner.factory, runner, schedule_id, cron)
             )
-    return {**store.run_summary(run), "host": spec.host, "progress": progress}
+    return view
 
 
 @router.get("")
-def list_runs(session: SessionDep, _: AdminDep, limit: int = 100) -> list[dict[str, Any]]:
-    runs = store.list_runs(session, limit=min(max(limit, 1), 1000))
-    progress = store.progress(session, runs)
-    return [
-        {**store.run_summary(r, session.get(Host, r.host_id)), "progress": progress[r.id]}
-        for r in runs
-    ]
+def list_runs(session: SessionDep, _: AdminDep, limit: int = 100) -> list[RunOut]:
+    return run_views(session, store.list_runs(session, limit=min(max(limit, 1), 1000)))
 
 
 @router.get("/{run_id}")
-def get_run(run_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
+def get_run(run_id: int, session: SessionDep, _: AdminDep) -> RunDetail:
     run = store.get_run(session, run_id=run_id)
-    return {
-        **store.run_summary(run, session.get(Host, run.host_id)),
-        "progress": store.progress(session, [run])[run.id],
-        "spec": run.spec,
-        "steps": [store.step_dict(s) for s in store.list_steps(session, run_id=run_id)],
-        "report": store.run_report(session, run=run),
-    }
+    [view] = run_views(session, [run])
+    return RunDetail(
+        **dict(view),
+        spec=run.spec,
+        steps=[StepOut.model_validate(s) for s in store.list_steps(session, run_id=run_id)],
+        report=MatrixReportOut.model_validate(store.run_report(session, run=run)),
+    )
 
 
 @router.post("/{run_id}/cancel")
 def cancel_run(
     run_id: int, session: SessionDep, runner: RunnerDep, now: NowDep, _: AdminDep
-) -> dict[str, Any]:
+) -> RunSummary:
     run = store.request_cancel(session, run_id=run_id, now=now)
     if runner is not None:
         db.after_commit(session, lambda: runner.cancel(run_id))
-    return store.run_summary(run)
+    return RunSummary.of(run)
 
 
 @router.get("/{run_id}/report.json")
-def report_json(run_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
-    return store.run_report(session, run=store.get_run(session, run_id=run_id))
+def report_json(run_id: int, session: SessionDep, _: AdminDep) -> MatrixReportOut:
+    report = store.run_report(session, run=store.get_run(session, run_id=run_id))
+    return MatrixReportOut.model_validate(report)
 
 
 @router.get("/{run_id}/report.md", response_class=PlainTextResponse)
@@ -165,16 +194,22 @@ def report_md(run_id: int, session: SessionDep, _: AdminDep) -> PlainTextRespons
 
 
 @router.get("/{run_id}/latencies")
-def latencies(run_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
+def latencies(run_id: int, session: SessionDep, _: AdminDep) -> Latencies:
     """Per profile x repetition: request latency quantiles and points (s), for plotting."""
     run = store.get_run(session, run_id=run_id)
     path = Path(run.requests_path) if run.requests_path else None
-    return {"run_id": run_id, "profiles": profile_latencies(path, run_id=run_id)}
+    return Latencies(run_id=run_id, profiles=profile_latencies(path, run_id=run_id))
 
 
-@router.get("/{run_id}/requests.jsonl")
-def requests_jsonl(run_id: int, session: SessionDep, _: AdminDep) -> FileResponse:
+class NdjsonFile(FileResponse):
+    """A JSON-lines file (one request record a line)."""
+
+    media_type = "application/x-ndjson"
+
+
+@router.get("/{run_id}/requests.jsonl", response_class=NdjsonFile)
+def requests_jsonl(run_id: int, session: SessionDep, _: AdminDep) -> NdjsonFile:
     run = store.get_run(session, run_id=run_id)
     if not run.requests_path or not Path(run.requests_path).is_file():
         raise NotFound(f"matrix run {run_id} has no request records")
-    return FileResponse(run.requests_path, media_type="application/x-ndjson")
+    return NdjsonFile(run.requests_path, media_type=NdjsonFile.media_type)

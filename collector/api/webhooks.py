@@ -3,13 +3,15 @@ read-only. A target is a signed JSON webhook, a Slack-style webhook, or an Appri
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field, model_validator
 
-from collector.alerts import notify, targets, trial
+from collector.alerts import targets, trial
 from collector.alerts.filters import SEVERITIES
+from collector.alerts.targets import TargetOut
+from collector.alerts.trial import TrialOut
 from collector.deps import (
     AdminBriefDep,
     AdminDep,
@@ -19,7 +21,6 @@ from collector.deps import (
     SessionFactoryDep,
     SettingsDep,
 )
-from collector.models import WebhookTarget
 
 router = APIRouter(prefix="/api/v1/webhooks", tags=["webhooks"])
 
@@ -54,43 +55,27 @@ class WebhookPatch(BaseModel):
     min_severity: Severity | None = None
 
 
-def target_dict(t: WebhookTarget) -> dict[str, Any]:
-    # Secrets are write-only: the signing secret shows as set/unset, an Apprise URL (which
-    # carries the service's credentials) with them masked.
-    apprise = t.format == notify.APPRISE
-    return {
-        "id": t.id,
-        "url": notify.redacted(t.url) if apprise else t.url,
-        "format": t.format,
-        "has_secret": bool(t.secret),
-        "source": t.source,
-        "enabled": t.enabled,
-        "events": t.events,
-        "min_severity": t.min_severity,
-    }
-
-
 @router.get("")
-def list_webhooks(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
-    return [target_dict(t) for t in targets.list_targets(session)]
+def list_webhooks(session: SessionDep, _: AdminDep) -> list[TargetOut]:
+    return [TargetOut.of(t) for t in targets.list_targets(session)]
 
 
 @router.post("", status_code=201)
-def create_webhook(body: WebhookIn, session: SessionDep, _: AdminDep) -> dict[str, Any]:
-    return target_dict(targets.create_target(session, **body.model_dump()))
+def create_webhook(body: WebhookIn, session: SessionDep, _: AdminDep) -> TargetOut:
+    return TargetOut.of(targets.create_target(session, **body.model_dump()))
 
 
 @router.get("/{target_id}")
-def get_webhook(target_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
-    return target_dict(targets.get_target(session, target_id=target_id))
+def get_webhook(target_id: int, session: SessionDep, _: AdminDep) -> TargetOut:
+    return TargetOut.of(targets.get_target(session, target_id=target_id))
 
 
 @router.patch("/{target_id}")
 def patch_webhook(
     target_id: int, body: WebhookPatch, session: SessionDep, _: AdminDep
-) -> dict[str, Any]:
+) -> TargetOut:
     changes = body.model_dump(exclude_unset=True)
-    return target_dict(targets.update_target(session, target_id=target_id, changes=changes))
+    return TargetOut.of(targets.update_target(session, target_id=target_id, changes=changes))
 
 
 @router.delete("/{target_id}", status_code=204)
@@ -106,9 +91,8 @@ def test_webhook(
     http_client: HttpClientDep,
     now: NowDep,
     _: AdminBriefDep,
-) -> dict[str, Any]:
-    """Send a test notification now (marked as a test; not an alert, not in the outbox):
-    ``{"ok", "status", "error", "msg_id", "event": "test"}``."""
+) -> TrialOut:
+    """Send a test notification now (marked as a test; not an alert, not in the outbox)."""
     return trial.send_test(
         factory, target_id=target_id, now=now, http_client=http_client, settings=settings
     )

@@ -9,12 +9,15 @@ from typing import Any, TextIO
 
 from collector import db
 from collector.deploy.install import DeployOptions, deploy_agent, uninstall_agent
+from collector.deploy.report import InstallReport, UninstallReport
 from collector.errors import AppError
 from collector.remote.ssh import SSHClient
 from collector.settings import Settings
 
 
-def add_deploy_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_deploy_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     """Add the `deploy-agent` command (dispatch with `run_deploy_cli`)."""
     parser = subparsers.add_parser(
         "deploy-agent",
@@ -101,6 +104,7 @@ def run_deploy_cli(
         wait_s=args.wait,
     )
     factory, ssh = db.make_sessionmaker(engine), ssh or SSHClient()
+    report: InstallReport | UninstallReport
     try:
         if args.uninstall:
             report = uninstall_agent(factory, name=args.name, ssh=ssh, options=options)
@@ -113,5 +117,6 @@ def run_deploy_cli(
         return 1
     finally:
         engine.dispose()
-    out.write((json.dumps(report, indent=2) if args.json else report_text(report)) + "\n")
-    return 2 if report.get("started") and not report.get("heartbeat") else 0
+    data = report.model_dump(mode="json")
+    out.write((json.dumps(data, indent=2) if args.json else report_text(data)) + "\n")
+    return 2 if data.get("started") and not data.get("heartbeat") else 0

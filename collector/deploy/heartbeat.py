@@ -8,12 +8,12 @@ the new process; its first sample says which sections it samples, its ``source_i
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import session_scope
+from collector.deploy.report import FirstBatch
 from collector.hosts.registry import agent_outdated
 from collector.models import AgentEvent, Host, Sample
 from collector.timeutil import to_epoch
@@ -23,7 +23,7 @@ POLL_S = 0.5
 
 def heartbeat_report(
     factory: sessionmaker[Session], *, host_id: int, since: float
-) -> dict[str, Any] | None:
+) -> FirstBatch | None:
     """The new agent as the collector heard it since ``since``; None before its first batch.
     ``sampling`` is empty until its first sample arrived."""
     with session_scope(factory) as session:
@@ -43,7 +43,7 @@ def heartbeat_report(
             .order_by(Sample.received_at.desc())
             .limit(1)
         )
-        return {
+        return FirstBatch.model_validate({
             "agent_version": host.agent_version,
             "outdated": agent_outdated(host),
             "pid": host.agent_pid,
@@ -53,7 +53,7 @@ def heartbeat_report(
                                if v and k not in ("seq", "ts")),
             "sources_off": [e.data for e in events if e.kind == "source_info"],
             "source_errors": [e.data for e in events if e.kind == "source_error"],
-        }  # fmt: skip
+        })  # fmt: skip
 
 
 def wait_for_heartbeat(
@@ -64,12 +64,12 @@ def wait_for_heartbeat(
     timeout_s: float,
     clock: Callable[[], float],
     sleep: Callable[[float], None],
-) -> dict[str, Any] | None:
+) -> FirstBatch | None:
     """``heartbeat_report`` once the agent's first sample is in (or at the timeout, whatever
     arrived by then); None when nothing did."""
     deadline = clock() + timeout_s
     while True:
         report = heartbeat_report(factory, host_id=host_id, since=since)
-        if (report is not None and report["sampling"]) or clock() >= deadline:
+        if (report is not None and report.sampling) or clock() >= deadline:
             return report
         sleep(POLL_S)

@@ -31,6 +31,7 @@ from collector.deploy import layout
 from collector.deploy.bundle import build_agent_bundle
 from collector.deploy.heartbeat import wait_for_heartbeat
 from collector.deploy.remote import DeployFailed, RemoteHost
+from collector.deploy.report import InstallReport, UninstallReport
 from collector.hosts import registry
 from collector.models import Host as HostRow
 from collector.netconsole.channel import parse_bind
@@ -120,7 +121,7 @@ def deploy_agent(
     options: DeployOptions,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
-) -> dict[str, Any]:
+) -> InstallReport:
     """Install or upgrade the agent on host ``name``; returns the report (see the README)."""
     began = clock()
     warnings: list[str] = []
@@ -170,7 +171,7 @@ def deploy_agent(
             warnings.append(f"no batch from the new agent within {options.wait_s:.0f} s")
             journal = ["journalctl", "-u", layout.UNIT, "-n", "20", "--no-pager"]
             agent_log = host.run(journal, check=False).splitlines()
-    return {
+    return InstallReport.model_validate({
         "host": name,
         "action": "install",
         "host_facts": facts,
@@ -188,12 +189,12 @@ def deploy_agent(
         "heartbeat": heartbeat,
         "agent_log": agent_log,
         "warnings": warnings,
-    }  # fmt: skip
+    })  # fmt: skip
 
 
 def uninstall_agent(
     factory: sessionmaker[Session], *, name: str, ssh: SSHClient, options: DeployOptions
-) -> dict[str, Any]:
+) -> UninstallReport:
     """Stop and disable the unit, remove every file a deploy writes; keeps the state dir."""
     with session_scope(factory) as session:
         target = require_ssh_target(registry.get_host(session, name=name))
@@ -211,16 +212,18 @@ def uninstall_agent(
     paths = layout.installed_paths(options.root)
     removed = host.remove(paths, layout.installed_dirs(options.root))
     if live:
-        for argv in layout.FORGET:
-            host.run(argv)
+        for forget in layout.FORGET:
+            host.run(forget)
     would = [] if live else [[*host.sudo, *a] for a in [*steps, *layout.FORGET]]
-    return {
-        "host": name,
-        "action": "uninstall",
-        "host_facts": facts,
-        "removed": removed,
-        "kept": [layout.under(options.root, layout.STATE_DIR)],
-        "not_run": None if live else _systemctl_not_run(options),
-        "would_run": [shlex.join(argv) for argv in would],
-        "commands": host.commands,
-    }
+    return UninstallReport.model_validate(
+        {
+            "host": name,
+            "action": "uninstall",
+            "host_facts": facts,
+            "removed": removed,
+            "kept": [layout.under(options.root, layout.STATE_DIR)],
+            "not_run": None if live else _systemctl_not_run(options),
+            "would_run": [shlex.join(argv) for argv in would],
+            "commands": host.commands,
+        }
+    )

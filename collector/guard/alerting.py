@@ -14,7 +14,7 @@ from collector.alerts.notice import Notice, lines
 from collector.guard.report import note_guard_reports
 from collector.models import Host
 from collector.readback.guard_events import firing_text
-from collector.readback.series import last_kernel_lines, latest_sample, sample_dict
+from collector.readback.series import recent_evidence
 from collector.schemas import WireEvent
 from collector.settings import Settings
 
@@ -37,7 +37,6 @@ def enqueue_guard_fired(
         data = event.data
         if event.kind != "guard_fired" or data.get("dry_run"):
             continue
-        sample = latest_sample(session, host_id=host.id)
         url = links.absolute(settings, links.host_url(host.name))
         what = firing_text(data)
         payload = {
@@ -53,8 +52,7 @@ def enqueue_guard_fired(
                 "phase": data.get("phase"),
                 "actions": data.get("actions"),
             },
-            "last_sample": sample_dict(sample) if sample else None,
-            "kernel_lines": last_kernel_lines(session, host_id=host.id),
+            **recent_evidence(session, host_id=host.id).model_dump(mode="json"),
             "url": url,
         }
         queued += outbox.enqueue(

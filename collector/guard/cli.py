@@ -11,7 +11,7 @@ from typing import TextIO
 from collector import db
 from collector.errors import AppError
 from collector.guard.push import DEFAULT_PATH, push_rules, read_rules
-from collector.guard.report import guard_dict
+from collector.guard.report import GuardOut
 from collector.hosts import registry
 from collector.remote.connect import SSHError
 from collector.remote.ssh import SSHClient
@@ -19,7 +19,9 @@ from collector.remote.targets import require_ssh_target
 from collector.settings import Settings
 
 
-def add_guard_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_guard_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     """Add the ``guard`` command (dispatch with ``run_guard_cli``)."""
     parser = subparsers.add_parser("guard", help="the agent's guard: push rules, show state")
     sub = parser.add_subparsers(dest="guard_command", required=True)
@@ -58,10 +60,10 @@ def run_guard_cli(
         with db.session_scope(db.make_sessionmaker(engine)) as session:
             host = registry.get_host(session, name=args.name)
             if args.guard_command == "show":
-                out.write(json.dumps(guard_dict(host), indent=2) + "\n")
+                out.write(GuardOut.of(host).model_dump_json(indent=2) + "\n")
                 return 0
             target = require_ssh_target(host)
-            reported = guard_dict(host)
+            reported = GuardOut.of(host)
         steps = push_rules(
             ssh or SSHClient(),
             target,
@@ -80,9 +82,9 @@ def run_guard_cli(
         engine.dispose()
     for step in steps:
         out.write(f"{step['step']}: {'ok' if step['ok'] else 'FAILED'} ({step['detail']})\n")
-    if reported.get("source") != args.path:
+    if reported.source != args.path:
         out.write(
-            f"note: the agent reported its rules from {reported.get('source') or 'nowhere'}; "
+            f"note: the agent reported its rules from {reported.source or 'nowhere'}; "
             f"it reads {args.path} only with FREEZEWATCH_AGENT_GUARD={args.path} in its env\n"
         )
     return 0 if all(s["ok"] for s in steps) else 1

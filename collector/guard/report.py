@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic import SerializerFunctionWrapHandler, model_serializer
+
 from agent.wire import GUARD_STATES
 from collector.models import Host
-from collector.schemas import WireEvent
+from collector.schemas import OutModel, WireEvent
 
 # What the agent reports is kept as it said it, within these bounds (it is agent input).
 MAX_ITEMS = 50
@@ -44,7 +46,29 @@ def note_guard_reports(host: Host, events: Iterable[WireEvent]) -> None:
         host.guard_reported_at = event.ts
 
 
-def guard_dict(host: Host) -> dict[str, Any]:
-    """``{"state": armed|dry_run|off|error|null, "reported_at", "rules", "actions", ...}``;
-    ``state`` null: no agent that knows the guard has reported (an older agent)."""
-    return {"state": host.guard_state, "reported_at": host.guard_reported_at, **(host.guard or {})}
+class GuardOut(OutModel):
+    """The guard as the host's agent last reported it (bounded; what it did not say is left
+    out). ``state`` is armed, dry_run, off or error; null: no agent that knows the guard has
+    reported (an older agent)."""
+
+    state: str | None
+    reported_at: float | None
+    rules: list[str] | None = None
+    actions: list[str] | None = None
+    source: str | None = None
+    crc32: str | None = None
+    error: str | None = None
+    cooldown_s: float | None = None
+    phases: list[str] | None = None
+
+    # Keys the agent did not report stay out, as they always have (not null). No return
+    # annotation on purpose: pydantic would take it for the schema, the fields' own stays.
+    @model_serializer(mode="wrap")
+    def _as_reported(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+
+    @classmethod
+    def of(cls, host: Host) -> GuardOut:
+        return cls.model_validate(
+            {"state": host.guard_state, "reported_at": host.guard_reported_at, **(host.guard or {})}
+        )

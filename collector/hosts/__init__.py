@@ -1,4 +1,4 @@
 """Hosts: registration, tokens, boots, and how the collector reaches each one.
 
-Imports only the base modules (models, db, auth, errors).
+Imports only the base modules (models, schemas, db, auth, errors, timeutil).
 """

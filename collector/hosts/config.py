@@ -1,6 +1,7 @@
 """How the collector reaches a host on its own: SSH (with a pinned host key), vLLM URL, grace,
 netconsole sender addresses. ``HostPatch`` is the one schema for these settings, used by the
-API's PATCH and by ``add-host``."""
+API's PATCH and by ``add-host``. ``PowerControl`` (a command run on the collector host that
+power-cycles the host) is set by ``add-host`` only: an admin token must not be a shell here."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
 from collector.models import Host
+from collector.schemas import OutModel
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,23 @@ class HostPatch(BaseModel):
             if normalized not in out:
                 out.append(normalized)
         return out
+
+
+class PowerControl(BaseModel):
+    """A hook for hosts that never come back by themselves (a DGX Spark has no BMC): ``cycle``
+    runs on the collector host (a smart-plug call, ``ipmitool chassis power cycle``, a script)
+    once a matrix campaign has waited ``after_s`` for the host."""
+
+    model_config = ConfigDict(extra="forbid")
+    cycle: list[str] = Field(min_length=1)
+    after_s: float = Field(300.0, gt=0)
+    timeout_s: float = Field(60.0, gt=0)
+
+
+def set_power(session: Session, *, host: Host, power: PowerControl | None) -> None:
+    """Set (or with None remove) the host's power-cycle hook."""
+    host.power = power.model_dump() if power is not None else None
+    session.flush()
 
 
 def parse_ssh_spec(spec: str) -> tuple[str, str, int]:
@@ -124,13 +143,32 @@ def configure_host(
     return facts
 
 
-def host_config_dict(host: Host) -> dict[str, Any]:
-    return {
-        "ssh": f"{host.ssh_user}@{host.ssh_host}:{host.ssh_port}" if host.ssh_host else None,
-        "ssh_key_path": host.ssh_key_path,
-        "ssh_host_key": host.ssh_host_key,
-        "vllm_url": host.vllm_url,
-        "grace_s": host.grace_s,
-        "restart_agent": host.restart_agent,
-        "paused": host.paused,
-    }
+class HostConfigOut(OutModel):
+    """A host's settings as the API shows them (``ssh`` as ``user@addr:port``)."""
+
+    ssh: str | None
+    ssh_key_path: str | None
+    ssh_host_key: str | None
+    vllm_url: str | None
+    grace_s: float | None
+    restart_agent: bool
+    paused: bool
+    # The power-cycle hook for matrix campaigns: {"cycle": [argv...], "after_s": s}.
+    power: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, host: Host) -> HostConfigOut:
+        return cls.model_validate(
+            {
+                "ssh": f"{host.ssh_user}@{host.ssh_host}:{host.ssh_port}"
+                if host.ssh_host
+                else None,
+                "ssh_key_path": host.ssh_key_path,
+                "ssh_host_key": host.ssh_host_key,
+                "vllm_url": host.vllm_url,
+                "grace_s": host.grace_s,
+                "restart_agent": host.restart_agent,
+                "paused": host.paused,
+                "power": host.power,
+            }
+        )

@@ -1,4 +1,5 @@
-"""Hosts: registration, lookup by name, agent tokens, boots, deletion."""
+"""Hosts: registration, lookup by name, agent tokens, boots, deletion; ``HostOut`` is how the
+API shows one."""
 
 from __future__ import annotations
 
@@ -11,11 +12,65 @@ import agent
 from collector import db
 from collector.auth import hash_token, new_token
 from collector.errors import Conflict, NotFound
-from collector.models import AgentEvent, Boot, Host, Line, Sample
+from collector.hosts.config import HostConfigOut
+from collector.models import AgentEvent, Boot, Host, HostStatus, Line, Sample
+from collector.schemas import OutModel
+from collector.timeutil import to_epoch
 
 # The boot of records from a host whose agent never reported one (netconsole only, a matrix
 # run on a host without an agent).
 UNKNOWN_BOOT = "unknown"
+
+
+class AgentOut(OutModel):
+    """The agent that sent the host's latest batch; ``outdated`` when its version differs from
+    ``bundled_version``, this collector's (``freezewatch-collector deploy-agent NAME``
+    upgrades)."""
+
+    version: str | None
+    pid: int | None
+    started_at: float | None
+    outdated: bool
+    bundled_version: str
+
+
+class HostOut(OutModel):
+    """A host: liveness ``status`` since when, last heartbeat (``last_seen``), current boot,
+    agent, settings."""
+
+    name: str
+    status: HostStatus
+    status_since: float
+    last_seen: float | None
+    boot_id: str | None
+    agent: AgentOut
+    simulated: bool
+    paused: bool
+    netconsole_from: list[str]
+    config: HostConfigOut
+
+    @classmethod
+    def of(cls, host: Host) -> HostOut:
+        return cls.model_validate(
+            {
+                "name": host.name,
+                "status": host.status,
+                "status_since": to_epoch(host.status_since),
+                "last_seen": to_epoch(host.last_seen_at),
+                "boot_id": host.current_boot_id,
+                "agent": {
+                    "version": host.agent_version,
+                    "pid": host.agent_pid,
+                    "started_at": host.agent_started_at,
+                    "outdated": agent_outdated(host),
+                    "bundled_version": agent.__version__,
+                },
+                "simulated": host.simulated,
+                "paused": host.paused,
+                "netconsole_from": list(host.netconsole_from or []),
+                "config": HostConfigOut.of(host),
+            }
+        )
 
 
 def create_host(

@@ -5,12 +5,18 @@ Resolution rule (DESIGN.md tables):
 - planned/paused silences resolve as ``planned_reboot`` (new boot) or ``returned``;
 - a new ``boot_id`` on return resolves at once as ``rebooted`` (post-mortem follows);
 - ``agent_down`` on the same boot resolves at once as ``agent_recovered``;
-- ``unreachable`` on the same boot waits for the agent's spool replay: as soon as the agent's
-  own samples run without a hole longer than ``stall_min_s`` from the last sample before the
-  silence up to a sample received after the return, it is a ``network_partition``; if a hole is
-  still there ``resolve_settle_s`` after the return, the host itself stopped: ``stall``, with
-  the hole's length as the stall length. All sample times compared here are the agent's clock,
-  so clock offset between the hosts does not matter.
+- ``unreachable`` on the same boot waits for the agent's spool replay. An agent that reports
+  its backlog is waited for until the backlog is drained (at most ``resolve_backlog_max_s``):
+  then its samples from the last one before the silence on are all in, and a hole longer than
+  ``stall_min_s`` among them is a ``stall`` (with the hole's length), none a
+  ``network_partition``. An agent that does not report it: as soon as its samples run without
+  such a hole up to one received after the return it is a ``network_partition``; a hole still
+  there ``resolve_settle_s`` after the return is a ``stall``. All sample times compared here are
+  the agent's clock, so clock offset between the hosts does not matter.
+
+An incident whose silence began while the collector was down opens with its alert held
+(``alert_held_until``, released by ``liveness.collector_runs``); resolved while still held, it
+sends neither its opened nor its resolved alert.
 """
 
 from __future__ import annotations
@@ -55,8 +61,18 @@ def open_incident(
     shutdown: bool = False,
     collector_started_at: datetime | None = None,
 ) -> Incident:
-    """Record the incident and its snapshot; alert unless the silence was planned."""
+    """Record the incident and its snapshot; alert unless the silence was planned, or began
+    while the collector was down (then the alert waits out ``restart_alert_hold_s``)."""
     last_sample = latest_sample(session, host_id=host.id)
+    collector_down = bool(
+        collector_started_at
+        and host.last_seen_at is not None
+        and host.last_seen_at < collector_started_at
+    )
+    held = None
+    if collector_down and collector_started_at is not None:
+        release = collector_started_at + timedelta(seconds=settings.restart_alert_hold_s)
+        held = release if release > now and kind not in SILENT_KINDS else None
     incident = Incident(
         host_id=host.id,
         kind=kind,
@@ -67,11 +83,8 @@ def open_incident(
         boot_id=host.current_boot_id,
         last_sample_ts=last_sample.ts if last_sample else None,
         shutdown=shutdown,
-        collector_down=bool(
-            collector_started_at
-            and host.last_seen_at is not None
-            and host.last_seen_at < collector_started_at
-        ),
+        collector_down=collector_down,
+        alert_held_until=held,
         probes=probes,
     )
     session.add(incident)
@@ -80,7 +93,9 @@ def open_incident(
         session, incident=incident, host=host, window_s=settings.snapshot_window_s, now=now
     )
     log.warning("host %s: incident %s opened (%s)", host.name, incident.id, kind)
-    if kind not in SILENT_KINDS:
+    if held is not None:
+        log.info("host %s: incident %s: alert held until %s", host.name, incident.id, held)
+    elif kind not in SILENT_KINDS:
         enqueue_incident_alert(
             session,
             event="incident.opened",
@@ -172,7 +187,9 @@ def resolve(
         incident.postmortem_due_at = now
     session.flush()
     log.warning("host %s: incident %s resolved as %s", host.name, incident.id, resolution)
-    if incident.kind not in SILENT_KINDS:
+    if incident.alert_held_until is not None:
+        log.info("host %s: incident %s: back before its held alert", host.name, incident.id)
+    elif incident.kind not in SILENT_KINDS:
         enqueue_incident_alert(
             session,
             event="incident.resolved",
@@ -183,11 +200,14 @@ def resolve(
         )
 
 
-def sample_hole(session: Session, *, incident: Incident, host: Host) -> tuple[float | None, bool]:
+def sample_hole(
+    session: Session, *, incident: Incident, host: Host, whole: bool = False
+) -> tuple[float | None, bool]:
     """(longest hole between the agent's samples since the silence began, reached the return).
 
     "Reached the return" means a sample received after the host came back is in the run, so
-    the replay covers the whole silence.
+    the replay covers the whole silence. ``whole``: every sample stored since is looked at
+    (the replay is complete), not only those up to the first one received after the return.
     """
     boot = find_boot_pk(session, host_id=host.id, boot_id=incident.return_boot_id)
     if boot is None or incident.last_sample_ts is None or incident.returned_at is None:
@@ -204,7 +224,8 @@ def sample_hole(session: Session, *, incident: Incident, host: Host) -> tuple[fl
         previous = ts
         if received_at >= returned - 0.01:  # same batch as the return (datetime rounding)
             reached = True
-            break
+            if not whole:
+                break
     return longest, reached
 
 
@@ -224,11 +245,14 @@ def settle_incidents(
                 continue
             host = session.get(Host, incident.host_id)
             assert host is not None and incident.returned_at is not None
-            hole, reached = sample_hole(session, incident=incident, host=host)
-            settled = now >= incident.returned_at + timedelta(seconds=settings.resolve_settle_s)
+            since = (now - incident.returned_at).total_seconds()
+            reports = host.backlog_bytes is not None
+            if host.backlog_bytes and since < settings.resolve_backlog_max_s:
+                continue  # the replay is under way: what it brings decides
+            hole, reached = sample_hole(session, incident=incident, host=host, whole=reports)
             if reached and hole is not None and hole <= settings.stall_min_s:
                 resolution, stall = Resolution.NETWORK_PARTITION, None
-            elif settled:
+            elif since >= settings.resolve_settle_s or (reports and reached):
                 resolution = Resolution.STALL
                 stall = hole if hole is not None and hole > settings.stall_min_s else None
             else:

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.alerts.notice import Notice, lines
-from collector.kernel.read import describe_event, kernel_event_dict
+from collector.kernel.read import KernelEventOut, describe_event
 from collector.models import Host, Incident, KernelEventRow, Line
 from collector.timeutil import to_epoch
 
@@ -46,7 +46,7 @@ def first_kernel_event(
         .order_by(KernelEventRow.ts, KernelEventRow.id)
         .limit(1)
     ).first()
-    return None if row is None else kernel_event_dict(row[0], row[1])
+    return None if row is None else KernelEventOut.of(row[0], row[1]).model_dump(mode="json")
 
 
 def duration_text(seconds: float | None) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.db import session_scope
+from collector.db import changed_rows, session_scope
 from collector.kernel.records import log_event_dicts
 from collector.models import Artifact, Host, Incident, PostmortemState
 from collector.remote.connect import SSHTarget
@@ -55,7 +55,7 @@ NVIDIA_BUG_REPORT = (
 def commands(settings: Settings) -> list[tuple[str, list[str]]]:
     """The configured commands (or the defaults), without the pstore files."""
     if settings.postmortem_commands:
-        out = [(str(c["name"]), [str(a) for a in c["argv"]]) for c in settings.postmortem_commands]  # type: ignore[union-attr]
+        out = [(c.name, list(c.argv)) for c in settings.postmortem_commands]
     else:
         out = [(name, list(argv)) for name, argv in DEFAULT_COMMANDS]
     if settings.postmortem_nvidia_bug_report:
@@ -141,7 +141,8 @@ def collect_postmortems(
     for incident_id in due:
         with session_scope(session_factory) as session:
             claimed = (
-                session.execute(
+                changed_rows(
+                    session,
                     update(Incident)
                     .where(
                         Incident.id == incident_id,
@@ -151,8 +152,8 @@ def collect_postmortems(
                         postmortem_state=PostmortemState.RUNNING,
                         postmortem_attempts=Incident.postmortem_attempts + 1,
                     )
-                    .execution_options(synchronize_session=False)
-                ).rowcount
+                    .execution_options(synchronize_session=False),
+                )
                 == 1
             )
             if not claimed:
@@ -225,19 +226,3 @@ def _finish(
             row.attempts = (row.attempts or 0) + 1
             row.collected_at = now
             session.add(row)
-
-
-def artifact_dict(artifact: Artifact) -> dict[str, Any]:
-    return {
-        "name": artifact.name,
-        "argv": artifact.argv,
-        "exit_status": artifact.exit_status,
-        "duration_s": artifact.duration_s,
-        "size": len(artifact.stdout or b""),
-        "stderr": (artifact.stderr or b"").decode(errors="replace")[-2000:],
-        "truncated": artifact.truncated,
-        "error": artifact.error,
-        "attempts": artifact.attempts,
-        "collected_at": artifact.collected_at.timestamp(),
-        "kernel_events": list(artifact.kernel_events or []),
-    }

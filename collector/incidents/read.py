@@ -1,22 +1,6 @@
-"""Reading incidents back: filtered lists and the full detail (probes, snapshot, artifacts,
-deliveries) shared by the JSON API and the pages.
-
-Beyond :func:`collector.incidents.payload.incident_dict` both carry ``simulated`` (the host's
-flag), ``url`` (the incident page), ``start`` (last heartbeat, else when it went late) and
-``end`` (returned, else resolved; null while open), the span the pages draw. The detail adds
-``window`` ``{"since", "until"}`` (the snapshot's 120 s on the agent's clock, +5 s), the host's
-classified kernel events, vLLM phase bands, matrix-run windows and guard firings in it as
-``markers``, ``phases``, ``matrix`` and ``guard`` (shapes of :mod:`collector.readback.timeline`)
-and each artifact's ``url`` (``?download=1`` serves it as an attachment).
-
-For the incident page's headline the detail also has ``kernel_events`` (the host's classified
-kernel events from the window's start to the end of the silence, newest first, shape of
-:func:`collector.kernel.read.kernel_event_dict`) and ``vllm_start`` (the host's last vLLM server
-start before the loss with its startup plan, :func:`collector.vllm.status.start_dict`, or null).
-The list's items carry ``cause``: the first kernel event from the snapshot window before the
-silence to its end (``{"kind", "ts", "meaning", "xid", "nv_err", "severity", "action",
-"line_id", "text"}``), or null when the kernel said nothing worth naming.
-"""
+"""Reading incidents back: filtered lists (``IncidentListItem``, each with its cause) and the
+full detail (``IncidentDetail``: probes, snapshot, artifacts, deliveries, and the headline's
+kernel events and vLLM start) shared by the JSON API and the pages."""
 
 from __future__ import annotations
 
@@ -27,37 +11,147 @@ from urllib.parse import quote
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent.kernel.classify import EVENT_KINDS
-from collector.alerts.delivery import delivery_dict
+from collector.alerts.delivery import DeliveryOut
 from collector.errors import NotFound
 from collector.hosts.registry import find_boot_pk
+from collector.incidents.headline import (
+    IncidentCause,
+    cause,
+    vllm_start_before,
+    window_kernel_events,
+)
 from collector.incidents.lifecycle import current_incident
-from collector.incidents.message import first_kernel_event
-from collector.incidents.payload import incident_dict, kernel_alive
-from collector.incidents.postmortem import artifact_dict
-from collector.kernel.read import list_events
+from collector.incidents.payload import IncidentOut, KernelAlive, kernel_alive
+from collector.kernel.read import KernelEventOut
+from collector.kernel.records import LogEventOut
 from collector.links import incident_url
 from collector.models import (
     Artifact,
     Delivery,
     Host,
     Incident,
+    IncidentKind,
     IncidentSnapshot,
+    IncidentState,
     Line,
-    VllmPhase,
-    VllmStart,
     WebhookTarget,
 )
-from collector.readback.guard_events import guard_firings
-from collector.readback.series import line_dict
-from collector.readback.timeline import kernel_markers, matrix_windows, phase_bands
+from collector.readback.guard_events import GuardFiring, guard_firings
+from collector.readback.series import LineOut, lines_out
+from collector.readback.timeline import MarkerOut, PhaseBand, kernel_markers, phase_bands
+from collector.readback.windows import MatrixWindow, matrix_windows
+from collector.schemas import Epoch, OutModel
 from collector.timeutil import from_epoch, to_epoch
-from collector.vllm.status import start_dict
+from collector.vllm.status import VllmStartOut
 
 WINDOW_AFTER_S = 5.0
 LATE_EVIDENCE_MAX_LINES = 5000
-HEADLINE_MAX_EVENTS = 100
-CAUSE_KEYS = ("kind", "ts", "meaning", "xid", "nv_err", "severity", "action")
+
+
+class IncidentView(IncidentOut):
+    """An incident as the pages list it: with the host's ``simulated`` flag, the incident
+    page's ``url`` and the span drawn, ``start`` (last heartbeat, else when the host went late)
+    to ``end`` (returned, else resolved; null while open)."""
+
+    simulated: bool
+    url: str
+    start: float
+    end: float | None
+
+
+class IncidentListItem(IncidentView):
+    """An incident on the freezes page: with its ``cause``, null when the kernel said nothing
+    worth naming."""
+
+    cause: IncidentCause | None
+
+
+class TimeWindow(OutModel):
+    since: float
+    until: float
+
+
+class SnapshotOut(OutModel):
+    """The last-gasp evidence as stored when the incident opened: ``samples`` and ``lines`` in
+    the shapes of ``SampleOut`` and ``LineOut`` at that time, ``context`` the vLLM state."""
+
+    taken_at: Epoch
+    window_start: float | None
+    window_end: float | None
+    samples: list[dict[str, Any]]
+    lines: list[dict[str, Any]]
+    context: dict[str, Any]
+
+
+class ArtifactOut(OutModel):
+    """One post-mortem command's outcome."""
+
+    name: str
+    argv: list[str]
+    exit_status: int | None
+    duration_s: float | None
+    size: int
+    stderr: str
+    truncated: bool
+    error: str | None
+    attempts: int
+    collected_at: float
+    url: str
+    # The events found in a kernel log (pstore files, the previous boot's kernel journal).
+    kernel_events: list[LogEventOut]
+
+    @classmethod
+    def of(cls, artifact: Artifact) -> ArtifactOut:
+        """``size`` is the stdout's, served at ``url`` (``?download=1`` as an attachment);
+        ``stderr`` is the last 2000 characters."""
+        return cls.model_validate(
+            {
+                "name": artifact.name,
+                "argv": artifact.argv,
+                "exit_status": artifact.exit_status,
+                "duration_s": artifact.duration_s,
+                "size": len(artifact.stdout or b""),
+                "stderr": (artifact.stderr or b"").decode(errors="replace")[-2000:],
+                "truncated": artifact.truncated,
+                "error": artifact.error,
+                "attempts": artifact.attempts,
+                "collected_at": artifact.collected_at.timestamp(),
+                "url": artifact_url(artifact.incident_id, artifact.name),
+                "kernel_events": list(artifact.kernel_events or []),
+            }
+        )
+
+
+class IncidentDetail(IncidentView):
+    """Everything about one incident. ``window`` is the snapshot's span on the agent's clock
+    (+5 s); ``markers``, ``phases``, ``matrix`` and ``guard`` are the host's kernel events, vLLM
+    phase bands, matrix-run windows and guard firings in it; ``late_evidence`` the lines of the
+    incident's boot that arrived after it opened. For the headline: ``kernel_events``, the
+    host's classified kernel events from the window's start to the end of the silence (newest
+    first), and ``vllm_start``, its last vLLM server start before the loss with its plan."""
+
+    window: TimeWindow
+    kernel_events: list[KernelEventOut]
+    vllm_start: VllmStartOut | None
+    markers: list[MarkerOut]
+    phases: list[PhaseBand]
+    matrix: list[MatrixWindow]
+    guard: list[GuardFiring]
+    snapshot: SnapshotOut | None
+    kernel_alive: KernelAlive | None
+    late_evidence: list[LineOut]
+    artifacts: list[ArtifactOut]
+    deliveries: list[DeliveryOut]
+
+
+class OpenIncidentBrief(OutModel):
+    """A host's incident not yet resolved; ``since`` is its last heartbeat."""
+
+    id: int
+    kind: IncidentKind
+    state: IncidentState
+    since: float
+    url: str
 
 
 def list_incidents(
@@ -70,7 +164,7 @@ def list_incidents(
     limit: int = 500,
     window_s: float,
     now: datetime,
-) -> list[dict[str, Any]]:
+) -> list[IncidentListItem]:
     """Newest first; ``since``/``until`` (epoch s) bound the opening time; ``window_s`` is how
     far before the silence the ``cause`` is looked for."""
     query = select(Incident, Host).join(Host, Host.id == Incident.host_id)
@@ -84,52 +178,26 @@ def list_incidents(
         query = query.where(Incident.opened_at <= from_epoch(until))
     rows = session.execute(query.order_by(Incident.opened_at.desc()).limit(min(limit, 5000)))
     return [
-        {
-            **incident_view(incident, host),
-            "cause": cause(session, incident=incident, window_s=window_s, now=now),
-        }
+        IncidentListItem.model_validate(
+            {
+                **dict(incident_view(incident, host)),
+                "cause": cause(session, incident=incident, window_s=window_s, now=now),
+            }
+        )
         for incident, host in rows
     ]
 
 
-def cause(
-    session: Session, *, incident: Incident, window_s: float, now: datetime
-) -> dict[str, Any] | None:
-    """The first kernel event around the silence, briefly (see the module docstring)."""
-    event = first_kernel_event(session, incident=incident, window_s=window_s, now=now)
-    if event is None:
-        return None
-    line = event.get("line") or {}
-    return {
-        **{key: event.get(key) for key in CAUSE_KEYS},
-        "line_id": line.get("id"),
-        "text": line.get("text"),
-    }
-
-
-def vllm_start_before(session: Session, *, host_id: int, ts: float) -> dict[str, Any] | None:
-    """The host's newest vLLM server start at or before ``ts``, with its plan, or None."""
-    start = session.scalars(
-        select(VllmStart)
-        .where(VllmStart.host_id == host_id, VllmStart.started_ts <= ts)
-        .order_by(VllmStart.started_ts.desc(), VllmStart.id.desc())
-        .limit(1)
-    ).first()
-    if start is None:
-        return None
-    phases = session.scalars(select(VllmPhase).where(VllmPhase.start_id == start.id))
-    return start_dict(start, list(phases))
-
-
-def incident_view(incident: Incident, host: Host) -> dict[str, Any]:
-    """:func:`incident_dict` plus what the pages draw with (see the module docstring)."""
-    return {
-        **incident_dict(incident, host_name=host.name),
-        "simulated": host.simulated,
-        "url": incident_url(incident.id),
-        "start": to_epoch(incident.silence_start),
-        "end": to_epoch(incident.silence_end),
-    }
+def incident_view(incident: Incident, host: Host) -> IncidentView:
+    return IncidentView.model_validate(
+        {
+            **dict(IncidentOut.of(incident, host_name=host.name)),
+            "simulated": host.simulated,
+            "url": incident_url(incident.id),
+            "start": to_epoch(incident.silence_start),
+            "end": to_epoch(incident.silence_end),
+        }
+    )
 
 
 def get_incident(session: Session, *, incident_id: int) -> tuple[Incident, Host]:
@@ -141,7 +209,7 @@ def get_incident(session: Session, *, incident_id: int) -> tuple[Incident, Host]
     return incident, host
 
 
-def incident_detail(session: Session, *, incident_id: int) -> dict[str, Any]:
+def incident_detail(session: Session, *, incident_id: int) -> IncidentDetail:
     incident, host = get_incident(session, incident_id=incident_id)
     snapshot = session.get(IncidentSnapshot, incident.id)
     artifacts = session.scalars(
@@ -156,50 +224,42 @@ def incident_detail(session: Session, *, incident_id: int) -> dict[str, Any]:
     view = incident_view(incident, host)
     samples = snapshot.samples if snapshot is not None else []
     # The snapshot's own clock (the agent's) when it has samples, else the collector's.
-    end = max((s["ts"] for s in samples), default=None) or view["start"] or view["opened_at"]
-    window_s = snapshot.window_end - snapshot.window_start if snapshot is not None else 120.0
-    window = {"since": end - window_s, "until": end + WINDOW_AFTER_S}
-    events = list_events(
-        session,
-        host_id=host.id,
-        kinds=list(EVENT_KINDS),
-        since=window["since"],
-        until=to_epoch(incident.silence_end),
-        limit=HEADLINE_MAX_EVENTS,
+    end = float(max((s["ts"] for s in samples), default=None) or view.start or view.opened_at)
+    window_s = 120.0
+    if (
+        snapshot is not None
+        and snapshot.window_end is not None
+        and snapshot.window_start is not None
+    ):
+        window_s = snapshot.window_end - snapshot.window_start
+    since, until = end - window_s, end + WINDOW_AFTER_S
+    silence_end = to_epoch(incident.silence_end)
+    return IncidentDetail.model_validate(
+        {
+            **dict(view),
+            "window": {"since": since, "until": until},
+            "kernel_events": window_kernel_events(
+                session, host_id=host.id, since=since, until=silence_end
+            ),
+            "vllm_start": vllm_start_before(session, host_id=host.id, ts=until),
+            "markers": kernel_markers(session, host_id=host.id, since=since, until=until),
+            "phases": phase_bands(session, host_id=host.id, since=since, until=until),
+            "matrix": matrix_windows(session, host_id=host.id, since=since, until=until),
+            "guard": guard_firings(session, host_id=host.id, since=since, until=until),
+            "snapshot": snapshot,
+            "kernel_alive": kernel_alive(session, incident=incident),
+            "late_evidence": late_evidence(session, incident=incident),
+            "artifacts": [ArtifactOut.of(a) for a in artifacts],
+            "deliveries": [DeliveryOut.of(d, url) for d, url in deliveries],
+        }
     )
-    return {
-        **view,
-        "window": window,
-        "kernel_events": events,
-        "vllm_start": vllm_start_before(session, host_id=host.id, ts=window["until"]),
-        "markers": kernel_markers(session, host_id=host.id, **window),
-        "phases": phase_bands(session, host_id=host.id, **window),
-        "matrix": matrix_windows(session, host_id=host.id, **window),
-        "guard": guard_firings(session, host_id=host.id, **window),
-        "snapshot": None
-        if snapshot is None
-        else {
-            "taken_at": snapshot.taken_at.timestamp(),
-            "window_start": snapshot.window_start,
-            "window_end": snapshot.window_end,
-            "samples": snapshot.samples,
-            "lines": snapshot.lines,
-            "context": snapshot.context,
-        },
-        "kernel_alive": kernel_alive(session, incident=incident),
-        "late_evidence": late_evidence(session, incident=incident),
-        "artifacts": [
-            {**artifact_dict(a), "url": artifact_url(incident.id, a.name)} for a in artifacts
-        ],
-        "deliveries": [delivery_dict(d, url) for d, url in deliveries],
-    }
 
 
 def artifact_url(incident_id: int, name: str) -> str:
     return f"/api/v1/incidents/{incident_id}/artifacts/{quote(name)}"
 
 
-def late_evidence(session: Session, *, incident: Incident) -> list[dict[str, Any]]:
+def late_evidence(session: Session, *, incident: Incident) -> list[LineOut]:
     """Lines of the incident's boot that reached us after it opened, oldest first.
 
     What the host kept of a frozen boot and shipped after the reboot (the agent's catch-up
@@ -218,21 +278,23 @@ def late_evidence(session: Session, *, incident: Incident) -> list[dict[str, Any
     if returned is not None and incident.return_boot_id == incident.boot_id:
         query = query.where(Line.ts <= returned)
     rows = session.scalars(query.order_by(Line.ts, Line.id).limit(LATE_EVIDENCE_MAX_LINES))
-    return [line_dict(x) for x in rows]
+    return lines_out(rows)
 
 
-def open_incident_brief(session: Session, *, host_id: int) -> dict[str, Any] | None:
-    """The host's newest incident not yet resolved; ``since`` is its last heartbeat."""
+def open_incident_brief(session: Session, *, host_id: int) -> OpenIncidentBrief | None:
+    """The host's newest incident not yet resolved."""
     incident = current_incident(session, host_id=host_id)
     if incident is None:
         return None
-    return {
-        "id": incident.id,
-        "kind": incident.kind,
-        "state": incident.state,
-        "since": to_epoch(incident.silence_start),
-        "url": incident_url(incident.id),
-    }
+    return OpenIncidentBrief.model_validate(
+        {
+            "id": incident.id,
+            "kind": incident.kind,
+            "state": incident.state,
+            "since": to_epoch(incident.silence_start),
+            "url": incident_url(incident.id),
+        }
+    )
 
 
 def get_artifact(session: Session, *, incident_id: int, name: str) -> Artifact:

@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.models import Host, Incident, IncidentSnapshot, Line, Sample
-from collector.readback.series import line_dict, sample_dict
+from collector.readback.series import lines_json, samples_json
 from collector.timeutil import to_epoch
 
 SNAPSHOT_MAX_SAMPLES = 2000
@@ -47,8 +47,8 @@ def take_snapshot(
         taken_at=now,
         window_start=start,
         window_end=end,
-        samples=[sample_dict(s) for s in samples],
-        lines=[line_dict(x) for x in lines],
+        samples=samples_json(samples),
+        lines=lines_json(lines),
         context={
             "vllm": (last.data or {}).get("vllm") if last else None,
             # Filled in by the matrix runner's issue: the run/profile active at the time.

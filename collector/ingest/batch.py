@@ -19,7 +19,7 @@ from collector.ingest.lines import store_lines
 from collector.ingest.rows import EVENT_COLUMNS, SAMPLE_COLUMNS, sample_row, to_json
 from collector.kernel.alerting import enqueue_kernel_events
 from collector.liveness.heartbeat import record_heartbeat, stopping_event
-from collector.models import CHANNEL_AGENT, AgentEvent, Host, Line, Sample
+from collector.models import CHANNEL_AGENT, AgentEvent, Host, Line, Sample, table_of
 from collector.readback.downsample import refresh_rollups
 from collector.schemas import Batch, IngestResult, StreamCounts
 from collector.settings import Settings
@@ -45,7 +45,7 @@ def ingest_batch(
     common = (host.id, boot, received_at)
 
     samples_stored = db.insert_ignoring_duplicates(
-        session, Sample.__table__, SAMPLE_COLUMNS, [sample_row(common, s) for s in batch.samples]
+        session, table_of(Sample), SAMPLE_COLUMNS, [sample_row(common, s) for s in batch.samples]
     )
     if batch.samples:
         stamps = [s.ts for s in batch.samples]
@@ -53,7 +53,7 @@ def ingest_batch(
     lines_stored = store_lines(session, common=common, lines=batch.lines)
     events_stored = db.insert_ignoring_duplicates(
         session,
-        AgentEvent.__table__,
+        table_of(AgentEvent),
         EVENT_COLUMNS,
         [(*common, e.seq, e.ts, e.kind, to_json(e.data)) for e in batch.events],
     )
@@ -73,6 +73,8 @@ def ingest_batch(
         now=now,
         settings=settings,
         stopping=stopping_event(batch),
+        sent_at=batch.agent.sent_at,
+        backlog_bytes=batch.backlog.bytes if batch.backlog is not None else None,
     )
     enqueue_kernel_events(
         session,

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from collector import db
 from collector.ingest.journal_copies import stored_copies, unkeyed_kernel_usec
 from collector.ingest.rows import COLUMN, LINE_COLUMNS, Common, line_row, to_json
-from collector.models import CHANNEL_AGENT, Line
+from collector.models import CHANNEL_AGENT, Line, table_of
 from collector.schemas import WireLine
 
 _MERGE_SET = (
@@ -69,7 +69,7 @@ def store_lines(session: Session, *, common: Common, lines: list[WireLine]) -> i
             session, host_id=common[0], boot_pk=common[1], records=journal
         )
         rows += new
-    inserted = db.insert_ignoring_duplicates(session, Line.__table__, LINE_COLUMNS, rows)
+    inserted = db.insert_ignoring_duplicates(session, table_of(Line), LINE_COLUMNS, rows)
     if inserted < len(rows):
         inserted += merge_into_netconsole_lines(session, rows)
     return merged + inserted

@@ -20,10 +20,10 @@ from collector.alerts.filters import highest
 from collector.alerts.notice import Notice
 from collector.alerts.notice import lines as notice_lines
 from collector.kernel.occurrences import occurrence_key
-from collector.kernel.read import describe_event, kernel_event_dict, occurrence_dict
+from collector.kernel.read import KernelEventOut, OccurrenceOut, describe_event
 from collector.kernel.store import NewKernelEvent
 from collector.models import Host, KernelEventRow, KernelOccurrence, Line, Severity
-from collector.readback.series import last_kernel_lines, latest_sample, line_dict, sample_dict
+from collector.readback.series import lines_json, recent_evidence
 from collector.settings import Settings
 
 EVENT = "kernel.event"
@@ -62,11 +62,10 @@ def enqueue_kernel_events(
         if not hits:
             continue
         first, first_line = hits[0]
-        events_ = [kernel_event_dict(row, line) for row, line in hits]
+        events_ = [KernelEventOut.of(row, line).model_dump(mode="json") for row, line in hits]
         occurrence = (
             session.get(KernelOccurrence, first.occurrence_id) if first.occurrence_id else None
         )
-        sample = latest_sample(session, host_id=host.id)
         url = links.absolute(settings, links.host_url(host.name))
         payload = {
             "type": EVENT,
@@ -75,10 +74,11 @@ def enqueue_kernel_events(
             "host": {"name": host.name, "status": host.status, "boot_id": boot_id},
             "kernel_event": events_[0],
             "count": len(faults),
-            "occurrence": occurrence_dict(occurrence) if occurrence is not None else None,
-            "lines": [line_dict(line) for _, line in hits[:MAX_LINES]],
-            "last_sample": sample_dict(sample) if sample else None,
-            "kernel_lines": last_kernel_lines(session, host_id=host.id),
+            "occurrence": None
+            if occurrence is None
+            else OccurrenceOut.model_validate(occurrence).model_dump(mode="json"),
+            "lines": lines_json(line for _, line in hits[:MAX_LINES]),
+            **recent_evidence(session, host_id=host.id).model_dump(mode="json"),
             "url": url,
         }
         queued += outbox.enqueue(

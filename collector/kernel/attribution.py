@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from agent.kernel.generic import oops_site
 from collector.kernel.records import ATTRIBUTED_KINDS
-from collector.models import KernelEventRow
+from collector.models import KernelEventRow, table_of
 
 REPORT_S = 30.0  # a report's RIP/pc line comes within this long after its die/lockup line
 # netconsole stamps records with their arrival: the die line may arrive a little later
@@ -40,7 +40,7 @@ def attribute_reports(
         return 0
     lo = min(ts for ts, _f, _m in sites) - REPORT_S
     hi = max(ts for ts, _f, _m in sites) + SKEW_S
-    t = KernelEventRow.__table__
+    t = table_of(KernelEventRow)
     candidates = session.execute(
         select(t.c.id, t.c.ts, t.c.meaning)
         .where(

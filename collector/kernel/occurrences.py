@@ -16,11 +16,17 @@ from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
 from collector import db
-from collector.models import KernelAction, KernelOccurrence, KernelOccurrenceBoot, Severity
+from collector.models import (
+    KernelAction,
+    KernelOccurrence,
+    KernelOccurrenceBoot,
+    Severity,
+    table_of,
+)
 
 DEFAULT_ESCALATE_AFTER = 2
-_TABLE = KernelOccurrence.__table__
-_BOOTS = KernelOccurrenceBoot.__table__
+_TABLE = table_of(KernelOccurrence)
+_BOOTS = table_of(KernelOccurrenceBoot)
 
 
 def occurrence_key(event: Any) -> tuple[str, str, str]:

@@ -19,25 +19,36 @@ from agent.kernel.classify import classify_kernel_line
 from agent.kernel.event import KernelEvent
 from agent.kernel.generic import frame_module, oops_site
 from agent.kernel.prefix import kernel_message
+from collector.models import KernelAction, Severity
+from collector.schemas import OutModel
 
 ATTRIBUTED_KINDS = frozenset({"oops", "soft_lockup"})
 # How far after its die or lockup line a report's RIP/pc line may come.
 REPORT_RECORDS = 60
 _END = ("---[ end trace", "---[ end Kernel panic")
-# An event's fields as ``inspect --json`` and the post-mortem artifacts carry them.
-EVENT_FIELDS = (
-    "kind",
-    "code",
-    "device",
-    "xid",
-    "pci",
-    "pid",
-    "process",
-    "module",
-    "meaning",
-    "severity",
-    "action",
-)
+
+
+class LogEventOut(OutModel):
+    """An event of a saved kernel log as ``inspect --json`` and the post-mortem artifacts carry
+    it: the classifier's fields, then the line its record starts on and the record's text."""
+
+    kind: str
+    code: str | None
+    device: str | None
+    xid: int | None
+    pci: str | None
+    pid: int | None
+    process: str | None
+    module: str | None
+    meaning: str | None
+    severity: Severity
+    action: KernelAction
+    line_no: int
+    text: str
+
+
+# The fields read off the classified event (the rest say where it is in the log).
+EVENT_FIELDS = tuple(name for name in LogEventOut.model_fields if name not in ("line_no", "text"))
 
 
 @dataclass(frozen=True)
@@ -134,7 +145,8 @@ def read_kernel_log(lines: Sequence[str]) -> list[LogEvent]:
 
 
 def log_event_dicts(lines: Sequence[str]) -> list[dict[str, Any]]:
-    """``read_kernel_log`` as plain dicts: EVENT_FIELDS, then ``line_no`` and ``text``."""
+    """``read_kernel_log`` as ``LogEventOut`` data (stored with an artifact, printed by
+    ``inspect --json``)."""
     return [
         {
             **{name: getattr(found.event, name) for name in EVENT_FIELDS},

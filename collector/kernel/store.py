@@ -18,9 +18,9 @@ from agent.kernel.classify import KernelEvent
 from collector import db
 from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER, assign_occurrences, count_stored
 from collector.kernel.vllm_context import correlate
-from collector.models import KernelEventRow
+from collector.models import KernelEventRow, table_of
 
-_TABLE = KernelEventRow.__table__
+_TABLE = table_of(KernelEventRow)
 # The classifier's fields that are columns, with the length a text column holds.
 EVENT_COLUMNS = tuple(f.name for f in fields(KernelEvent) if f.name in _TABLE.c)
 _LENGTHS = {

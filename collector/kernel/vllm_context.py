@@ -78,12 +78,14 @@ def correlate(session: Session, *, host_id: int, events: Sequence[Any]) -> None:
     hi = max(e.ts for e in events)
     lines = session.execute(vllm_lines(host_id, since=lo - WINDOW_S, until=hi + WINDOW_S)).all()
     columns = (VllmPhase.ts, VllmPhase.phase, VllmPhase.line_id)
-    rows = session.execute(
-        select(*columns)
-        .where(VllmPhase.host_id == host_id, VllmPhase.ts <= lo)
-        .order_by(VllmPhase.ts.desc(), VllmPhase.id.desc())
-        .limit(1)
-    ).all()
+    rows = list(
+        session.execute(
+            select(*columns)
+            .where(VllmPhase.host_id == host_id, VllmPhase.ts <= lo)
+            .order_by(VllmPhase.ts.desc(), VllmPhase.id.desc())
+            .limit(1)
+        ).all()
+    )
     rows += session.execute(
         select(*columns)
         .where(

@@ -24,9 +24,11 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.db import session_scope
+from collector.db import changed_rows, session_scope
 from collector.incidents import lifecycle
+from collector.liveness.arrivals import Arrivals
 from collector.liveness.collector_runs import current_run
+from collector.liveness.planned import reboot_expected
 from collector.liveness.preprobes import PreProbes, lead_s
 from collector.liveness.status import WATCHED, grace_s, transition
 from collector.models import Host, HostSilence, HostStatus, Incident, IncidentKind
@@ -52,18 +54,25 @@ def check_heartbeats(
     probe_runner: ProbeRunner | None = None,
     ssh: SSHClient | None = None,
     pre_probes: PreProbes | None = None,
+    arrivals: Arrivals | None = None,
 ) -> list[int]:
     """One sweep: suspect hosts start probing, every overdue host goes late and gets its incident.
 
     Returns the ids of the incidents opened by this call. Without ``pre_probes`` the probes of
     an overdue host run here, after grace. ``probe_runner`` defaults to the real probes over
-    ``ssh`` (an ``SSHClient()`` unless given).
+    ``ssh`` (an ``SSHClient()`` unless given). A host with a batch in ``arrivals`` (arrived,
+    not stored yet) is not silent and is skipped.
     """
     ssh = ssh or SSHClient()
     run = probe_runner or prober(settings, ssh)
     if pre_probes is not None:
         start_pre_probes(
-            session_factory, now=now, settings=settings, pre_probes=pre_probes, run=run
+            session_factory,
+            now=now,
+            settings=settings,
+            pre_probes=pre_probes,
+            run=run,
+            arrivals=arrivals,
         )
     reclaim = now - timedelta(seconds=settings.late_reclaim_s)
     with session_scope(session_factory) as session:
@@ -79,6 +88,8 @@ def check_heartbeats(
     # Pre-probes of all due hosts already run in parallel: waiting for them one by one costs
     # no more than the slowest.
     for host_id in due:
+        if arrivals is not None and arrivals.pending(host_id):
+            continue  # its batch is here, waiting to be stored
         incident_id = check_host(
             session_factory,
             host_id=host_id,
@@ -120,8 +131,10 @@ def start_pre_probes(
     settings: Settings,
     pre_probes: PreProbes,
     run: ProbeRunner,
+    arrivals: Arrivals | None = None,
 ) -> list[int]:
-    """Drop the pre-probes of silences that ended; start them for hosts now suspect.
+    """Drop the pre-probes of silences that ended; start them for hosts now suspect (not those
+    with a batch in ``arrivals``).
 
     Never blocks on probes, so the scheduler runs it as its own job: a sweep waiting for one
     host's probes never delays another host's start. Returns the ids of the hosts started now.
@@ -158,8 +171,14 @@ def start_pre_probes(
             lead = lead_s(grace_s(host, settings), settings.probe_lead_s)
             if host.overdue_at - timedelta(seconds=lead) > now:
                 continue
-            if host.paused or _planned(host, session.get(HostSilence, host.id)):
+            if (
+                host.paused
+                or _planned(host, session.get(HostSilence, host.id))
+                or reboot_expected(session, host=host, now=now)
+            ):
                 continue  # planned silence is not probed
+            if arrivals is not None and arrivals.pending(host.id):
+                continue
             silent_s = _silent_s(host, now)
             target = probes.ProbeTarget.of(host)
             if pre_probes.start(host.id, host.overdue_at, partial(_stamped, run, target, silent_s)):
@@ -193,7 +212,8 @@ def check_host(
         )
         if not claimed:
             # A "late" claim whose checker died mid-probe is taken over.
-            result = session.execute(
+            result = changed_rows(
+                session,
                 update(Host)
                 .where(
                     Host.id == host_id,
@@ -201,15 +221,15 @@ def check_host(
                     Host.status_since <= reclaim,
                 )
                 .values(status_since=now)
-                .execution_options(synchronize_session=False)
+                .execution_options(synchronize_session=False),
             )
-            claimed = result.rowcount == 1
+            claimed = result == 1
         if not claimed:
             return None
         host = session.get(Host, host_id, populate_existing=True)
         assert host is not None
         silence = session.get(HostSilence, host_id)
-        planned = _planned(host, silence)
+        planned = _planned(host, silence) or reboot_expected(session, host=host, now=now)
         target = probes.ProbeTarget.of(host)
         silent_s = _silent_s(host, now)
         ahead = (

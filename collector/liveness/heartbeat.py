@@ -1,7 +1,8 @@
 """Every accepted batch is a heartbeat: it pushes the host's overdue time on and ends a silence.
 
 Liveness is always judged on the collector's clock. A batch also tells whether the silence
-that follows is planned (``agent_stopping``) and which boot the agent runs in.
+that follows is planned (``agent_stopping``), which boot the agent runs in, how much spool it
+still has to replay (``backlog``), and when the agent sent it: the agent's clock offset.
 """
 
 from __future__ import annotations
@@ -19,6 +20,19 @@ from collector.models import Host, HostSilence
 from collector.schemas import Batch
 from collector.settings import Settings
 
+# A clock offset moving more than this between two batches is a step (NTP, a skewed boot):
+# taken at once. Smaller moves are network jitter and queueing: smoothed.
+OFFSET_STEP_S = 5.0
+OFFSET_SMOOTHING = 0.1
+
+
+def measured_offset(previous: float | None, *, received_at: float, sent_at: float) -> float:
+    """The agent's clock offset (our clock minus its), smoothed over the batches."""
+    sample = received_at - sent_at
+    if previous is None or abs(sample - previous) > OFFSET_STEP_S:
+        return round(sample, 3)
+    return round(previous + (sample - previous) * OFFSET_SMOOTHING, 3)
+
 
 def record_heartbeat(
     session: Session,
@@ -28,8 +42,11 @@ def record_heartbeat(
     now: datetime,
     settings: Settings,
     stopping: dict[str, Any] | None = None,
+    sent_at: float | None = None,
+    backlog_bytes: int | None = None,
 ) -> None:
-    """Push the overdue time forward, resolve a silence, note a planned one.
+    """Push the overdue time forward, resolve a silence, note a planned one, keep the agent's
+    backlog and clock offset (``sent_at``: its clock at sending; both None from older agents).
 
     ``boot_id`` is the boot the sending agent runs in (``Batch.sender_boot_id``). The host's
     current boot only moves forward, to a boot first seen after it: a batch from an agent
@@ -41,6 +58,11 @@ def record_heartbeat(
     db.lock_for_update(session, host)
     host.last_seen_at = now
     host.overdue_at = now + timedelta(seconds=grace_s(host, settings))
+    host.backlog_bytes = backlog_bytes
+    if sent_at is not None:
+        host.clock_offset_s = measured_offset(
+            host.clock_offset_s, received_at=now.timestamp(), sent_at=sent_at
+        )
     previous = host.current_boot_id
     forward = previous is None or boot_id == previous or _first_seen_after(session, host, boot_id)
     if host.status in SILENT:

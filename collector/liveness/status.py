@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from collector.db import changed_rows
 from collector.incidents import lifecycle
 from collector.models import Host, HostStatus, IncidentState, Resolution
 from collector.settings import Settings
@@ -24,6 +25,12 @@ SILENT = (HostStatus.LOST, HostStatus.STOPPED, HostStatus.PAUSED)
 
 def grace_s(host: Host, settings: Settings) -> float:
     return host.grace_s or settings.grace_s
+
+
+def startup_grace_s(host: Host, settings: Settings) -> float:
+    """A host's first grace after a collector start: its agent may be waiting out its longest
+    retry delay before it tries again."""
+    return settings.agent_retry_max_s + grace_s(host, settings)
 
 
 def transition(
@@ -37,12 +44,13 @@ def transition(
 ) -> bool:
     """``UPDATE hosts SET status=new WHERE id=? AND status IN old AND ...``: True if we won."""
     stmt = update(Host).where(Host.id == host_id, Host.status.in_(old), *where)
-    result = session.execute(
+    result = changed_rows(
+        session,
         stmt.values(status=new, status_since=now, **values).execution_options(
             synchronize_session=False
-        )
+        ),
     )
-    return result.rowcount == 1
+    return result == 1
 
 
 def mark_up(host: Host, now: datetime) -> None:
@@ -55,10 +63,12 @@ def mark_up(host: Host, now: datetime) -> None:
 def watch_again(
     session: Session, *, old: tuple[HostStatus, ...], now: datetime, settings: Settings
 ) -> list[int]:
-    """Hosts in ``old`` become ``unknown`` with one fresh grace from ``now``; their ids."""
+    """Hosts in ``old`` that were heard from become ``unknown`` with one startup grace from
+    ``now``; their ids."""
     moved = []
-    for host in session.scalars(select(Host).where(Host.status.in_(old))):
-        overdue = now + timedelta(seconds=grace_s(host, settings))
+    query = select(Host).where(Host.status.in_(old), Host.overdue_at.is_not(None))
+    for host in session.scalars(query):
+        overdue = now + timedelta(seconds=startup_grace_s(host, settings))
         if transition(session, host.id, old, HostStatus.UNKNOWN, now, overdue_at=overdue):
             moved.append(host.id)
     return moved

@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Sequence
 
 from collector.matrix.flags import flag_key, flag_value, item_key, split_args
-from collector.matrix.spec import DockerLauncher, MatrixSpec, SpecError
+from collector.matrix.spec import DockerLauncher, MatrixSpec, Profile, SpecError
 
 
 def _render_set(item: list[str] | None, flag: str, value: object) -> list[str] | None:
@@ -21,7 +21,7 @@ def _render_set(item: list[str] | None, flag: str, value: object) -> list[str] |
     return [item[0] if item else flag, text]
 
 
-def _profile(spec: MatrixSpec, profile: str):
+def _profile(spec: MatrixSpec, profile: str) -> Profile:
     try:
         return spec.profiles[profile]
     except KeyError:

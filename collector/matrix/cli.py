@@ -12,7 +12,9 @@ from collector.matrix.presets import DEFAULT_HOST, preset_names, preset_yaml
 from collector.matrix.spec import SpecError, load_spec
 
 
-def add_matrix_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_matrix_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     """Add the `matrix` command (dispatch with `run_matrix_cli`)."""
     parser = subparsers.add_parser("matrix", help="matrix specs: presets and remote argv")
     sub = parser.add_subparsers(dest="matrix_command", required=True)

@@ -18,8 +18,18 @@ from collector.matrix.argv import describe_profile, remote_argv
 from collector.matrix.gates import evaluate_gates
 from collector.matrix.results import STARTUP_PHASE, STARTUP_PLAN_KEYS, MatrixReport, ProfileReport
 from collector.matrix.spec import MatrixSpec
+from collector.matrix.summary import summarize
 from collector.matrix.telemetry import windowed_telemetry
-from collector.models import KERNEL_SOURCES, Host, Line, MatrixRun, MatrixStep, Sample
+from collector.models import (
+    KERNEL_SOURCES,
+    Host,
+    Incident,
+    Line,
+    MatrixRun,
+    MatrixStep,
+    Sample,
+    StepOutcome,
+)
 from collector.readback.guard_events import guard_firings
 from collector.timeutil import to_epoch
 from collector.vllm.log_parser import parse_vllm_log
@@ -108,9 +118,9 @@ def guard_counts(session: Session, *, host_id: int, start: float, end: float) ->
     """The agent guard's firings and dry-run matches on the host in [start, end]."""
     firings = guard_firings(session, host_id=host_id, since=start, until=end)
     return {
-        "fired": sum(not f["dry_run"] for f in firings),
-        "dry_run": sum(f["dry_run"] for f in firings),
-        "rules": sorted({str(f["rule"]) for f in firings}),
+        "fired": sum(not f.dry_run for f in firings),
+        "dry_run": sum(f.dry_run for f in firings),
+        "rules": sorted({str(f.rule) for f in firings}),
     }
 
 
@@ -143,8 +153,8 @@ def profile_report(
     by_kind: dict[str, list[MatrixStep]] = {}
     for step in steps:
         by_kind.setdefault(step.kind, []).append(step)
-    start = (by_kind.get("start") or [None])[0]
-    health = (by_kind.get("health") or [None])[0]
+    first = {kind: group[0] for kind, group in by_kind.items()}
+    start, health = first.get("start"), first.get("health")
     report = ProfileReport(
         profile=profile,
         repetition=repetition,
@@ -178,7 +188,12 @@ def profile_report(
         samples = window_samples(session, host_id=run.host_id, start=lo, end=hi)
         report.telemetry[step.name] = windowed_telemetry(samples, lo, hi)
     report.guard = guard_counts(session, host_id=run.host_id, start=window_start, end=window_end)
+    report.freeze = _freeze(session, steps)
+    report.reboot = _reboot(first.get("reboot"))
+    report.interrupted = any(s.outcome == StepOutcome.INTERRUPTED for s in steps)
     report.verdict, report.reasons = evaluate_gates(spec.gates, report)
+    if report.interrupted and report.verdict == "PASS":
+        report.verdict, report.reasons = "INCOMPLETE", ["cut short by a collector restart"]
     return report
 
 
@@ -189,6 +204,29 @@ def _kernel(
     report.kernel_events[phase] = counts
     if advice is not None:
         report.kernel_advice[phase] = advice
+
+
+def _freeze(session: Session, steps: list[MatrixStep]) -> dict[str, Any] | None:
+    """The incident that froze the host during this unit, with what it turned out to be."""
+    step = next((s for s in steps if s.outcome == StepOutcome.HOST_FROZE), None)
+    if step is None:
+        return None
+    brief = (step.detail or {}).get("incident") or {}
+    incident = session.get(Incident, brief["id"]) if brief.get("id") else None
+    return {
+        "incident_id": brief.get("id"),
+        "kind": brief.get("kind"),
+        "resolution": incident.resolution if incident is not None else None,
+        "during": f"{step.kind} {step.name}",
+    }
+
+
+def _reboot(step: MatrixStep | None) -> dict[str, Any] | None:
+    if step is None:
+        return None
+    detail = step.detail or {}
+    keys = ("from_boot_id", "to_boot_id", "boot_s", "waited_s", "incidents", "power_cycles")
+    return {"outcome": step.outcome, **{key: detail.get(key) for key in keys}}
 
 
 def build_report(session: Session, *, run_id: int) -> MatrixReport:
@@ -204,6 +242,9 @@ def build_report(session: Session, *, run_id: int) -> MatrixReport:
     groups: dict[tuple[str, int], list[MatrixStep]] = {}
     for step in steps:
         groups.setdefault((step.profile, step.repetition), []).append(step)
+    profiles = [
+        profile_report(session, run=run, spec=spec, steps=group) for group in groups.values()
+    ]
     return MatrixReport(
         name=run.name,
         host=host.name if host else spec.host,
@@ -211,7 +252,8 @@ def build_report(session: Session, *, run_id: int) -> MatrixReport:
         status=run.status,
         started_at=to_epoch(run.started_at),
         ended_at=to_epoch(run.ended_at),
-        profiles=[
-            profile_report(session, run=run, spec=spec, steps=group) for group in groups.values()
-        ],
+        error=run.error,
+        profiles=profiles,
+        summary=summarize(profiles, list(spec.profiles)),
+        events=list(run.events or []),
     )

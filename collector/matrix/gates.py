@@ -4,11 +4,26 @@ from __future__ import annotations
 
 from collector.matrix.results import STARTUP_PHASE, ProfileReport
 from collector.matrix.spec import Gates
+from collector.models import StepOutcome
+
+# Outcomes that are not the profile's doing: the freeze gate and the restart speak for them.
+NOT_FAILURES = (None, StepOutcome.OK, StepOutcome.HOST_FROZE, StepOutcome.INTERRUPTED)
+
+
+def _freeze_reasons(gates: Gates, profile: ProfileReport) -> list[str]:
+    freeze = profile.freeze
+    if not gates.fail_on_freeze or freeze is None:
+        return []
+    became = f", {freeze['resolution']}" if freeze.get("resolution") else ""
+    return [
+        f"host froze during {freeze['during']} (incident {freeze['incident_id']}, "
+        f"{freeze['kind']}{became})"
+    ]
 
 
 def _startup_reasons(profile: ProfileReport) -> list[str]:
     outcome = profile.startup.get("outcome")
-    if outcome in (None, "ok"):
+    if outcome in NOT_FAILURES:
         return []
     error = profile.startup.get("error")
     return [f"startup {outcome}" + (f": {error}" if error else "")]
@@ -31,7 +46,7 @@ def _workload_reasons(gates: Gates, profile: ProfileReport) -> list[str]:
     malformed = 0
     for w in profile.workloads:
         name = w.get("name")
-        if w.get("outcome") not in (None, "ok"):
+        if w.get("outcome") not in NOT_FAILURES:
             detail = f" (exit status {w['exit_status']})" if w.get("exit_status") else ""
             reasons.append(f"workload {name} {w['outcome']}{detail}")
         errors += w.get("errors") or 0
@@ -59,7 +74,7 @@ def _memory_reasons(gates: Gates, profile: ProfileReport) -> list[str]:
         return []
     reasons = []
     for w in profile.workloads:
-        window = profile.telemetry.get(w.get("name"), {})
+        window = profile.telemetry.get(str(w.get("name")), {})
         low = window.get("min_mem_available_gib")
         if low is None:
             # Missing data must not read as headroom: a frozen host sends no samples.
@@ -84,9 +99,11 @@ def _guard_reasons(profile: ProfileReport) -> list[str]:
 
 
 def evaluate_gates(gates: Gates, profile_result: ProfileReport) -> tuple[str, list[str]]:
-    """("PASS", []) or ("FAIL", reasons); a failed startup or workload always fails."""
+    """("PASS", []) or ("FAIL", reasons); a failed startup or workload always fails, a freeze
+    does unless ``fail_on_freeze`` is off."""
     reasons = (
-        _startup_reasons(profile_result)
+        _freeze_reasons(gates, profile_result)
+        + _startup_reasons(profile_result)
         + _kernel_reasons(gates, profile_result)
         + _workload_reasons(gates, profile_result)
         + _memory_reasons(gates, profile_result)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from collector.matrix.results import percentile
+from collector.schemas import OutModel
 
 # Points sent per profile; above this the sorted latencies are thinned evenly (quantiles stay).
 MAX_POINTS = 2000
@@ -24,9 +24,28 @@ def _label(profile: str, repetition: int) -> str:
     return profile if repetition == 1 else f"{profile} #{repetition}"
 
 
+class ProfileLatency(OutModel):
+    """One profile x repetition's request latencies (s): nearest-rank quantiles over every
+    request that ended, and the sorted (thinned) latencies of the ok and the failed ones."""
+
+    profile: str
+    repetition: int
+    label: str
+    requests: int
+    failed: int
+    min: float
+    max: float
+    p25: float | None
+    median: float | None
+    p75: float | None
+    p95: float | None
+    ok_s: list[float]
+    failed_s: list[float]
+
+
 def profile_latencies(
     path: Path | None, *, run_id: int, limit: int = MAX_POINTS
-) -> list[dict[str, Any]]:
+) -> list[ProfileLatency]:
     """Per profile x repetition in run order: quantiles and the (sorted, thinned) latencies in
     seconds of the run's requests that ended, split into ``ok`` and ``failed`` (errors and
     timeouts); cancelled requests and unreadable lines are left out."""
@@ -49,17 +68,19 @@ def profile_latencies(
     for (profile, repetition), group in groups.items():
         every = sorted(group["ok"] + group["failed"])
         out.append(
-            {
-                "profile": profile,
-                "repetition": repetition,
-                "label": _label(profile, repetition),
-                "requests": len(every),
-                "failed": len(group["failed"]),
-                "min": every[0],
-                "max": every[-1],
-                **{name: percentile(every, q) for name, q in QUANTILES.items()},
-                "ok_s": _thin(sorted(group["ok"]), limit),
-                "failed_s": _thin(sorted(group["failed"]), limit),
-            }
+            ProfileLatency.model_validate(
+                {
+                    "profile": profile,
+                    "repetition": repetition,
+                    "label": _label(profile, repetition),
+                    "requests": len(every),
+                    "failed": len(group["failed"]),
+                    "min": every[0],
+                    "max": every[-1],
+                    **{name: percentile(every, q) for name, q in QUANTILES.items()},
+                    "ok_s": _thin(sorted(group["ok"]), limit),
+                    "failed_s": _thin(sorted(group["failed"]), limit),
+                }
+            )
         )
     return out

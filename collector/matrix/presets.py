@@ -1,4 +1,6 @@
-"""Built-in matrix presets; `nemoclaw-spark-qwen` is NemoClaw's managed Qwen launch on Spark."""
+"""Built-in matrix presets: `nemoclaw-spark-qwen` is NemoClaw's managed Qwen launch on Spark
+with one change per profile; `nemoclaw-spark-isolation` is the field report's next experiment,
+cold-boot repetitions at 0.9 / 262K with MTP on and off, then 1M, each with a soak."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Any
 import yaml
 
 from collector.matrix.spec import MatrixSpec, SpecError, validate_spec
+from collector.schemas import OutModel
 
 QWEN_MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 QWEN_SPECULATIVE_CONFIG = '{"method":"mtp","num_speculative_tokens":3,"moe_backend":"triton"}'
@@ -103,10 +106,60 @@ def _nemoclaw_spark_qwen(host: str) -> dict[str, Any]:
     }
 
 
-PRESETS = {"nemoclaw-spark-qwen": _nemoclaw_spark_qwen}
+ONE_MILLION = "1048576"
+SOAK_S = 1800
+
+
+def _nemoclaw_spark_isolation(host: str) -> dict[str, Any]:
+    """Reboot before every start (a cold boot, as after the freezes in the field report), five
+    repetitions, a 30 min two-session soak; freezes are counted, not fatal."""
+    spec = _nemoclaw_spark_qwen(host)
+    args = list(QWEN_BASE_ARGS)
+    args[args.index("--gpu-memory-utilization") + 1] = "0.9"
+    spec.update(
+        name="nemoclaw-spark-isolation",
+        base_args=args,
+        profiles={
+            "mtp-on": {"description": "NemoClaw managed command at 0.9 / 262K, MTP on"},
+            "mtp-off": {"description": "0.9 / 262K, MTP off", "remove": ["--speculative-config"]},
+            "1m": {
+                "description": "0.9 / 1M context, MTP on",
+                "set": {"--max-model-len": ONE_MILLION},
+                "env": {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"},
+            },
+        },
+        repeat=5,
+        cold_start={"enabled": True, "drop_caches": False, "reboot": True, "settle_s": 30},
+        workloads=[
+            {
+                "type": "tool_conversation",
+                "name": "soak",
+                "seed": 0,
+                "sessions": 2,
+                "duration_s": SOAK_S,
+                "target_prompt_tokens": 131072,
+                "max_turns": 200,
+                "request_timeout_s": 360,
+                "tool_result_bytes": 4096,
+            }
+        ],
+        gates={"fail_on_kernel": ["nv_err", "xid", "gsp", "uvm"], "fail_on_freeze": True},
+        freeze_wait_s=1800,
+        abort_on_freeze=False,
+    )
+    return spec
+
+
+PRESETS = {
+    "nemoclaw-spark-qwen": _nemoclaw_spark_qwen,
+    "nemoclaw-spark-isolation": _nemoclaw_spark_isolation,
+}
 PRESET_DESCRIPTIONS = {
     "nemoclaw-spark-qwen": "NemoClaw's managed Qwen3.6 NVFP4 vLLM launch on DGX Spark, "
     "five profiles A-E (async scheduling / MTP off, 32K context), a long tool-call conversation",
+    "nemoclaw-spark-isolation": "Cold-boot campaign: the managed Qwen command at 0.9 / 262K "
+    "with MTP on and off, then 1M (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1); a reboot before every "
+    "start, 5 repetitions, a 30 min soak each; freezes counted, k of N per profile",
 }
 DEFAULT_HOST = "spark-01"
 
@@ -115,18 +168,28 @@ def preset_names() -> list[str]:
     return sorted(PRESETS)
 
 
-def preset_summary(host: str = DEFAULT_HOST) -> list[dict[str, Any]]:
-    """Name, description, profiles (name → description) and workload names of every preset."""
+class PresetOut(OutModel):
+    """A built-in preset: its profiles (name → description) and workload names."""
+
+    name: str
+    description: str
+    profiles: dict[str, str]
+    workloads: list[str]
+
+
+def preset_summary(host: str = DEFAULT_HOST) -> list[PresetOut]:
     out = []
     for name in preset_names():
         data = PRESETS[name](host)
         out.append(
-            {
-                "name": name,
-                "description": PRESET_DESCRIPTIONS.get(name, ""),
-                "profiles": {p: v.get("description", "") for p, v in data["profiles"].items()},
-                "workloads": [w["name"] for w in data.get("workloads", [])],
-            }
+            PresetOut.model_validate(
+                {
+                    "name": name,
+                    "description": PRESET_DESCRIPTIONS.get(name, ""),
+                    "profiles": {p: v.get("description", "") for p, v in data["profiles"].items()},
+                    "workloads": [w["name"] for w in data.get("workloads", [])],
+                }
+            )
         )
     return out
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.matrix.results import STARTUP_PHASE, MatrixReport, ProfileReport
-from collector.matrix.telemetry import windowed_telemetry
+from pydantic import ConfigDict
 
-__all__ = ["render_json", "render_markdown", "windowed_telemetry"]
+from collector.matrix.results import STARTUP_PHASE, MatrixReport, ProfileReport
+from collector.matrix.summary_report import summary_lines, table
+from collector.matrix.telemetry import windowed_telemetry
+from collector.schemas import OutModel
+
+__all__ = ["MatrixReportOut", "render_json", "render_markdown", "windowed_telemetry"]
 
 DASH = "—"
 
@@ -22,12 +26,6 @@ def _cell(value: Any, digits: int = 2) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
 
 
 def _events(profile: ProfileReport, phase: str | None) -> str:
@@ -93,7 +91,7 @@ def _telemetry_rows(profiles: list[ProfileReport]) -> list[list[str]]:
     rows = []
     for p in profiles:
         for w in p.workloads:
-            t = p.telemetry.get(w.get("name"), {})
+            t = p.telemetry.get(str(w.get("name")), {})
             rows.append(
                 [
                     _cell(p.label),
@@ -114,10 +112,12 @@ def render_markdown(report: MatrixReport) -> str:
     if report.run_id is not None:
         title += f" (run {report.run_id})"
     lines = [title, ""]
+    if report.error:
+        lines += [f"**{(report.status or 'failed').capitalize()}:** {_cell(report.error)}", ""]
     if report.status:
         lines += [f"Status: {report.status}", ""]
     lines += ["### Startup memory plan", ""]
-    lines += _table(
+    lines += table(
         [
             "Profile", "Changes", "Startup", "Startup s", "Model load GiB", "Drafter",
             "CUDA graph est. GiB", "KV cache GiB", "KV cache tokens", "Max concurrency",
@@ -126,7 +126,7 @@ def render_markdown(report: MatrixReport) -> str:
         _startup_rows(report.profiles),
     )  # fmt: skip
     lines += ["", "### Workloads", ""]
-    lines += _table(
+    lines += table(
         [
             "Profile", "Workload", "Outcome", "Requests", "Errors", "Timeouts", "p50 s", "p95 s",
             "Max s", "> 30 s", "Max prompt tokens", "Malformed tool calls", "Kernel events",
@@ -134,7 +134,7 @@ def render_markdown(report: MatrixReport) -> str:
         _workload_rows(report.profiles),
     )  # fmt: skip
     lines += ["", "### Host telemetry inside each workload window", ""]
-    lines += _table(
+    lines += table(
         [
             "Profile", "Workload", "Samples", "Min MemAvailable GiB", "Max used GiB",
             "Max swap GiB", "Max PSI full avg10",
@@ -142,14 +142,30 @@ def render_markdown(report: MatrixReport) -> str:
         _telemetry_rows(report.profiles),
     )  # fmt: skip
     lines += ["", "### Verdicts", ""]
-    lines += _table(
+    lines += table(
         ["Profile", "Verdict", "Reasons", "Guard firings"],
         [
             [_cell(p.label), _cell(p.verdict), _cell("; ".join(p.reasons) or None), _guard(p)]
             for p in report.profiles
         ],
     )
+    lines += summary_lines(report.summary, report.events)
     return "\n".join(lines) + "\n"
+
+
+class MatrixReportOut(OutModel):
+    """A run's report as :func:`render_json` writes it (and runs store it): one entry in
+    ``profiles`` per profile x repetition, with the fields of
+    :class:`collector.matrix.results.ProfileReport` and its ``label``."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    host: str
+    run_id: str | int | None
+    status: str | None
+    started_at: float | None
+    ended_at: float | None
+    profiles: list[dict[str, Any]]
 
 
 def render_json(report: MatrixReport) -> dict[str, Any]:

@@ -36,6 +36,9 @@ class ProfileReport:
     - `telemetry`: workload name → `windowed_telemetry(samples, start, end)`.
     - `guard`: the agent guard inside the profile's window: {"fired": n, "dry_run": n (matches
       that would have fired), "rules": [rule, ...]}; a profile that needed the guard fails.
+    - `freeze`: {"incident_id", "kind", "resolution", "during"} when the host froze.
+    - `reboot`: the cold boot before it, {"from_boot_id", "to_boot_id", "boot_s", "outcome"}.
+    - `interrupted`: a collector restart cut it short (left out of the campaign's N).
     """
 
     profile: str
@@ -51,6 +54,9 @@ class ProfileReport:
     guard: dict[str, Any] = field(default_factory=dict)
     verdict: str | None = None
     reasons: list[str] = field(default_factory=list)
+    freeze: dict[str, Any] | None = None
+    reboot: dict[str, Any] | None = None
+    interrupted: bool = False
 
     @property
     def label(self) -> str:
@@ -59,7 +65,8 @@ class ProfileReport:
 
 @dataclass
 class MatrixReport:
-    """A matrix run's results: one ProfileReport per profile x repetition, in run order."""
+    """A matrix run's results: one ProfileReport per profile x repetition, in run order;
+    `error` says why a failed run failed; `summary` is `summary.summarize` across repetitions."""
 
     name: str
     host: str
@@ -67,7 +74,10 @@ class MatrixReport:
     status: str | None = None
     started_at: float | None = None
     ended_at: float | None = None
+    error: str | None = None
     profiles: list[ProfileReport] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,18 +93,21 @@ class WorkloadResult:
     """Summary figures of one workload run; `figures()` is what reports and gates read.
 
     `errors` counts failed requests (HTTP non-2xx, transport errors, unreadable bodies and
-    timeouts); `timeouts` is the subset that hit `request_timeout_s`. Latency figures cover every
-    request that ended (timeouts at their timeout), not cancelled ones.
+    timeouts); `timeouts` is the subset that hit `request_timeout_s`; `cut_by_freeze` the
+    requests in flight when the host froze (not errors). Latency figures cover every request
+    that ended (timeouts at their timeout), not cancelled or cut ones.
     """
 
     name: str
     kind: str = "tool_conversation"
-    outcome: str = "ok"  # ok | failed | cancelled
+    outcome: str = "ok"  # ok | failed | cancelled | host_froze
     started_at: float | None = None
     ended_at: float | None = None
     requests: int = 0
     errors: int = 0
     timeouts: int = 0
+    cut_by_freeze: int = 0
+    conversations: int = 0
     latency_median_s: float | None = None
     latency_p95_s: float | None = None
     latency_max_s: float | None = None

@@ -1,4 +1,5 @@
-"""Cron schedules of matrix specs (soak runs): APScheduler jobs that queue a run per firing."""
+"""Cron schedules of matrix specs (soak runs): APScheduler jobs that queue a run per firing;
+and the job that has the runner pick up runs whose collector stopped."""
 
 from __future__ import annotations
 
@@ -57,3 +58,16 @@ def register_matrix_schedules(
     for schedule_id, cron in schedules:
         schedule_job(scheduler, factory, runner, schedule_id, cron)
     return len(schedules)
+
+
+def register_pickup(scheduler: BaseScheduler, runner: MatrixRunner, *, every_s: float) -> None:
+    """Every ``every_s``: queued runs and runs nobody drives (an expired lease) get a worker."""
+    scheduler.add_job(
+        runner.pick_up_work,
+        "interval",
+        seconds=every_s,
+        id="matrix-pickup",
+        replace_existing=True,
+        max_instances=1,
+        coalesce=True,
+    )

@@ -1,7 +1,8 @@
 """The matrix spec: what to launch on the host, which profiles to vary, which workloads and gates.
 
 ``load_spec`` accepts YAML or JSON (text or a file path) and raises ``SpecError`` whose message
-names every offending field by its dotted path (``profiles.C.remove.0: ...``).
+names every offending field by its dotted path (``profiles.C.remove.0: ...``). The parts
+(launchers, cold start, workloads, gates) live in ``collector.matrix.spec_parts``.
 """
 
 from __future__ import annotations
@@ -9,80 +10,50 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import yaml
 from apscheduler.triggers.cron import CronTrigger
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+
+from collector.matrix.flags import flag_key, flag_names, flag_value
+from collector.matrix.spec_parts import (
+    DEFAULT_DROP_CACHES,
+    DEFAULT_REBOOT,
+    NAME,
+    ColdStart,
+    ColdStartOverride,
+    CommandLauncher,
+    CommandWorkloadSpec,
+    DockerLauncher,
+    Gates,
+    Launcher,
+    Model,
+    ToolConversationSpec,
+    Workload,
+    check_env,
 )
 
-from agent.kernel.classify import EVENT_KINDS
-from collector.matrix.flags import flag_key, flag_names, flag_value
-
-KernelKind = Literal[EVENT_KINDS]  # type: ignore[valid-type]
-
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-DEFAULT_DROP_CACHES = ["sudo", "-n", "sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"]
+__all__ = [
+    "DEFAULT_DROP_CACHES",
+    "DEFAULT_REBOOT",
+    "ColdStart",
+    "CommandLauncher",
+    "CommandWorkloadSpec",
+    "DockerLauncher",
+    "Gates",
+    "MatrixSpec",
+    "Profile",
+    "SpecError",
+    "ToolConversationSpec",
+    "load_spec",
+    "parse_spec_text",
+    "validate_spec",
+]
 
 
 class SpecError(ValueError):
     """A matrix spec that does not parse or validate; the message lists field paths."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-def _check_env(env: dict[str, Any]) -> dict[str, Any]:
-    for key in env:
-        if not _ENV_NAME.match(key):
-            raise ValueError(f"invalid environment variable name {key!r}")
-    return env
-
-
-class DockerLauncher(_Model):
-    """Start the server as ``docker run ... <image> -lc "<serve command>"`` (NemoClaw's way)."""
-
-    type: Literal["docker"] = "docker"
-    image: str = Field(min_length=1)
-    container_name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    pull: str | None = "never"
-    restart: str | None = "unless-stopped"
-    gpus: str | None = "all"
-    ipc: str | None = "host"
-    volumes: list[str] = []
-    env: dict[str, str] = {}
-    labels: dict[str, str] = {}
-    port: int = Field(default=8000, ge=1, le=65535)
-    host_port: int | None = Field(default=None, ge=1, le=65535)
-    extra_args: list[str] = []
-    entrypoint: str | None = "/bin/bash"
-    # With shell_wrap the serve argv (and `pre`) becomes one `-lc` string after the image.
-    shell_wrap: bool = True
-
-    _env = field_validator("env")(_check_env)
-
-    @property
-    def published_port(self) -> int:
-        return self.host_port or self.port
-
-
-class CommandLauncher(_Model):
-    """Start the server as a plain process (the runner puts it in its own process group)."""
-
-    type: Literal["command"] = "command"
-    env: dict[str, str] = {}
-    cwd: str | None = None
-
-    _env = field_validator("env")(_check_env)
 
 
 def _check_flag(flag: str) -> str:
@@ -93,10 +64,8 @@ def _check_flag(flag: str) -> str:
 
 FlagName = Annotated[str, AfterValidator(_check_flag)]
 
-Launcher = Annotated[DockerLauncher | CommandLauncher, Field(discriminator="type")]
 
-
-class Profile(_Model):
+class Profile(Model):
     """One variation of the base args: drop flags, replace values, append args, change env."""
 
     description: str = ""
@@ -105,70 +74,16 @@ class Profile(_Model):
     add: list[str] = []
     # None unsets a variable the launcher or base sets.
     env: dict[str, str | None] = {}
+    # e.g. {reboot: true}: this profile's starts are colder (or warmer) than the spec's.
+    cold_start: ColdStartOverride | None = None
 
-    _env = field_validator("env")(_check_env)
-
-
-class ColdStart(_Model):
-    """Stop and remove the previous server first; dropping the page cache is opt-in (root)."""
-
-    enabled: bool = True
-    drop_caches: bool = False
-    drop_caches_argv: list[str] = Field(default_factory=lambda: list(DEFAULT_DROP_CACHES))
+    _env = field_validator("env")(check_env)
 
 
-class ToolConversationSpec(_Model):
-    """Deterministic growing tool-call conversation against ``/v1/chat/completions``."""
-
-    type: Literal["tool_conversation"] = "tool_conversation"
-    name: str = Field(default="tool_conversation", pattern=_NAME)
-    seed: int = 0
-    sessions: int = Field(default=1, ge=1, le=64)
-    target_prompt_tokens: int = Field(default=65536, ge=1)
-    max_turns: int = Field(default=200, ge=1)
-    request_timeout_s: float = Field(default=360.0, gt=0)
-    tool_result_bytes: int = Field(default=4096, ge=64)
-    max_tool_retries: int = Field(default=2, ge=0)
-    max_error_retries: int = Field(default=2, ge=0)
-    max_tokens: int = Field(default=512, ge=1)
-    temperature: float = Field(default=0.0, ge=0)
-    slow_request_s: float = Field(default=30.0, gt=0)
-    # None: the served model name derived from base_args.
-    model: str | None = None
-    # None: derived from the server's port on the host (the runner may forward it).
-    base_url: str | None = None
-
-
-class CommandWorkloadSpec(_Model):
-    """A shell workload run on the host (e.g. a real agent framework's workflow)."""
-
-    type: Literal["command"] = "command"
-    name: str = Field(pattern=_NAME)
-    argv: list[str] = Field(min_length=1)
-    timeout_s: float = Field(default=3600.0, gt=0)
-    env: dict[str, str] = {}
-    output_tail_bytes: int = Field(default=8192, ge=0)
-
-    _env = field_validator("env")(_check_env)
-
-
-Workload = Annotated[ToolConversationSpec | CommandWorkloadSpec, Field(discriminator="type")]
-
-
-class Gates(_Model):
-    """Thresholds that turn a profile's results into PASS/FAIL; None disables a gate."""
-
-    fail_on_kernel: list[KernelKind] = ["nv_err", "xid", "gsp", "uvm"]
-    min_mem_available_gib: float | None = Field(default=None, ge=0)
-    max_p95_latency_s: float | None = Field(default=None, gt=0)
-    max_errors: int | None = Field(default=None, ge=0)
-    max_malformed_tool_calls: int | None = Field(default=None, ge=0)
-
-
-class MatrixSpec(_Model):
+class MatrixSpec(Model):
     """A complete matrix: base launch x profiles x repetitions, workloads and gates."""
 
-    name: str = Field(default="matrix", pattern=_NAME)
+    name: str = Field(default="matrix", pattern=NAME)
     host: str = Field(min_length=1)
     launcher: Launcher
     base_args: list[str] = Field(min_length=1)
@@ -183,6 +98,9 @@ class MatrixSpec(_Model):
     gates: Gates = Gates()
     schedule: str | None = None
     abort_on_failure: bool = False
+    # After a freeze: how long to wait for the host to come back, and whether to stop there.
+    freeze_wait_s: float = Field(default=1800.0, gt=0)
+    abort_on_freeze: bool = False
 
     @field_validator("cold_start", mode="before")
     @classmethod
@@ -193,7 +111,7 @@ class MatrixSpec(_Model):
     @classmethod
     def _profile_names(cls, profiles: dict[str, Profile]) -> dict[str, Profile]:
         for name in profiles:
-            if not re.match(_NAME, name):
+            if not re.match(NAME, name):
                 raise ValueError(f"invalid profile name {name!r} (letters, digits, _.+-)")
         return profiles
 
@@ -219,6 +137,14 @@ class MatrixSpec(_Model):
                         f"profiles.{pname}.remove.{i}: {flag} is not in base_args "
                         "(a typo would make this profile identical to the base)"
                     )
+        for where, when in [("cold_start", self.cold_start.reboot)] + [
+            (f"profiles.{p}.cold_start", prof.cold_start.reboot)
+            for p, prof in self.profiles.items()
+            if prof.cold_start is not None
+        ]:
+            late = [r for r in when or [] if r > self.repeat] if isinstance(when, list) else []
+            if late:
+                problems.append(f"{where}.reboot: repetitions {late} beyond repeat {self.repeat}")
         names = [w.name for w in self.workloads]
         for name in {n for n in names if names.count(n) > 1}:
             problems.append(f"workloads: duplicate workload name {name!r}")
@@ -233,6 +159,18 @@ class MatrixSpec(_Model):
             return self.launcher.published_port
         value = flag_value(self.base_args, "--port")
         return int(value) if value and value.isdigit() else 8000
+
+    def cold_start_for(self, profile: str) -> ColdStart:
+        """The spec's cold start with the profile's overrides applied."""
+        override = self.profiles[profile].cold_start
+        if override is None:
+            return self.cold_start
+        changes = override.model_dump(exclude_none=True)
+        return ColdStart.model_validate({**self.cold_start.model_dump(), **changes})
+
+    def reboots(self, profile: str, repetition: int) -> bool:
+        """Does this profile x repetition start with a reboot of the host?"""
+        return self.cold_start_for(profile).reboots(repetition)
 
     @property
     def effective_health_url(self) -> str:

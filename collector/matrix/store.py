@@ -12,14 +12,33 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from collector.errors import Conflict, NotFound
+from collector.errors import BadRequest, Conflict, NotFound, Unprocessable
 from collector.hosts.registry import get_host
 from collector.matrix.argv import stop_argv
 from collector.matrix.collect import build_report
 from collector.matrix.report import render_json
 from collector.matrix.spec import MatrixSpec
 from collector.models import ACTIVE_RUNS, Host, MatrixRun, MatrixSchedule, MatrixStep, RunStatus
+from collector.remote.targets import require_ssh_target
+from collector.schemas import OutModel
 from collector.timeutil import to_epoch
+
+
+def require_runnable(session: Session, *, spec: MatrixSpec) -> Host:
+    """The spec's host, able to run it: registered (else 404), with SSH settings and a
+    trusted host key (else 422 saying how to add them)."""
+    host = get_host(session, name=spec.host)
+    try:
+        require_ssh_target(host)
+    except BadRequest as exc:
+        raise Unprocessable(exc.detail) from None
+    if not host.ssh_host_key:
+        raise Unprocessable(
+            f"host {host.name!r} has no trusted SSH host key: run `freezewatch-collector "
+            f"add-host {host.name} --update --trust-host-key` (or PATCH /api/v1/hosts/"
+            f'{host.name} {{"trust_host_key": true}})'
+        )
+    return host
 
 
 def create_run(
@@ -84,32 +103,6 @@ def cancel_requested(session: Session, *, run_id: int) -> bool:
     return bool(session.scalar(select(MatrixRun.cancel_requested).where(MatrixRun.id == run_id)))
 
 
-def claim_next(session: Session, *, host_id: int, now: datetime) -> int | None:
-    """Move the oldest queued run of the host to `running`; its id, or None."""
-    ids = session.scalars(
-        select(MatrixRun.id)
-        .where(MatrixRun.host_id == host_id, MatrixRun.status == RunStatus.QUEUED)
-        .order_by(MatrixRun.id)
-    ).all()
-    for run_id in ids:
-        claimed = session.execute(
-            update(MatrixRun)
-            .where(MatrixRun.id == run_id, MatrixRun.status == RunStatus.QUEUED)
-            .values(status=RunStatus.RUNNING, started_at=now)
-        )
-        if claimed.rowcount == 1:
-            return run_id
-    return None
-
-
-def hosts_with_queued_runs(session: Session) -> list[int]:
-    return list(
-        session.scalars(
-            select(MatrixRun.host_id).where(MatrixRun.status == RunStatus.QUEUED).distinct()
-        )
-    )
-
-
 def finish_run(
     session: Session,
     *,
@@ -124,19 +117,15 @@ def finish_run(
     run.ended_at = now
     run.report = report
     run.error = error
+    run.lease_owner = run.lease_until = None
     session.flush()
 
 
-def mark_interrupted(session: Session, *, now: datetime) -> list[int]:
-    """At startup: runs still `running` were cut off by a restart; their ids."""
-    ids = list(session.scalars(select(MatrixRun.id).where(MatrixRun.status == RunStatus.RUNNING)))
-    if ids:
-        session.execute(
-            update(MatrixRun)
-            .where(MatrixRun.id.in_(ids))
-            .values(status=RunStatus.INTERRUPTED, ended_at=now, error="collector restarted")
-        )
-    return ids
+def record_event(session: Session, *, run_id: int, event: dict[str, Any]) -> None:
+    """Append to the run's campaign events (freezes, power cycles, resumes)."""
+    run = get_run(session, run_id=run_id)
+    run.events = [*(run.events or []), event]
+    session.flush()
 
 
 def save_schedule(session: Session, *, spec: MatrixSpec, preset: str | None) -> MatrixSchedule:
@@ -176,48 +165,89 @@ def enqueue_scheduled(session: Session, *, schedule_id: int) -> MatrixRun | None
     return create_run(session, spec=spec, preset=schedule.preset, schedule_id=schedule_id)
 
 
-def run_summary(run: MatrixRun, host: Host | None = None) -> dict[str, Any]:
-    return {
-        "id": run.id,
-        "name": run.name,
-        "host": host.name if host is not None else run.spec.get("host"),
-        "preset": run.preset,
-        "status": run.status,
-        "created_at": to_epoch(run.created_at),
-        "started_at": to_epoch(run.started_at),
-        "ended_at": to_epoch(run.ended_at),
-        "cancel_requested": run.cancel_requested,
-        "error": run.error,
-        "schedule_id": run.schedule_id,
-    }
+class LeaseOut(OutModel):
+    """Which collector process drives the run, and until when its lease holds."""
+
+    owner: str
+    until: float | None
 
 
-def step_dict(step: MatrixStep) -> dict[str, Any]:
-    return {
-        "profile": step.profile,
-        "repetition": step.repetition,
-        "kind": step.kind,
-        "name": step.name,
-        "started_at": step.started_at,
-        "ended_at": step.ended_at,
-        "outcome": step.outcome,
-        "detail": step.detail,
-    }
+class RunSummary(OutModel):
+    """A matrix run: its spec's name and host, lifecycle instants, how it ended."""
+
+    id: int
+    name: str
+    host: str | None
+    preset: str | None
+    status: RunStatus
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    cancel_requested: bool
+    error: str | None
+    schedule_id: int | None
+    # What happened to the campaign beyond its steps: freezes, power cycles, resumes.
+    events: list[dict[str, Any]]
+    # The collector process driving the run, while one does.
+    lease: LeaseOut | None
+
+    @classmethod
+    def of(cls, run: MatrixRun, host: Host | None = None) -> RunSummary:
+        return cls.model_validate(
+            {
+                "id": run.id,
+                "name": run.name,
+                "host": host.name if host is not None else run.spec.get("host"),
+                "preset": run.preset,
+                "status": run.status,
+                "created_at": to_epoch(run.created_at),
+                "started_at": to_epoch(run.started_at),
+                "ended_at": to_epoch(run.ended_at),
+                "cancel_requested": run.cancel_requested,
+                "error": run.error,
+                "schedule_id": run.schedule_id,
+                "events": run.events or [],
+                "lease": {"owner": run.lease_owner, "until": to_epoch(run.lease_until)}
+                if run.lease_owner
+                else None,
+            }
+        )
+
+
+class StepOut(OutModel):
+    """One recorded step of a run (stop, start, health, a workload, ...); epoch seconds."""
+
+    profile: str
+    repetition: int
+    kind: str
+    name: str
+    started_at: float
+    ended_at: float | None
+    outcome: str | None
+    detail: dict[str, Any]
+
+
+class Progress(OutModel):
+    """Steps ended (``done``) of those planned (``total``, never below ``done``)."""
+
+    done: int
+    total: int
 
 
 def planned_steps(spec: MatrixSpec) -> int:
-    """How many steps the runner records for the spec when nothing fails (see
-    `MatrixRunner._run_profile`): cold-start stops, start, health, workloads, stop."""
-    per_profile = 3 + len(spec.workloads)
-    if spec.cold_start.enabled and stop_argv(spec):
-        per_profile += 1
-    if spec.cold_start.enabled and spec.cold_start.drop_caches:
-        per_profile += 1
-    return per_profile * len(spec.profiles) * spec.repeat
+    """How many steps the runner records for the spec when nothing fails or freezes (see
+    `ProfileSteps.run_profile`): a reboot, cold-start stops, start, health, workloads, stop."""
+    total = 0
+    for profile in spec.profiles:
+        cold = spec.cold_start_for(profile)
+        per_unit = 3 + len(spec.workloads)
+        per_unit += bool(cold.enabled and stop_argv(spec)) + bool(cold.enabled and cold.drop_caches)
+        total += sum(per_unit + spec.reboots(profile, rep) for rep in range(1, spec.repeat + 1))
+    return total
 
 
-def progress(session: Session, runs: list[MatrixRun]) -> dict[int, dict[str, int]]:
-    """Per run id: ``done`` (steps ended) of ``total`` (planned; never below done)."""
+def progress(session: Session, runs: list[MatrixRun]) -> dict[int, Progress]:
+    """Per run id: its progress."""
     if not runs:
         return {}
     done = dict(
@@ -234,7 +264,7 @@ def progress(session: Session, runs: list[MatrixRun]) -> dict[int, dict[str, int
         except ValueError:  # a spec stored by an older version: count what is there
             total = 0
         ended = int(done.get(run.id, 0))
-        out[run.id] = {"done": ended, "total": max(total, ended)}
+        out[run.id] = Progress.model_validate({"done": ended, "total": max(total, ended)})
     return out
 
 

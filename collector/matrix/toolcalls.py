@@ -140,7 +140,7 @@ def tool_result(seed: int, session: int, turn: int, index: int, size: int) -> st
 def check_tool_calls(message: dict[str, Any] | None) -> dict[str, Any]:
     """Validity of an assistant message's tool calls, as one JSON-able record."""
     calls = (message or {}).get("tool_calls") or []
-    check = {
+    check: dict[str, Any] = {
         "calls": len(calls) if isinstance(calls, list) else 0,
         "id_present": True,
         "name_declared": True,
@@ -160,7 +160,8 @@ def check_tool_calls(message: dict[str, Any] | None) -> dict[str, Any]:
         return check
     for call in calls:
         call = call if isinstance(call, dict) else {}
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        declared = call.get("function")
+        function: dict[str, Any] = declared if isinstance(declared, dict) else {}
         name = function.get("name")
         check["names"].append(name)
         if not isinstance(call.get("id"), str) or not call["id"]:

@@ -4,6 +4,11 @@
 against an OpenAI-compatible ``/v1/chat/completions``, writes one JSONL record per request and
 fsyncs it before that session's next request, and returns a ``WorkloadResult``. Cancel it from
 any thread with the ``threading.Event`` it was given: in-flight requests are abandoned at once.
+When the ``freeze`` event is set too (the host froze), those requests are recorded as cut by
+the freeze (``cut_by_freeze``), not as errors, and the outcome is ``host_froze``.
+
+With ``duration_s`` (a soak) each session runs conversation after conversation until the time
+is up: one that reaches ``target_prompt_tokens`` or ``max_turns`` starts a fresh one.
 """
 
 from __future__ import annotations
@@ -16,12 +21,12 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from collector.matrix.chat_request import Reply, post_chat
 from collector.matrix.results import WorkloadResult, percentile
 from collector.matrix.spec import ToolConversationSpec
 from collector.matrix.toolcalls import (
@@ -34,16 +39,9 @@ from collector.matrix.toolcalls import (
     user_prompt,
 )
 
-CHAT_PATH = "/v1/chat/completions"
-
-
-@dataclass
-class _Reply:
-    status: int | None = None
-    body: dict[str, Any] | None = None
-    error: str | None = None
-    timeout: bool = False
-    cancelled: bool = False
+# Why a conversation ended and the next one (of a soak) may start.
+FINISHED = ("target_prompt_tokens", "max_turns")
+DURATION = "duration"
 
 
 class ToolConversation:
@@ -57,6 +55,7 @@ class ToolConversation:
         model: str,
         jsonl_path: Path,
         cancel: threading.Event | None = None,
+        freeze: threading.Event | None = None,
         tags: dict[str, Any] | None = None,
         transport: httpx.BaseTransport | None = None,
         clock: Callable[[], float] = time.time,
@@ -68,6 +67,7 @@ class ToolConversation:
         self.model = model
         self.jsonl_path = Path(jsonl_path)
         self.cancel = cancel or threading.Event()
+        self.freeze = freeze or threading.Event()
         self.tags = dict(tags or {})
         self._transport = transport
         self._clock = clock
@@ -99,16 +99,37 @@ class ToolConversation:
     def _session(self, session: int) -> None:
         try:
             with self._client() as client:
-                reason = self._converse(client, session)
+                reason = self._soak(client, session)
         except Exception as exc:  # one broken session must not take the others down
             reason = f"crashed: {exc!r}"
         self._stop_reasons[str(session)] = reason
 
-    def _converse(self, client: httpx.Client, session: int) -> str:
+    def _soak(self, client: httpx.Client, session: int) -> str:
+        """One conversation, or (with ``duration_s``) fresh ones until the time is up."""
+        duration = self.params.duration_s
+        if duration is None:
+            return self._converse(client, session, 0, None)
+        deadline = self._monotonic() + duration
+        conversation = 0
+        while True:
+            reason = self._converse(client, session, conversation, deadline)
+            if reason not in FINISHED:
+                return reason
+            if self._monotonic() >= deadline:
+                return DURATION
+            conversation += 1
+
+    def _converse(
+        self, client: httpx.Client, session: int, conversation: int, deadline: float | None
+    ) -> str:
         p = self.params
-        rng = random.Random(f"{p.seed}:{session}")
+        # Conversation 0 keeps the seed of a single conversation: same seed, same requests.
+        key = f"{p.seed}:{session}" + (f":{conversation}" if conversation else "")
+        rng = random.Random(key)
         messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}]
         for turn in range(1, p.max_turns + 1):
+            if deadline is not None and self._monotonic() >= deadline:
+                return DURATION
             name, args = choose_call(rng)
             messages.append({"role": "user", "content": user_prompt(turn, name, args)})
             tool_retries = error_retries = 0
@@ -117,7 +138,9 @@ class ToolConversation:
                 if self.cancel.is_set():
                     return "cancelled"
                 attempt += 1
-                reply, record = self._request(client, session, turn, attempt, messages)
+                reply, record = self._request(
+                    client, (session, conversation, turn, attempt), messages
+                )
                 if reply.cancelled:
                     return "cancelled"
                 if reply.error is not None:
@@ -157,12 +180,12 @@ class ToolConversation:
     def _request(
         self,
         client: httpx.Client,
-        session: int,
-        turn: int,
-        attempt: int,
+        where: tuple[int, int, int, int],
         messages: list[dict[str, Any]],
-    ) -> tuple[_Reply, dict[str, Any]]:
+    ) -> tuple[Reply, dict[str, Any]]:
+        """One request; ``where`` is (session, conversation, turn, attempt)."""
         p = self.params
+        session, conversation, turn, attempt = where
         body = json.dumps(
             {
                 "model": self.model,
@@ -176,7 +199,13 @@ class ToolConversation:
             sort_keys=True,
         ).encode()
         started, t0 = self._clock(), self._monotonic()
-        reply = self._post(client, body)
+        reply = post_chat(
+            client,
+            body,
+            timeout_s=p.request_timeout_s,
+            cancel=self.cancel,
+            monotonic=self._monotonic,
+        )
         latency = self._monotonic() - t0
         choice = ((reply.body or {}).get("choices") or [{}])[0]
         usage = (reply.body or {}).get("usage") or {}
@@ -185,6 +214,7 @@ class ToolConversation:
             **self.tags,
             "workload": p.name,
             "session": session,
+            "conversation": conversation,
             "turn": turn,
             "attempt": attempt,
             "started_at": started,
@@ -197,52 +227,13 @@ class ToolConversation:
             "error": reply.error,
             "timeout": reply.timeout,
             "cancelled": reply.cancelled,
+            "cut_by_freeze": reply.cancelled and self.freeze.is_set(),
             "tool_check": None if reply.error or reply.cancelled else check_tool_calls(message),
             "request_bytes": len(body),
             "request_sha256": hashlib.sha256(body).hexdigest(),
         }
         self._write(record)
         return reply, {**record, "_message": message}
-
-    def _post(self, client: httpx.Client, body: bytes) -> _Reply:
-        """POST with a hard total deadline, abandoning the request on cancel or timeout."""
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def work() -> None:
-            try:
-                box["response"] = client.post(
-                    CHAT_PATH, content=body, headers={"Content-Type": "application/json"}
-                )
-            except Exception as exc:
-                box["error"] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=work, daemon=True, name="tool-conv-request").start()
-        deadline = self._monotonic() + self.params.request_timeout_s
-        while not done.wait(min(0.05, max(0.0, deadline - self._monotonic()))):
-            if self.cancel.is_set():
-                return _Reply(cancelled=True)
-            if self._monotonic() >= deadline:
-                return _Reply(error="timeout", timeout=True)
-        if "error" in box:
-            exc = box["error"]
-            timed_out = isinstance(exc, httpx.TimeoutException)
-            return _Reply(error=f"{type(exc).__name__}: {exc}", timeout=timed_out)
-        response: httpx.Response = box["response"]
-        if response.status_code // 100 != 2:
-            return _Reply(
-                status=response.status_code,
-                error=f"HTTP {response.status_code}: {response.text[:300]}",
-            )
-        try:
-            parsed = response.json()
-        except ValueError:
-            return _Reply(status=response.status_code, error="response body is not JSON")
-        if not isinstance(parsed, dict):
-            return _Reply(status=response.status_code, error="response body is not an object")
-        return _Reply(status=response.status_code, body=parsed)
 
     def _write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, sort_keys=True) + "\n"
@@ -257,9 +248,11 @@ class ToolConversation:
         latencies = [r["latency_s"] for r in records if not r["cancelled"]]
         prompts = [r["prompt_tokens"] for r in records if r["prompt_tokens"] is not None]
         reasons = dict(sorted(self._stop_reasons.items()))
-        if self.cancel.is_set() or "cancelled" in reasons.values():
+        if self.freeze.is_set():
+            outcome = "host_froze"
+        elif self.cancel.is_set() or "cancelled" in reasons.values():
             outcome = "cancelled"
-        elif all(r in ("target_prompt_tokens", "max_turns") for r in reasons.values()):
+        elif all(r in (*FINISHED, DURATION) for r in reasons.values()):
             outcome = "ok"
         else:
             outcome = "failed"
@@ -271,6 +264,8 @@ class ToolConversation:
             requests=len(records),
             errors=sum(1 for r in records if r["error"] is not None),
             timeouts=sum(1 for r in records if r["timeout"]),
+            cut_by_freeze=sum(1 for r in records if r["cut_by_freeze"]),
+            conversations=len({(r["session"], r["conversation"]) for r in records}),
             latency_median_s=statistics.median(latencies) if latencies else None,
             latency_p95_s=percentile(latencies, 0.95),
             latency_max_s=max(latencies) if latencies else None,

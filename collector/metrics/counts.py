@@ -4,7 +4,6 @@ canary latency per channel, read at scrape time."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from sqlalchemy import func, select
@@ -129,15 +128,16 @@ def channels(session: Session, names: dict[int, str], *, now: float) -> Iterator
         )
     }
     for host_id, host in sorted(names.items(), key=lambda kv: kv[1]):
-        report: dict[str, dict[str, Any]] = canary_report(
+        report = canary_report(
             session, host_id=host_id, expect=(), now=now, window_s=CANARY_WINDOW_S
         )
-        for channel, figures in report.items():
+        for channel, canary in report.items():
+            figures = canary.model_dump()
             for quantile, key in (("0.5", "p50_ms"), ("0.99", "p99_ms")):
                 if figures.get(key) is not None:
                     latency.add_metric([host, channel, quantile], figures[key] / 1000.0)
             lost.add_metric([host, channel], float(figures.get("lost") or 0))
-        stats = netconsole_report(session, host_id=host_id)
+        stats = netconsole_report(session, host_id=host_id).model_dump()
         if stats["received"] or stats["lost_msgid"] or stats["incomplete"]:
             for key, family in netconsole.items():
                 family.add_metric([host], float(stats[key]))

@@ -201,7 +201,9 @@ def vllm(
             up.add_metric([h.name, endpoint], 1.0 if entry.get("health") == 200 else 0.0)
             if number(entry.get("health_ms")) is not None:
                 health.add_metric([h.name, endpoint], entry["health_ms"] / 1000.0)
-            for family, key in [*gauges, *counters]:
+            families: list[tuple[GaugeMetricFamily | CounterMetricFamily, str]]
+            families = [*gauges, *counters]
+            for family, key in families:
                 value = number(entry.get(key))
                 if value is not None:
                     family.add_metric([h.name, endpoint], float(value))

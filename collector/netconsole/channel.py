@@ -5,15 +5,40 @@ Started and stopped by the app's lifespan; routes reach it through ``deps``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.netconsole.allowlist import HostAllowlist
 from collector.netconsole.reassembly import Reassembler
 from collector.netconsole.receiver import DEFAULT_MAX_BACKLOG, DEFAULT_PORT, NetconsoleReceiver
 from collector.netconsole.store import NetconsoleStore
+from collector.schemas import OutModel
 from collector.settings import Settings
+
+
+class RcvbufOut(OutModel):
+    """The socket receive buffer asked for and what the kernel granted (bytes)."""
+
+    requested: int
+    granted: int
+
+
+class ChannelStatsOut(OutModel):
+    """The receiver's own counters since the collector started; ``store_queue`` is datagrams
+    received but not yet parsed and stored."""
+
+    listening: str | None
+    rcvbuf: RcvbufOut
+    datagrams: int
+    batches: int
+    records: int
+    unknown_senders: dict[str, int]
+    unknown_datagrams: int
+    persist_errors: int
+    store_errors: int
+    store_queue: int
+    reloaded: int
+    unparsed: int
+    pending_fragments: int
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
@@ -65,21 +90,23 @@ class NetconsoleChannel:
         """Stop receiving, then parse and store the backlog (incl. pending fragments)."""
         self.receiver.stop()
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> ChannelStatsOut:
         s = self.receiver.stats
         addr = self.receiver.address if self.receiver.running else None
-        return {
-            "listening": f"{addr[0]}:{addr[1]}" if addr else None,
-            "rcvbuf": {"requested": s.rcvbuf_requested, "granted": s.rcvbuf_granted},
-            "datagrams": s.datagrams,
-            "batches": s.batches,
-            "records": s.records,
-            "unknown_senders": dict(s.unknown),
-            "unknown_datagrams": sum(s.unknown.values()),
-            "persist_errors": s.persist_errors,
-            "store_errors": s.callback_errors,
-            "store_queue": s.backlog,  # datagrams received but not yet parsed and stored
-            "reloaded": s.reloaded,
-            "unparsed": s.unparsed,
-            "pending_fragments": self._reassembler.pending,
-        }
+        return ChannelStatsOut.model_validate(
+            {
+                "listening": f"{addr[0]}:{addr[1]}" if addr else None,
+                "rcvbuf": {"requested": s.rcvbuf_requested, "granted": s.rcvbuf_granted},
+                "datagrams": s.datagrams,
+                "batches": s.batches,
+                "records": s.records,
+                "unknown_senders": dict(s.unknown),
+                "unknown_datagrams": sum(s.unknown.values()),
+                "persist_errors": s.persist_errors,
+                "store_errors": s.callback_errors,
+                "store_queue": s.backlog,
+                "reloaded": s.reloaded,
+                "unparsed": s.unparsed,
+                "pending_fragments": self._reassembler.pending,
+            }
+        )

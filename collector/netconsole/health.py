@@ -6,19 +6,38 @@ channels brought counts once per channel, each with its own arrival time.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agent.canary import CANARY_PREFIX
 from collector.models import CHANNEL_AGENT, CHANNEL_NETCONSOLE, Line, NetconsoleStats
 from collector.netconsole.canary import CanaryStats, parse_canary
+from collector.schemas import OutModel
 
 CANARY_WINDOW_S = 3600.0
 # Channel names as the API shows them: the agent's kmsg reader, the kernel's netconsole.
 CHANNELS = (("kmsg", CHANNEL_AGENT, "agent_received_at"),
             ("netconsole", CHANNEL_NETCONSOLE, "netconsole_received_at"))  # fmt: skip
+
+
+class CanaryOut(OutModel):
+    """One channel's canaries: delivery latency quantiles (ms), and how many were lost and
+    received."""
+
+    p50_ms: float | None
+    p99_ms: float | None
+    lost: int
+    received: int
+
+
+class NetconsoleHostOut(OutModel):
+    """The receiver's counters for one host: records received, msgid gaps (net of late
+    arrivals), fragments never completed, last line's arrival."""
+
+    received: int
+    lost_msgid: int
+    incomplete: int
+    last_line_at: float | None
 
 
 def canary_report(
@@ -28,8 +47,8 @@ def canary_report(
     expect: tuple[str, ...] = ("kmsg",),
     now: float,
     window_s: float = CANARY_WINDOW_S,
-) -> dict[str, dict[str, Any]]:
-    """{channel: {p50_ms, p99_ms, lost, received}} over the canaries of the last ``window_s``.
+) -> dict[str, CanaryOut]:
+    """Each channel's canaries of the last ``window_s``, by channel name.
 
     Lists the channels in ``expect`` and any that brought a canary; a channel that should
     carry canaries but brought none shows them all lost.
@@ -56,25 +75,19 @@ def canary_report(
         top = n if top is None else max(top, n)
         arrivals = {"kmsg": agent_at, "netconsole": netconsole_at}
         for name, bit, _column in CHANNELS:
-            if channels & bit and arrivals[name] is not None:
-                stats.observe(name, n, sent, arrivals[name])
-    out: dict[str, dict[str, Any]] = {}
-    for name, _bit, _column in CHANNELS:
-        if name not in expect and name not in stats.channels():
-            continue
-        s = stats.summary(name)
-        out[name] = {"p50_ms": s.p50_ms, "p99_ms": s.p99_ms, "lost": s.lost, "received": s.received}
-    return out
+            arrival = arrivals[name]
+            if channels & bit and arrival is not None:
+                stats.observe(name, n, sent, arrival)
+    return {
+        name: CanaryOut.model_validate(stats.summary(name))
+        for name, _bit, _column in CHANNELS
+        if name in expect or name in stats.channels()
+    }
 
 
-def netconsole_report(session: Session, *, host_id: int) -> dict[str, Any]:
-    """{received, lost_msgid, incomplete, last_line_at} from the receiver's per-host counters."""
+def netconsole_report(session: Session, *, host_id: int) -> NetconsoleHostOut:
+    """The receiver's per-host counters (zero before its first record)."""
     row = session.get(NetconsoleStats, host_id)
     if row is None:
-        return {"received": 0, "lost_msgid": 0, "incomplete": 0, "last_line_at": None}
-    return {
-        "received": row.received,
-        "lost_msgid": row.lost_msgid,
-        "incomplete": row.incomplete,
-        "last_line_at": row.last_line_at,
-    }
+        return NetconsoleHostOut(received=0, lost_msgid=0, incomplete=0, last_line_at=None)
+    return NetconsoleHostOut.model_validate(row)

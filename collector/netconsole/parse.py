@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 _ESCAPE = re.compile(rb"\\x([0-9a-fA-F]{2})")
 _NCFRAG = re.compile(r"^(\d+)/(\d+)$")
@@ -74,12 +75,14 @@ def parse_datagram(raw: bytes) -> NetconsoleRecord:
     prefix, kseq, usec = (int(p) for p in parts[:3])
     fragment = None
     caller = None
-    for extra in parts[4:]:  # unknown fields are ignored, as the ABI asks
-        key, _, value = extra.partition("=")
+    for part in parts[4:]:  # unknown fields are ignored, as the ABI asks
+        key, _, value = part.partition("=")
         if key == "ncfrag" and (m := _NCFRAG.match(value)):
             fragment = (int(m.group(1)), int(m.group(2)))
         elif key == "caller":
             caller = value
+    fields: dict[str, str]
+    extra: dict[str, Any]
     if fragment is not None:
         text, fields, extra = unescape(body.split(b"\n", 1)[0]), {}, {}
     else:
@@ -97,7 +100,7 @@ def parse_datagram(raw: bytes) -> NetconsoleRecord:
         cont=parts[3] == "c",
         caller=caller,
         body=body,
-        **extra,  # type: ignore[arg-type]
+        **extra,
     )
 
 
@@ -107,11 +110,11 @@ def parse_body(header: NetconsoleRecord, body: bytes) -> NetconsoleRecord:
     return replace(header, text=text, fields=fields, fragment=None, body=body, **extra)
 
 
-def _parse_body(body: bytes) -> tuple[str, dict[str, str], dict[str, object]]:
+def _parse_body(body: bytes) -> tuple[str, dict[str, str], dict[str, Any]]:
     """(text, dictionary fields, typed userdata such as msgid/boot) of a complete body."""
     first, *rest = body.split(b"\n")
     fields: dict[str, str] = {}
-    extra: dict[str, object] = {}
+    extra: dict[str, Any] = {}
     text_tail: list[str] = []
     for line in rest:
         if not line.strip():
@@ -129,7 +132,7 @@ def _parse_body(body: bytes) -> tuple[str, dict[str, str], dict[str, object]]:
     return text, fields, extra
 
 
-def _assign(key: str, value: str, fields: dict[str, str], extra: dict[str, object]) -> None:
+def _assign(key: str, value: str, fields: dict[str, str], extra: dict[str, Any]) -> None:
     """Route a ``key=value`` line to its typed attribute, or to ``fields``."""
     if key in ("msgid", "cpu"):
         try:

@@ -97,7 +97,8 @@ class NetconsoleReceiver:
     def address(self) -> tuple[str, int]:
         """The bound (host, port); valid after ``start()`` (useful with port 0)."""
         assert self._sock is not None, "start() first"
-        return self._sock.getsockname()[:2]
+        host, port = self._sock.getsockname()[:2]
+        return str(host), int(port)
 
     @property
     def running(self) -> bool:
@@ -249,11 +250,12 @@ class NetconsoleReceiver:
             with self._work_ready:
                 if not self._work:
                     self._work_ready.wait(self._tick_s)
-                item = self._work.popleft() if self._work else False
+                waiting = bool(self._work)
+                item = self._work.popleft() if waiting else None
             try:
-                if item is None:
+                if waiting and item is None:
                     return
-                if item is not False:
+                if item is not None:
                     self._parse_item(item)
                 self._deliver(self._reassembler.flush_expired())
             except Exception:
@@ -273,7 +275,7 @@ class NetconsoleReceiver:
             if not rows:  # pruned or unreadable
                 break
             self.stats.reloaded += len(rows)
-            self._parse_batch([d for _, d in rows], count=False)
+            self._parse_batch([d for _, d in rows if d is not None], count=False)
             self._unqueue(min(len(rows), left))
             left -= len(rows)
             first = rows[-1][0] + 1

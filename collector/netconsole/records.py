@@ -21,7 +21,8 @@ class RawDatagram(NamedTuple):
 
 IdRange = tuple[int, int]  # first and last id of persisted datagrams, inclusive
 PersistRaw = Callable[[list[RawDatagram]], "IdRange | None"]
-LoadRaw = Callable[[int, int, int], list[tuple[int, RawDatagram]]]  # (first, last, limit)
+# (first, last, limit) -> (id, datagram); the datagram is None where its host was deleted since
+LoadRaw = Callable[[int, int, int], list[tuple[int, RawDatagram | None]]]
 
 
 @dataclass(frozen=True)

@@ -1,24 +1,62 @@
-"""The agent guard's firings by range, each with its actions' results once they arrived.
+"""The agent guard's firings by range (``GuardFiring``), each with its actions' results once
+they arrived.
 
 A firing (``guard_fired``, sent the moment a rule tripped) and its result (``guard_result``,
-sent when the actions ended) are two agent events joined by ``fire_id``. Shape, sorted by
-time: ``{"ts", "kind": "guard", "fire_id", "rule", "values", "phase", "dry_run", "actions",
-"results": [{"action", "ok", "detail", "ms"}] | null, "tripped_at", "text"}``; ``tripped_at``
-is the agent's clock when the rule tripped, ``text`` says it all in a line.
+sent when the actions ended) are two agent events joined by ``fire_id``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import BeforeValidator
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.models import AgentEvent
+from collector.schemas import (
+    OutModel,
+    ReportedList,
+    ReportedNumber,
+    ReportedObject,
+    ReportedScalar,
+    listed,
+)
 
 MAX_FIRINGS = 500
 # A result follows its firing by the actions' timeouts (a stop's grace, then a kill).
 RESULT_WITHIN_S = 900.0
+
+
+def _results(value: Any) -> list[Any] | None:
+    return None if value is None else [r for r in listed(value) if isinstance(r, dict)]
+
+
+class GuardActionResult(OutModel):
+    """How one of a firing's actions went, as the agent reported it (``ms`` it took)."""
+
+    action: ReportedScalar
+    ok: ReportedScalar
+    detail: ReportedScalar
+    ms: ReportedNumber
+
+
+class GuardFiring(OutModel):
+    """A guard rule that tripped (or matched, in dry-run): ``values`` the figures that tripped
+    it, ``actions`` what it ran (or would have), ``results`` how they went (null until they
+    arrived), ``tripped_at`` the agent's clock then, ``text`` all of it in a line."""
+
+    ts: float
+    kind: Literal["guard"]
+    fire_id: ReportedScalar
+    rule: ReportedScalar
+    values: ReportedObject
+    phase: ReportedScalar
+    dry_run: bool
+    actions: ReportedList
+    results: Annotated[list[GuardActionResult] | None, BeforeValidator(_results)]
+    tripped_at: ReportedNumber
+    text: str
 
 
 def firing_text(data: dict[str, Any]) -> str:
@@ -29,7 +67,7 @@ def firing_text(data: dict[str, Any]) -> str:
 
 def guard_firings(
     session: Session, *, host_id: int, since: float, until: float, limit: int = MAX_FIRINGS
-) -> list[dict[str, Any]]:
+) -> list[GuardFiring]:
     """The host's guard firings (dry-run matches included) with ``since <= ts <= until``."""
     fired = session.scalars(
         select(AgentEvent)
@@ -58,18 +96,20 @@ def guard_firings(
     for row in fired:
         data = row.data or {}
         out.append(
-            {
-                "ts": row.ts,
-                "kind": "guard",
-                "fire_id": data.get("fire_id"),
-                "rule": data.get("rule"),
-                "values": data.get("values") or {},
-                "phase": data.get("phase"),
-                "dry_run": bool(data.get("dry_run")),
-                "actions": data.get("actions") or [],
-                "results": results.get(str(data.get("fire_id"))),
-                "tripped_at": data.get("tripped_at"),
-                "text": firing_text(data),
-            }
+            GuardFiring.model_validate(
+                {
+                    "ts": row.ts,
+                    "kind": "guard",
+                    "fire_id": data.get("fire_id"),
+                    "rule": data.get("rule"),
+                    "values": data.get("values") or {},
+                    "phase": data.get("phase"),
+                    "dry_run": bool(data.get("dry_run")),
+                    "actions": data.get("actions") or [],
+                    "results": results.get(str(data.get("fire_id"))),
+                    "tripped_at": data.get("tripped_at"),
+                    "text": firing_text(data),
+                }
+            )
         )
     return out

@@ -1,16 +1,23 @@
-"""Reading samples and lines back: time ranges, filters, keyset pagination, the latest ones."""
+"""Reading samples and lines back: time ranges, filters, keyset pagination, the latest ones,
+quiet pages (without the noise a reader skips) and their one shape (``SampleOut``,
+``LineOut``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Annotated, Any, TypeVar
 
+from pydantic import AliasChoices, BeforeValidator, Field, TypeAdapter, ValidationError
 from sqlalchemy import and_, func, or_, select, tuple_
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import instance_dict
 from sqlalchemy.sql.expression import ColumnElement
 
 from agent.canary import CANARY_PREFIX
 from collector.errors import BadRequest
-from collector.models import KERNEL_SOURCES, Line, Sample
+from collector.models import KERNEL_SOURCES, Base, Line, Sample
+from collector.readback.timebase import to_agent
+from collector.schemas import AgentTime, OutModel, ReportedScalar, first_entry, on_collector_clock
 
 MAX_LIMIT = 10_000
 LAST_KERNEL_LINES = 20
@@ -34,46 +41,117 @@ def noise() -> ColumnElement[bool]:
     )
 
 
-def sample_dict(sample: Sample) -> dict[str, Any]:
-    return {
-        "seq": sample.seq,
-        "ts": sample.ts,
-        "received_at": sample.received_at,
-        "burst": sample.burst,
-        "mem_total": sample.mem_total,
-        "mem_available": sample.mem_available,
-        "mem_free": sample.mem_free,
-        "swap_used": sample.swap_used,
-        "psi_mem_some_avg10": sample.psi_mem_some_avg10,
-        "psi_mem_full_avg10": sample.psi_mem_full_avg10,
-        "psi_cpu_some_avg10": sample.psi_cpu_some_avg10,
-        "psi_io_some_avg10": sample.psi_io_some_avg10,
-        "psi_io_full_avg10": sample.psi_io_full_avg10,
-        "load1": sample.load1,
-        "gpu_util": sample.gpu_util,
-        "gpu_mem_used": sample.gpu_mem_used,
-        "gpu_power_w": sample.gpu_power_w,
-        "vllm_running": sample.vllm_running,
-        "vllm_waiting": sample.vllm_waiting,
-        "vllm_kv_usage": sample.vllm_kv_usage,
-        "data": sample.data,
-    }
+class SampleOut(OutModel):
+    """One stored sample: its typed columns, and the agent's whole sample as ``data``; ``ts``
+    on the host views' time base (``collector.readback.timebase``), ``agent_ts`` as the agent's
+    clock read it."""
+
+    seq: int
+    ts: AgentTime
+    agent_ts: float = Field(validation_alias=AliasChoices("ts"))
+    received_at: float
+    burst: bool
+    mem_total: int | None
+    mem_available: int | None
+    mem_free: int | None
+    swap_used: int | None
+    psi_mem_some_avg10: float | None
+    psi_mem_full_avg10: float | None
+    psi_cpu_some_avg10: float | None
+    psi_io_some_avg10: float | None
+    psi_io_full_avg10: float | None
+    load1: float | None
+    gpu_util: float | None
+    gpu_mem_used: int | None
+    gpu_power_w: float | None
+    vllm_running: float | None
+    vllm_waiting: float | None
+    vllm_kv_usage: float | None
+    data: dict[str, Any] | None
 
 
-def line_dict(line: Line) -> dict[str, Any]:
-    return {
-        "id": line.id,
-        "seq": line.seq,
-        "kseq": line.kseq,
-        "ts": line.ts,
-        "received_at": line.received_at,
-        "source": line.source,
-        "priority": line.priority,
-        "facility": line.facility,
-        "text": line.text,
-        "truncated": line.truncated,
-        "fields": line.fields,
-    }
+class LineOut(OutModel):
+    """One stored log line; ``truncated`` when it was cut at the wire's line limit; ``ts`` and
+    ``agent_ts`` as in ``SampleOut``."""
+
+    id: int
+    seq: int | None
+    kseq: int | None
+    ts: AgentTime
+    agent_ts: float = Field(validation_alias=AliasChoices("ts"))
+    received_at: float
+    source: str
+    priority: int | None
+    facility: int | None
+    text: str
+    truncated: bool
+    fields: dict[str, Any] | None
+
+
+def _first_vllm_health(data: dict[str, Any] | None) -> Any:
+    return first_entry((data or {}).get("vllm")).get("health")
+
+
+class LatestBrief(OutModel):
+    """The few latest figures the hosts overview shows (vLLM health from the first endpoint)."""
+
+    ts: float
+    mem_total: int | None
+    mem_available: int | None
+    swap_used: int | None
+    psi_mem_full_avg10: float | None
+    gpu_util: float | None
+    # Read from the sample's whole ``data``: the first vLLM endpoint's /health.
+    vllm_health: Annotated[ReportedScalar, BeforeValidator(_first_vllm_health)] = Field(
+        validation_alias="data"
+    )
+    vllm_running: float | None
+    vllm_waiting: float | None
+
+
+class RecentEvidence(OutModel):
+    """What an alert carries of a host's present: its newest sample and kernel lines."""
+
+    last_sample: SampleOut | None
+    kernel_lines: list[LineOut]
+
+
+T = TypeVar("T")
+SAMPLES = TypeAdapter(list[SampleOut])
+LINES = TypeAdapter(list[LineOut])
+
+
+def rows_out(adapter: TypeAdapter[list[T]], rows: Iterable[Base], offset: float = 0.0) -> list[T]:
+    """The rows validated from their loaded column values (the ORM's instance dict): half the
+    cost of reading each attribute through its descriptor, as ``from_attributes`` does, on
+    pages of thousands. A row with an attribute not loaded (expired) is read that way.
+    ``offset``: the host's clock offset, for the host views (``timebase.offset_s``)."""
+    rows = list(rows)
+    clock = on_collector_clock(offset)
+    try:
+        return adapter.validate_python([instance_dict(row) for row in rows], context=clock)
+    except ValidationError:
+        return adapter.validate_python(rows, from_attributes=True, context=clock)
+
+
+def samples_out(rows: Iterable[Sample], offset: float = 0.0) -> list[SampleOut]:
+    return rows_out(SAMPLES, rows, offset)
+
+
+def lines_out(rows: Iterable[Line], offset: float = 0.0) -> list[LineOut]:
+    return rows_out(LINES, rows, offset)
+
+
+def samples_json(rows: Iterable[Sample]) -> list[dict[str, Any]]:
+    """``SampleOut`` of each row as plain JSON data, to store or send (snapshots, alerts)."""
+    out: list[dict[str, Any]] = SAMPLES.dump_python(samples_out(rows), mode="json")
+    return out
+
+
+def lines_json(rows: Iterable[Line]) -> list[dict[str, Any]]:
+    """``LineOut`` of each row as plain JSON data, to store or send (snapshots, alerts)."""
+    out: list[dict[str, Any]] = LINES.dump_python(lines_out(rows), mode="json")
+    return out
 
 
 def latest_sample(session: Session, *, host_id: int) -> Sample | None:
@@ -90,7 +168,7 @@ def first_sample_ts(session: Session, *, host_id: int) -> float | None:
 
 def last_kernel_lines(
     session: Session, *, host_id: int, limit: int = LAST_KERNEL_LINES
-) -> list[dict[str, Any]]:
+) -> list[Line]:
     """The host's newest kernel lines (either channel), oldest first."""
     lines = session.scalars(
         select(Line)
@@ -98,7 +176,21 @@ def last_kernel_lines(
         .order_by(Line.ts.desc(), Line.id.desc())
         .limit(limit)
     )
-    return [line_dict(x) for x in lines][::-1]
+    return list(lines)[::-1]
+
+
+def latest_brief(session: Session, *, host_id: int) -> LatestBrief | None:
+    sample = latest_sample(session, host_id=host_id)
+    return None if sample is None else LatestBrief.model_validate(sample)
+
+
+def recent_evidence(session: Session, *, host_id: int) -> RecentEvidence:
+    return RecentEvidence.model_validate(
+        {
+            "last_sample": latest_sample(session, host_id=host_id),
+            "kernel_lines": last_kernel_lines(session, host_id=host_id),
+        }
+    )
 
 
 def list_samples(
@@ -108,9 +200,12 @@ def list_samples(
     since: float | None = None,
     until: float | None = None,
     limit: int = 1000,
+    offset: float = 0.0,
 ) -> list[Sample]:
-    """Samples in [since, until], oldest first; without ``since``, the newest ``limit``."""
+    """Samples in [since, until] (the collector's time base: ``offset`` is the host's clock
+    offset), oldest first; without ``since``, the newest ``limit``."""
     limit = _check_limit(limit)
+    since, until = to_agent(since, offset), to_agent(until, offset)
     query = select(Sample).where(Sample.host_id == host_id)
     if until is not None:
         query = query.where(Sample.ts <= until)
@@ -134,15 +229,18 @@ def list_lines(
     cursor: str | None = None,
     limit: int = 500,
     newest_first: bool = False,
+    offset: float = 0.0,
     quiet: bool = False,
 ) -> tuple[list[Line], str | None]:
     """Lines keyset-paginated on (ts, id), oldest first unless ``newest_first``; returns the
-    page and the cursor of the next one.
+    page and the cursor of the next one. [since, until] is on the collector's time base
+    (``offset``: the host's clock offset); the cursor is the agent's.
 
     ``min_priority`` is a syslog severity: 3 means "err and worse" (numerically <= 3);
     ``quiet`` leaves out :func:`noise`.
     """
     limit = _check_limit(limit)
+    since, until = to_agent(since, offset), to_agent(until, offset)
     query = select(Line).where(Line.host_id == host_id)
     if quiet:
         query = query.where(~noise())
@@ -178,10 +276,12 @@ def count_quieted(
     cursor: str | None,
     more: bool,
     newest_first: bool,
+    offset: float = 0.0,
 ) -> int:
     """How many :func:`noise` lines a quiet page of :func:`list_lines` left out between its
-    neighbours (the whole range once the page is the last), at most ``QUIETED_COUNT_CAP``."""
-    lo, hi = since, until
+    neighbours (the whole range once the page is the last), at most ``QUIETED_COUNT_CAP``;
+    [since, until] as in :func:`list_lines`."""
+    lo, hi = to_agent(since, offset), to_agent(until, offset)
     at = _parse_cursor(cursor)[0] if cursor else None
     edge = page[-1].ts if more and page else None
     if newest_first:

@@ -72,15 +72,21 @@ def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
     return shlex.join([*_GROUP_WRAPPER, *prefix, *argv])
 
 
-def kill_group_command(pgid: int, grace_s: float = DEFAULT_KILL_GRACE_S) -> str:
-    """Remote command: TERM the group, wait up to `grace_s` for it to go, then KILL it."""
+def kill_group_argv(pgid: int, grace_s: float = DEFAULT_KILL_GRACE_S) -> list[str]:
+    """Remote argv: TERM the group, wait up to `grace_s` for it to go, then KILL it (exit 0
+    also when the group is already gone)."""
     steps = max(1, int(grace_s * 10))
     script = (
         f"kill -s TERM -- -{int(pgid)} 2>/dev/null || exit 0; i=0; "
         f'while [ "$i" -lt {steps} ]; do kill -s 0 -- -{int(pgid)} 2>/dev/null || exit 0; '
         f"sleep 0.1; i=$((i+1)); done; kill -s KILL -- -{int(pgid)} 2>/dev/null; exit 0"
     )
-    return shlex.join(["sh", "-c", script])
+    return ["sh", "-c", script]
+
+
+def kill_group_command(pgid: int, grace_s: float = DEFAULT_KILL_GRACE_S) -> str:
+    """`kill_group_argv` as the string of one exec request."""
+    return shlex.join(kill_group_argv(pgid, grace_s))
 
 
 def kill_remote_group(

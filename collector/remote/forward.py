@@ -83,7 +83,8 @@ class _PortForward:
 
     def _pump(self, conn: socket.socket, chan: paramiko.Channel) -> None:
         while not self._stop.is_set():
-            readable, _, _ = select.select([conn, chan], [], [], 0.5)
+            watched: list[socket.socket | paramiko.Channel] = [conn, chan]
+            readable, _, _ = select.select(watched, [], [], 0.5)
             if conn in readable:
                 data = conn.recv(READ_CHUNK)
                 if not data:

@@ -111,6 +111,15 @@ class RemoteProcess:
         with contextlib.suppress(TimeoutError):
             self.wait(self._connect_timeout)
 
+    def abandon(self) -> None:
+        """Drop the connection without killing the group: its host froze or rebooted, so a
+        kill would hang (the group's pgid stays for a kill once the host is back)."""
+        self._client.close()
+        with contextlib.suppress(Exception):
+            self._chan.close()
+        with contextlib.suppress(TimeoutError):
+            self.wait(self._connect_timeout)
+
     def close(self) -> None:
         """Kill the group if it still runs, then drop the connection."""
         try:

@@ -36,6 +36,9 @@ PLAN_FIELDS = (
     "phases",
 )
 
+# Where a line is: (its stored ts, its line number, the log's own time text or None).
+Ctx = tuple[float | None, int | None, str | None]
+
 
 @dataclass
 class VllmFact:
@@ -185,9 +188,7 @@ class VllmLogParser:
         if m:
             plan.block_size = int(m.group(1) or m.group(2))
 
-    def _plan_line(
-        self, plan: StartupPlan, parsed: _Line, ctx: tuple, facts: list[VllmFact]
-    ) -> None:
+    def _plan_line(self, plan: StartupPlan, parsed: _Line, ctx: Ctx, facts: list[VllmFact]) -> None:
         msg = parsed.msg
         if "Initializing" in msg or "block_size" in msg:
             self._block_size(plan, msg)
@@ -222,7 +223,7 @@ class VllmLogParser:
         if fmt.STOPPED.search(msg) and plan.phase not in ("stopped", "failed", "crashed"):
             self._enter(plan, "stopped", ctx, facts)
 
-    def _profiling(self, plan: StartupPlan, msg: str, ctx: tuple, facts: list[VllmFact]) -> None:
+    def _profiling(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
         m = fmt.CG_ESTIMATE.search(msg)
         if m and plan.cuda_graph_estimate_gib is None:
             value = float(m.group(1))
@@ -247,7 +248,12 @@ class VllmLogParser:
             self._set(plan, "max_concurrency_tokens", int(_num(m.group(1))), ctx, facts)
 
     def _smaller(
-        self, plan: StartupPlan, name: str, value: float, ctx: tuple, facts: list[VllmFact]
+        self,
+        plan: StartupPlan,
+        name: str,
+        value: float,
+        ctx: Ctx,
+        facts: list[VllmFact],
     ) -> bool:
         """Keep ``value`` if it is the first or the smallest so far (tensor-parallel ranks)."""
         current = getattr(plan, name)
@@ -256,7 +262,7 @@ class VllmLogParser:
         self._set(plan, name, value, ctx, facts)
         return True
 
-    def _outcome(self, plan: StartupPlan, parsed: _Line, ctx: tuple, facts: list[VllmFact]) -> None:
+    def _outcome(self, plan: StartupPlan, parsed: _Line, ctx: Ctx, facts: list[VllmFact]) -> None:
         result = outcome_of(
             self._state,
             outcome=plan.outcome,
@@ -272,14 +278,14 @@ class VllmLogParser:
         self._state.root_cause = self._state.root_cause or result.root_cause
         facts.append(self._fact("outcome", {"outcome": plan.outcome, "error": plan.error}, ctx))
 
-    def _new_plan(self, ctx: tuple, facts: list[VllmFact]) -> StartupPlan:
+    def _new_plan(self, ctx: Ctx, facts: list[VllmFact]) -> StartupPlan:
         plan = StartupPlan(first_ts=ctx[0], first_line_no=ctx[1])
         self._plans.append(plan)
         self._state = OutcomeState()
         facts.append(self._fact("server_start", {}, ctx))
         return plan
 
-    def _enter(self, plan: StartupPlan, phase: str, ctx: tuple, facts: list[VllmFact]) -> None:
+    def _enter(self, plan: StartupPlan, phase: str, ctx: Ctx, facts: list[VllmFact]) -> None:
         if plan.phase == phase:
             return
         ts, line_no, log_time = ctx
@@ -287,16 +293,16 @@ class VllmLogParser:
         facts.append(self._fact("phase", {"phase": phase}, ctx))
 
     def _set(
-        self, plan: StartupPlan, name: str, value: Any, ctx: tuple, facts: list[VllmFact]
+        self, plan: StartupPlan, name: str, value: Any, ctx: Ctx, facts: list[VllmFact]
     ) -> None:
         setattr(plan, name, value)
         facts.append(self._fact("plan", {name: value}, ctx))
 
-    def _anomaly(self, plan: StartupPlan, text: str, ctx: tuple, facts: list[VllmFact]) -> None:
+    def _anomaly(self, plan: StartupPlan, text: str, ctx: Ctx, facts: list[VllmFact]) -> None:
         plan.anomalies.append(text)
         facts.append(self._fact("anomaly", {"anomaly": text}, ctx))
 
-    def _fact(self, kind: str, data: dict[str, Any], ctx: tuple) -> VllmFact:
+    def _fact(self, kind: str, data: dict[str, Any], ctx: Ctx) -> VllmFact:
         return VllmFact(kind, data, ctx[0], ctx[1], max(len(self._plans) - 1, 0))
 
 

@@ -2,26 +2,85 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from pydantic import ConfigDict
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.models import Host, HostEvent, VllmPhase, VllmStart
 from collector.readback.series import latest_sample
+from collector.schemas import OutModel, ReportedNumber, ReportedScalar
 from collector.vllm.store import PLAN_COLUMNS, PLAN_EXTRAS
 
-HEALTH_KEYS = (
-    "url",
-    "health",
-    "health_ms",
-    "running",
-    "waiting",
-    "kv_usage",
-    "preemptions",
-    "generation_tokens",
-    "error",
-)
+
+class EndpointHealth(OutModel):
+    """One vLLM endpoint in the latest sample, as the agent measured it: ``health`` the /health
+    HTTP status (null when nothing answered), the /metrics figures, ``error`` why not."""
+
+    url: ReportedScalar
+    health: ReportedScalar
+    health_ms: ReportedNumber
+    running: ReportedNumber
+    waiting: ReportedNumber
+    kv_usage: ReportedNumber
+    preemptions: ReportedNumber
+    generation_tokens: ReportedNumber
+    error: ReportedScalar
+
+
+class PhaseMark(OutModel):
+    phase: str
+    ts: float
+    line_id: int | None
+
+
+class VllmStartOut(OutModel):
+    """One server start: its startup plan (null where the log did not say), outcome, anomalies
+    and phase timeline."""
+
+    # Plan fields a newer parser adds still come through, untyped, until they are named here.
+    model_config = ConfigDict(extra="allow")
+    id: int
+    started_ts: float
+    phase: str | None
+    outcome: str
+    error: str | None
+    vllm_version: str | None
+    model_load_gib: float | None
+    model_load_s: float | None
+    drafter_loaded: bool
+    cuda_graph_estimate_gib: float | None
+    kv_cache_gib: float | None
+    kv_cache_tokens: int | None
+    max_concurrency: float | None
+    max_concurrency_tokens: int | None
+    cuda_graph_pool_actual_gib: float | None
+    cuda_graph_pool_estimated_gib: float | None
+    cuda_graph_capture_gib: ReportedNumber
+    cuda_graph_capture_s: ReportedNumber
+    init_engine_s: ReportedNumber
+    kv_cache_blocks: ReportedNumber
+    anomalies: list[str]
+    phases: list[PhaseMark]
+
+
+class VllmHealth(OutModel):
+    """Health from the latest sample (``sample_ts``) and whether the server looks hung."""
+
+    sample_ts: float | None
+    endpoints: list[EndpointHealth]
+    hung: bool
+    hung_since: ReportedNumber
+
+
+class VllmStatus(OutModel):
+    """A host's vLLM: current phase, health, the newest start's ``plan`` and ``plans``
+    (newest first)."""
+
+    host: str
+    phase: str | None
+    health: VllmHealth
+    plan: VllmStartOut | None
+    plans: list[VllmStartOut]
 
 
 def latest_vllm_phase(session: Session, *, host_id: int) -> str | None:
@@ -34,26 +93,24 @@ def latest_vllm_phase(session: Session, *, host_id: int) -> str | None:
     )
 
 
-def start_dict(start: VllmStart, phases: list[VllmPhase]) -> dict[str, Any]:
-    """One server start: its plan fields, outcome, anomalies and phase timeline."""
+def start_out(start: VllmStart, phases: list[VllmPhase]) -> VllmStartOut:
     plan = start.plan or {}
-    return {
-        "id": start.id,
-        "started_ts": start.started_ts,
-        "phase": start.phase,
-        "outcome": start.outcome,
-        "error": start.error,
-        **{name: getattr(start, name) for name in PLAN_COLUMNS},
-        **{name: plan.get(name) for name in PLAN_EXTRAS},
-        "anomalies": list(start.anomalies or []),
-        "phases": [
-            {"phase": p.phase, "ts": p.ts, "line_id": p.line_id}
-            for p in sorted(phases, key=lambda p: (p.ts, p.id))
-        ],
-    }
+    return VllmStartOut.model_validate(
+        {
+            "id": start.id,
+            "started_ts": start.started_ts,
+            "phase": start.phase,
+            "outcome": start.outcome,
+            "error": start.error,
+            **{name: getattr(start, name) for name in PLAN_COLUMNS},
+            **{name: plan.get(name) for name in PLAN_EXTRAS},
+            "anomalies": list(start.anomalies or []),
+            "phases": sorted(phases, key=lambda p: (p.ts, p.id)),
+        }
+    )
 
 
-def vllm_status(session: Session, *, host: Host, history: int = 20) -> dict[str, Any]:
+def vllm_status(session: Session, *, host: Host, history: int = 20) -> VllmStatus:
     """The /hosts/{name}/vllm document; ``plans`` newest first, ``plan`` is the newest."""
     starts = list(
         session.scalars(
@@ -67,12 +124,14 @@ def vllm_status(session: Session, *, host: Host, history: int = 20) -> dict[str,
     if starts:
         for phase in session.scalars(select(VllmPhase).where(VllmPhase.start_id.in_(phases))):
             phases[phase.start_id].append(phase)
-    plans = [start_dict(s, phases[s.id]) for s in starts]
+    plans = [start_out(s, phases[s.id]) for s in starts]
 
     sample = latest_sample(session, host_id=host.id)
     entries = (sample.data or {}).get("vllm") if sample is not None else None
     health = [
-        {key: e.get(key) for key in HEALTH_KEYS} for e in entries or [] if isinstance(e, dict)
+        {key: e.get(key) for key in EndpointHealth.model_fields}
+        for e in entries or []
+        if isinstance(e, dict)
     ]
     hang = session.scalars(
         select(HostEvent)
@@ -80,15 +139,17 @@ def vllm_status(session: Session, *, host: Host, history: int = 20) -> dict[str,
         .order_by(HostEvent.ts.desc(), HostEvent.id.desc())
         .limit(1)
     ).first()
-    return {
-        "host": host.name,
-        "phase": plans[0]["phase"] if plans else None,
-        "health": {
-            "sample_ts": sample.ts if sample is not None else None,
-            "endpoints": health,
-            "hung": hang is not None and hang.kind == "vllm_hung",
-            "hung_since": hang.data.get("since") if hang and hang.kind == "vllm_hung" else None,
-        },
-        "plan": plans[0] if plans else None,
-        "plans": plans,
-    }
+    return VllmStatus.model_validate(
+        {
+            "host": host.name,
+            "phase": plans[0].phase if plans else None,
+            "health": {
+                "sample_ts": sample.ts if sample is not None else None,
+                "endpoints": health,
+                "hung": hang is not None and hang.kind == "vllm_hung",
+                "hung_since": hang.data.get("since") if hang and hang.kind == "vllm_hung" else None,
+            },
+            "plan": plans[0] if plans else None,
+            "plans": plans,
+        }
+    )

@@ -27,7 +27,9 @@ REPLAY_LIMIT = 50_000
 StoredLine = tuple[int, float, str]  # (lines.id, ts, text)
 
 
-def vllm_lines(host_id: int, *, since: float, until: float | None = None) -> Select[Any]:
+def vllm_lines(
+    host_id: int, *, since: float, until: float | None = None
+) -> Select[int, float, str]:
     """(id, ts, text) of a host's vLLM lines from ``since`` on, in order: through the partial
     vLLM-lines index, not a walk of every kernel line in the window."""
     query = select(Line.id, Line.ts, Line.text).where(

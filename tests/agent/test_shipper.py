@@ -1,11 +1,15 @@
+import itertools
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agent.outbox import Outbox
 from agent.shipper import Shipper
 from agent.spool import Spool
 from agent.state import AgentState
-from agent.transport import Transport
+from agent.transport import Transport, Unavailable
+from agent.wire import MAX_RETRY_DELAY_S
 
 from .conftest import TOKEN, FakeCollector
 
@@ -20,7 +24,9 @@ class Clock:
         return self.now
 
 
-def make(tmp_path: Path, collector: FakeCollector) -> tuple[Shipper, Outbox, Clock]:
+def make(
+    tmp_path: Path, collector: FakeCollector, *, spool_bytes: int = 1 << 20
+) -> tuple[Shipper, Outbox, Clock]:
     outbox = Outbox()
     clock = Clock()
     shipper = Shipper(
@@ -28,7 +34,7 @@ def make(tmp_path: Path, collector: FakeCollector) -> tuple[Shipper, Outbox, Clo
         boot_id=BOOT,
         transport=Transport(collector.url, TOKEN, timeout=5),
         state=AgentState(tmp_path, "spark-01", BOOT),
-        spool=Spool(tmp_path / "spool", 1 << 20),
+        spool=Spool(tmp_path / "spool", spool_bytes),
         outbox=outbox,
         interval=3600.0,  # huge: anything shipped below was not waiting for the interval
         wall=lambda: 1764400000.0,
@@ -238,3 +244,94 @@ def test_replayed_batches_carry_the_sending_agent_and_its_boot(
     assert replayed["agent"]["boot_id"] == new_boot
     assert replayed["agent"]["started_at"] == 1764500000.0
     assert collector.batches[-1]["agent"] == replayed["agent"]
+
+
+def test_replay_is_coalesced_says_its_backlog_and_when_it_was_sent(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    shipper, outbox, clock = make(tmp_path, collector)
+    shipper.start()
+    collector.stop()
+    for k in range(1, 601):  # a 30 s outage at 20 lines/s: one spooled batch per line
+        outbox.put_line(line(k))
+        shipper.step(timeout=30)
+        clock.now += 0.05
+    assert len(collector.batches) == 1
+    collector.start()
+    clock.now += 10
+    outbox.put_line(line(601))
+    shipper.step(timeout=30)
+    replayed, live = collector.batches[1:-1], collector.batches[-1]
+    assert len(replayed) <= 2  # not 600 POSTs
+    assert [ln["kseq"] for b in replayed for ln in b["lines"]] == list(range(1, 601))
+    assert replayed[-1]["backlog"] == live["backlog"] == {"bytes": 0}
+    assert all(b["agent"]["sent_at"] == 1764400000.0 for b in replayed)
+
+
+def test_drops_are_reported_once_cumulatively_and_never_spooled(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    shipper, outbox, clock = make(tmp_path, collector, spool_bytes=64 * 1024)  # it must drop
+    shipper.start()
+    collector.stop()
+    for k in range(1, 1001):
+        outbox.put_line(line(k))
+        outbox.put_sample(sample())
+        shipper.step(timeout=30)
+        clock.now += 0.1
+    ledger = shipper.state.drops
+    assert ledger.totals["lines"] > 0 and ledger.pending()
+    clock.now += 2  # the ledger is saved at most once a second while drops happen
+    outbox.put_sample(sample())
+    shipper.step(timeout=30)
+    assert AgentState(tmp_path, "spark-01", BOOT).drops.totals == ledger.totals  # in state
+    collector.start()
+    clock.now += 10
+    shipper.step(timeout=0)
+    outbox.put_line(line(1001))
+    shipper.step(timeout=30)
+    (report,) = collector.events("spool_dropped")
+    data = report["data"]
+    assert {k: data[k] for k in ("samples", "lines", "events")} == ledger.totals
+    assert data["ledger"] == ledger.ledger and data["reasons"] == ["spool_full"]
+    assert data["first_ts"] == data["last_ts"] == 1764400000.0
+    kept = len(collector.kseqs[BOOT])
+    assert kept + data["lines"] == 1001  # every line stored or counted, none twice
+    assert not ledger.pending()
+    assert AgentState(tmp_path, "spark-01", BOOT).drops.reported == ledger.totals
+
+
+def test_a_refusing_port_is_retried_every_interval_a_silent_one_backs_off(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    shipper, outbox, clock = make(tmp_path, collector)
+    shipper.interval = 1.0
+    shipper.start()
+    collector.stop()  # the port now refuses
+    attempts = []
+    real = shipper.transport.post
+
+    def counting(batch: dict[str, Any]) -> dict[str, Any]:
+        attempts.append(clock.now)
+        return real(batch)
+
+    shipper.transport.post = counting  # type: ignore[method-assign]
+    for _ in range(40):
+        outbox.put_line(line(len(attempts) + 1))
+        shipper.step(timeout=30)
+        clock.now += 0.25
+    gaps = [b - a for a, b in itertools.pairwise(attempts)]
+    assert gaps and max(gaps) <= 1.0  # within an interval of the collector's return
+
+    def timing_out(batch: dict[str, Any]) -> dict[str, Any]:
+        attempts.append(clock.now)
+        raise Unavailable("timed out")
+
+    attempts.clear()
+    shipper.transport.post = timing_out  # type: ignore[method-assign]
+    for _ in range(200):
+        outbox.put_line(line(1))
+        shipper.step(timeout=30)
+        clock.now += 0.25
+    gaps = [b - a for a, b in itertools.pairwise(attempts)]
+    assert max(gaps) == pytest.approx(MAX_RETRY_DELAY_S, abs=0.3)

@@ -1,7 +1,9 @@
 import json
+from collections.abc import Callable
 from pathlib import Path
 
-from agent.state import SEQ_BLOCK, AgentState
+from agent.state import SEQ_BLOCK, AgentState, clock_floor
+from tests.support.tmpfs import fill
 
 BOOT = "4f0e7b3a-2c6d-4d1e-9a57-8b1f3c2e9d10"
 
@@ -43,7 +45,33 @@ def test_new_boot_starts_over_and_remembers_previous(tmp_path: Path) -> None:
     assert other.previous_boot_id == BOOT
 
 
-def test_corrupt_state_file_is_not_fatal(tmp_path: Path) -> None:
+def test_corrupt_state_file_is_not_fatal_and_reuses_no_seq(tmp_path: Path) -> None:
     (tmp_path / "state.json").write_text("{not json")
-    assert AgentState(tmp_path, "spark-01", BOOT).next_seq("lines") == 1
+    state = AgentState(tmp_path, "spark-01", BOOT, wall=lambda: 1764400000.0)
+    assert state.next_seq("lines") == clock_floor(1764400000.0)  # past any seq ever used
     assert not (tmp_path / "state.json.tmp").exists()
+
+
+def test_state_is_saved_in_place_on_a_full_disk(small_disk: Callable[[str], Path]) -> None:
+    disk = small_disk("256k")
+    state = AgentState(disk, "spark-01", BOOT)
+    fill(disk)
+    state.kseq_acked = 4242
+    state.drops.add({"lines": 7}, ["disk_full"], 1764400000.0)
+    assert state.save() is True  # no temp copy fits: the padded file is overwritten
+    again = AgentState(disk, "spark-01", BOOT)
+    assert again.kseq_acked == 4242 and again.drops.totals["lines"] == 7
+    assert not (disk / "state.json.tmp").exists()
+
+
+def test_start_on_a_full_disk_never_reuses_a_seq(small_disk: Callable[[str], Path]) -> None:
+    disk = small_disk("256k")
+    fill(disk)  # no state file could ever be written
+    wall = [1764400000.0]
+    first = AgentState(disk, "spark-01", BOOT, wall=lambda: wall[0])
+    assert first.save_failed
+    used = [first.next_seq("lines") for _ in range(SEQ_BLOCK + 10)]  # crosses a block, too
+    wall[0] += 1.0  # kill -9, restarted a second later, the disk still full
+    second = AgentState(disk, "spark-01", BOOT, wall=lambda: wall[0])
+    assert second.next_seq("lines") > used[-1]
+    assert len(set(used)) == len(used)

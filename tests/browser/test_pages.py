@@ -300,8 +300,8 @@ def test_matrix_list_and_the_start_form(
     page: Any, live_collector: LiveCollector, matrix_run: MatrixRunDone
 ) -> None:
     base = live_collector.base_url
-    # A host without SSH settings: a preset run there fails before touching anything (this
-    # machine's docker must not be driven by a test).
+    # A host without SSH settings: a preset run there is refused before anything is queued
+    # (this machine's docker must not be driven by a test).
     subprocess.run(
         [sys.executable, "-m", "collector", "add-host", "no-ssh"],
         cwd=ROOT,
@@ -314,18 +314,61 @@ def test_matrix_list_and_the_start_form(
     row.wait_for()
     assert row.get_attribute("data-status") == "succeeded"
     assert "8/8 steps" in row.inner_text()
-    assert page.locator("#m-preset option").all_inner_texts() == ["nemoclaw-spark-qwen"]
+    assert page.locator("#m-preset option").all_inner_texts() == [
+        "nemoclaw-spark-isolation",
+        "nemoclaw-spark-qwen",
+    ]
+    page.select_option("#m-preset", "nemoclaw-spark-qwen")
     assert "Profiles: A (NemoClaw managed command as shipped)" in page.inner_text("#preset-about")
     screenshot(page, "matrix")
 
     page.on("dialog", lambda d: d.accept())
     page.select_option("#m-host", "no-ssh")
     page.click("#start-form button[type=submit]")
-    page.wait_for_url(re.compile(rf"{re.escape(base)}/matrix/\d+$"))
-    assert int(page.url.rsplit("/", 1)[1]) != matrix_run.run_id
-    page.wait_for_function("document.body.dataset.runStatus === 'failed'")
-    assert "has no SSH settings" in page.inner_text("#run-summary")
-    assert page.locator("#run-summary").inner_text().count("nemoclaw-spark-qwen") == 2
+    page.locator("#start-msg", has_text="has no SSH settings").wait_for()
+    assert "add-host no-ssh --update --ssh USER@ADDR --key PATH" in page.inner_text("#start-msg")
+    assert page.url == f"{base}/matrix"
+    # (the browser itself logs the refused request)
+    assert [e for e in page.console_errors if "status of 422" not in e] == []
+
+
+def test_a_failed_run_says_why_at_the_top(
+    page: Any, live_collector: LiveCollector, matrix_run: MatrixRunDone
+) -> None:
+    spec = {
+        "name": "fails",
+        "host": HOST,
+        "launcher": {"type": "command"},
+        "base_args": ["sh", "-c", "exit 3"],
+        "profiles": {"X": {}},
+        "repeat": 2,
+        "startup_timeout_s": 30,
+    }
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with httpx.Client(base_url=live_collector.base_url, headers=admin) as api:
+        run_id = api.post("/api/v1/matrix-runs", json={"spec": spec}).json()["id"]
+    login(page, live_collector.base_url, f"/matrix/{run_id}")
+    page.wait_for_function("document.body.dataset.runStatus === 'failed'", timeout=60_000)
+    banner = page.locator("#run-error")
+    assert banner.is_visible()
+    assert banner.inner_text() == (
+        "Failed: X health (wait for /health): failed: server exited (status 3); "
+        "1 more failed step(s)"
+    )
+    # Two repetitions: the campaign table, one row per profile, k of N.
+    row = page.locator('#campaign-table tr[data-profile="X"]')
+    assert row.locator("td").all_inner_texts()[:3] == ["X", "2", "0/2"]
+    assert row.locator("td").last.inner_text() == "2/2"  # both verdicts FAIL
+    # The banner comes first, before the run's summary.
+    assert page.evaluate(
+        "document.getElementById('run-error').compareDocumentPosition("
+        "document.getElementById('run-summary')) & Node.DOCUMENT_POSITION_FOLLOWING"
+    )
+    assert (
+        page.locator("#report")
+        .inner_text()
+        .startswith(f"## Matrix fails on {HOST} (run {run_id})\n\n**Failed:** X health")
+    )
     assert page.console_errors == []
 
 

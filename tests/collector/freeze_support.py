@@ -49,10 +49,15 @@ def post(
     events: list[dict[str, Any]] | None = None,
     started_at: float = 1.0,
     sender_boot: str | None = None,
+    backlog: int | None = None,
+    sent_at: float | None = None,
 ) -> Any:
+    """POST a batch; ``backlog`` (spool bytes left) and ``sent_at`` as newer agents send them."""
     agent: dict[str, Any] = {"version": "test", "pid": 1, "started_at": started_at}
     if sender_boot is not None:
         agent["boot_id"] = sender_boot
+    if sent_at is not None:
+        agent["sent_at"] = sent_at
     body = {
         "host": host,
         "boot_id": boot,
@@ -61,6 +66,8 @@ def post(
         "lines": lines or [],
         "events": events or [],
     }
+    if backlog is not None:
+        body["backlog"] = {"bytes": backlog}
     response = c.client.post(
         INGEST_PATH, content=json.dumps(body), headers={"Authorization": f"Bearer {token}"}
     )

@@ -12,22 +12,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import func, select
 
 from collector import db
 from collector.hosts import registry as hosts
 from collector.models import Line, Sample
-from tests.support import postgres as pg_support
-from tests.support.ports import free_port
+from tests.support.fleet import CollectorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-ADMIN = "fwa_integration-admin"
 HOST = "spark-int"
 # The collector is down this long while the kernel keeps logging and the agent keeps sampling.
 OUTAGE_S = 30.0
@@ -36,64 +32,7 @@ RECORDS = 300
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fw.db'}"
-        return
-    url = pg_support.fresh_database(request.getfixturevalue("postgres_url"))
-    yield url
-    pg_support.drop_database(url)
-
-
-class Collector:
-    """``python -m collector serve`` on a fixed port, stoppable and restartable."""
-
-    def __init__(self, db_url: str, log: Path) -> None:
-        self.db_url = db_url
-        self.port = free_port()
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        env = {
-            **os.environ,
-            "FREEZEWATCH_DB_URL": self.db_url,
-            "FREEZEWATCH_ADMIN_TOKEN": ADMIN,
-            "FREEZEWATCH_PORT": str(self.port),
-            "FREEZEWATCH_RUN_SCHEDULER": "false",
-        }
-        out = open(self.log, "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "collector", "serve", "--log-level", "warning"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=out,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"collector did not start: {self.log.read_text()[-2000:]}")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(20)
-        self.proc = None
-
-
-def start_agent(collector: Collector, token: str, tmp_path: Path) -> subprocess.Popen[bytes]:
+def start_agent(collector: CollectorProcess, token: str, tmp_path: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FREEZEWATCH_AGENT_TOKEN": token}
     cmd = [
         sys.executable, "-m", "agent", "--collector", collector.url, "--host-name", HOST,
@@ -153,7 +92,9 @@ def test_agent_to_collector_exactly_once_through_outage_and_kill(
     with db.session_scope(db.make_sessionmaker(engine)) as session:
         _host, token = hosts.create_host(session, name=HOST)
     engine.dispose()
-    collector = Collector(db_url, tmp_path / "collector.log")
+    collector = CollectorProcess(
+        db_url, tmp_path / "collector.log", FREEZEWATCH_RUN_SCHEDULER="false"
+    )
     collector.start()
     store = Store(db_url)
     kmsg = tmp_path / "kmsg"

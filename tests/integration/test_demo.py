@@ -21,7 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import sshd as sshd_support
+from tests.support.netns import process_table
 from tests.support.ports import free_port
+from tests.support.skips import require
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM = "spark-sim-test"
@@ -45,33 +48,19 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 45.0) -> Any:
 
 def session_members(sid: int) -> list[int]:
     """Live processes of session ``sid`` (simhost's children: own groups, same session)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[3]) == sid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
+    return [pid for pid, f in process_table().items() if int(f[3]) == sid and f[0] != "Z"]
 
 
-@pytest.fixture
-def demo(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+@contextlib.contextmanager
+def running_demo(
+    tmp_path: Path, sims: dict[str, list[str]]
+) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+    """`collector demo` with a simulated host per entry of ``sims`` (name → argv)."""
     port = free_port()
     data = tmp_path / "demo-data"
-    sim = [
-        sys.executable, "-m", "tests.support.simhost", "--collector", "{url}",
-        "--token", "{token:" + SIM + "}", "--host-name", SIM, "--data-dir", "{data}/sim",
-        "--freeze-every", "8", "--freeze-seconds", "5", "--load-seconds", "2",
-    ]  # fmt: skip
-    cmd = [
-        sys.executable, "-m", "collector", "demo", "--data-dir", str(data), "--port", str(port),
-        "--simulated-host", SIM, "--sim-command", json.dumps(sim),
-    ]  # fmt: skip
+    cmd = [sys.executable, "-m", "collector", "demo", "--data-dir", str(data), "--port", str(port)]
+    for name, argv in sims.items():
+        cmd += ["--simulated-host", name, "--sim-command", json.dumps(argv)]
     with open(tmp_path / "demo.log", "wb") as log:
         proc = subprocess.Popen(
             cmd,
@@ -90,6 +79,17 @@ def demo(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
         for pid in session_members(proc.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+    sim = [
+        sys.executable, "-m", "tests.support.simhost", "--collector", "{url}",
+        "--token", "{token:" + SIM + "}", "--host-name", SIM, "--data-dir", "{data}/sim",
+        "--freeze-every", "8", "--freeze-seconds", "5", "--load-seconds", "2",
+    ]  # fmt: skip
+    with running_demo(tmp_path, {SIM: sim}) as running:
+        yield running
 
 
 def test_demo_shows_both_hosts_the_sim_freeze_and_stops_cleanly(
@@ -141,3 +141,48 @@ def test_demo_shows_both_hosts_the_sim_freeze_and_stops_cleanly(
     proc.send_signal(signal.SIGINT)
     assert proc.wait(30) == 0
     wait_for(lambda: not session_members(proc.pid), "every child to exit", 10)
+
+
+LAB = "spark-lab-test"
+
+
+@pytest.mark.sshd
+@pytest.mark.timeout(400)
+def test_demo_runs_a_campaign_through_reboots_and_a_freeze(tmp_path: Path) -> None:
+    ok, reason = sshd_support.available()
+    require(ok, reason)
+    lab = [
+        sys.executable, "-m", "tests.support.simlab_demo", "--collector", "{url}",
+        "--token", "{token:" + LAB + "}", "--host-name", LAB, "--data-dir", "{data}/lab",
+        "--quick",
+    ]  # fmt: skip
+    with running_demo(tmp_path, {LAB: lab}) as (proc, url, data):
+        wait_for(lambda: httpx.get(url + "/healthz", timeout=1).status_code == 200, "/healthz")
+        admin = (data / "admin-token").read_text().strip()
+        api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"}, timeout=5)
+        runs = wait_for(lambda: api.get("/api/v1/matrix-runs").json(), "the campaign submitted")
+        run_id = runs[0]["id"]
+        run = wait_for(
+            lambda: (
+                (r := api.get(f"/api/v1/matrix-runs/{run_id}").json())["status"]
+                not in ("queued", "running")
+                and r
+            ),
+            "the campaign finished",
+            timeout=300,
+        )
+        assert run["status"] == "succeeded", run["error"]
+        kinds = [(s["profile"], s["repetition"], s["kind"], s["outcome"]) for s in run["steps"]]
+        assert [k for k in kinds if k[2] == "reboot"] == [
+            (p, r, "reboot", "ok") for r in (1, 2) for p in ("mtp-on", "mtp-off")
+        ]
+        assert [k for k in kinds if k[3] == "host_froze"] == [
+            ("mtp-off", 1, "workload", "host_froze")
+        ]
+        rows = {r["profile"]: r for r in run["report"]["summary"]["profiles"]}
+        assert rows["mtp-off"]["freezes"]["k"] == 1 and rows["mtp-on"]["freezes"]["k"] == 0
+        assert rows["mtp-on"]["kernel_events"]["nv_err"] == {"k": 2, "n": 2}
+        api.close()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+        wait_for(lambda: not session_members(proc.pid), "every child to exit", 15)

@@ -26,6 +26,20 @@ SUBNET_PREFIX = "10.231"
 LOCK_PATH = Path("/run/freezewatch-netns.lock")
 
 
+def process_table() -> dict[int, list[str]]:
+    """pid → the fields of /proc/PID/stat after the command name (state, ppid, pgrp, sid, ...)."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        table[int(entry.name)] = stat.rsplit(")", 1)[1].split()
+    return table
+
+
 def _ip(*args: str, check: bool = True, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["ip", *args], capture_output=True, text=True, check=check, timeout=timeout

@@ -1,4 +1,5 @@
-"""A real collector (uvicorn + scheduler) on loopback, a test host (sshd + stand-in agent)."""
+"""A real collector (uvicorn + scheduler) on loopback, or as its own `serve` process; a test
+host (sshd + stand-in agent)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,18 @@ from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "fwa_twohost-admin"
+# Freeze detection in seconds rather than minutes, for a `serve` process under test.
+FAST_ENV = {
+    "FREEZEWATCH_GRACE_S": "1.5",
+    "FREEZEWATCH_PROBE_DEADLINE_S": "1.0",
+    "FREEZEWATCH_CHECK_INTERVAL_S": "0.2",
+    "FREEZEWATCH_DELIVERY_INTERVAL_S": "0.2",
+    "FREEZEWATCH_RESOLVE_SETTLE_S": "2.0",
+    "FREEZEWATCH_STALL_MIN_S": "3.0",
+    "FREEZEWATCH_POSTMORTEM_INTERVAL_S": "0.3",
+    "FREEZEWATCH_POSTMORTEM_RETRY_S": "0.5",
+    "FREEZEWATCH_POSTMORTEM_TIMEOUT_S": "10",
+}
 
 
 @dataclass
@@ -118,11 +131,51 @@ class StandinAgent:
             self.proc.wait(5)
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, step: float = 0.1) -> Any:
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout: float = 20.0,
+    step: float = 0.1,
+    *,
+    what: str = "condition",
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
-        assert time.monotonic() < deadline, "condition not reached in time"
+        assert time.monotonic() < deadline, f"{what} not reached within {timeout} s"
         time.sleep(step)
+
+
+def start_collector(
+    db_url: str, bind: str, env: dict[str, str], log: Path, port: int | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`python -m collector serve` on ``bind`` (``port``, else a free one), ``env`` on top of
+    ours; (process, base URL) once it answers /healthz."""
+    port = port or free_port(bind)
+    full = {
+        **os.environ,
+        **env,
+        "FREEZEWATCH_DB_URL": db_url,
+        "FREEZEWATCH_BIND": bind,
+        "FREEZEWATCH_PORT": str(port),
+    }
+    out = open(log, "ab")  # noqa: SIM115 - lives as long as the process
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "collector", "serve", "--log-level", "warning"],
+        cwd=ROOT,
+        env=full,
+        stdout=out,
+        stderr=out,
+    )
+    url = f"http://{bind}:{port}"
+
+    def healthy() -> bool:
+        assert proc.poll() is None, log.read_text()[-2000:]
+        try:
+            return httpx.get(url + "/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(healthy, timeout=60)
+    return proc, url

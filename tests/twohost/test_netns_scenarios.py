@@ -28,9 +28,9 @@ import pytest
 from tests.collector.freeze_support import SECRET, Receiver, receiver
 from tests.support import sshd as sshd_support
 from tests.support.netns import NetNamespace
-from tests.support.ports import free_port
 from tests.support.skips import require
 from tests.support.sshd import TestSshd
+from tests.twohost import harness
 
 pytestmark = [pytest.mark.netns, pytest.mark.sshd, pytest.mark.timeout(120)]
 
@@ -40,17 +40,7 @@ ADMIN = "fwa_netns-admin"
 HOST = "spark-ns"
 INTERVAL_S = 0.5
 STALL_S = 6.0
-COLLECTOR_ENV = {
-    "FREEZEWATCH_GRACE_S": "1.5",
-    "FREEZEWATCH_PROBE_DEADLINE_S": "1.0",
-    "FREEZEWATCH_CHECK_INTERVAL_S": "0.2",
-    "FREEZEWATCH_DELIVERY_INTERVAL_S": "0.2",
-    "FREEZEWATCH_RESOLVE_SETTLE_S": "2.0",
-    "FREEZEWATCH_STALL_MIN_S": "3.0",
-    "FREEZEWATCH_POSTMORTEM_INTERVAL_S": "0.3",
-    "FREEZEWATCH_POSTMORTEM_RETRY_S": "0.5",
-    "FREEZEWATCH_POSTMORTEM_TIMEOUT_S": "10",
-}
+COLLECTOR_ENV = harness.FAST_ENV
 PANIC = "<0>Kernel panic - not syncing: softlockup: hung tasks\n"
 
 
@@ -150,36 +140,13 @@ def start_collector(
     db_url: str, bind: str, webhook: str, pstore: Path, log: Path
 ) -> tuple[subprocess.Popen[bytes], str]:
     """`python -m collector serve` bound to the veth address only; (process, base URL)."""
-    port = free_port(bind)
     env = {
-        **os.environ,
         **COLLECTOR_ENV,
-        "FREEZEWATCH_DB_URL": db_url,
         "FREEZEWATCH_ADMIN_TOKEN": ADMIN,
-        "FREEZEWATCH_BIND": bind,
-        "FREEZEWATCH_PORT": str(port),
         "FREEZEWATCH_WEBHOOK_URLS": f"{webhook}|json|{SECRET}",
         "FREEZEWATCH_PSTORE_DIR": str(pstore),
     }
-    out = open(log, "ab")  # noqa: SIM115 - lives as long as the process
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "collector", "serve", "--log-level", "warning"],
-        cwd=ROOT,
-        env=env,
-        stdout=out,
-        stderr=out,
-    )
-    url = f"http://{bind}:{port}"
-
-    def healthy() -> bool:
-        assert proc.poll() is None, log.read_text()[-2000:]
-        try:
-            return httpx.get(url + "/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_for(healthy, "collector started", 60)
-    return proc, url
+    return harness.start_collector(db_url, bind, env, log)
 
 
 def add_host(db_url: str, sshd: TestSshd) -> str:

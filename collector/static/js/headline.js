@@ -12,7 +12,7 @@
     agent_recovered: "The agent came back on the same boot: only the agent had stopped.",
     network_partition: "Same boot, and the agent's spooled samples cover the silence: the host ran on, the network between it and the collector was cut.",
     stall: "Same boot, but the agent's own samples have a hole: the host itself stopped (a stall) and resumed.",
-    planned_reboot: "Planned silence (the agent announced its stop) ending on a new boot.",
+    planned_reboot: "Planned silence (the agent announced its stop, or the collector asked for the reboot) ending on a new boot.",
     returned: "Planned silence ending on the same boot.",
     unpaused: "Monitoring was paused for maintenance and resumed.",
   };

@@ -167,6 +167,21 @@
     document.getElementById("host-seen").textContent = ago(host.last_seen);
     document.getElementById("host-boot").textContent = host.boot_id || "–";
     pipeline(host);
+    clockAndLosses(host);
+  }
+
+  // The agent's clock offset (charts correct for it from 2 s on) and what its spool lost, when.
+  function clockAndLosses(h) {
+    const off = h.clock_offset_s;
+    document.getElementById("clock-offset").textContent = off == null ? "–"
+      : `agent ${Math.abs(off).toFixed(1)} s ${off >= 0 ? "behind" : "ahead of"} the collector` +
+        (h.clock_corrected ? " (times shown corrected)" : "");
+    const losses = h.spool_losses || { total: {}, reports: [] };
+    const t = losses.total;
+    document.getElementById("spool-losses").textContent = !losses.reports.length ? "none"
+      : `${t.lines} lines, ${t.samples} samples, ${t.events} events · ` + losses.reports.slice(0, 3)
+        .map((r) => `${clock(r.first_ts)}–${clock(r.last_ts)}: ${r.lines} lines, ${r.samples} samples (${r.reasons.join(", ") || "?"})`)
+        .join(" · ");
   }
 
   // "Is the pipeline itself healthy?": canary latency and loss per channel that carries

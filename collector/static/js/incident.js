@@ -50,6 +50,7 @@
     if (inc.stall_s != null) facts.push(["Stall", duration(inc.stall_s)]);
     facts.push(["Boot", `${inc.boot_id || "?"}${inc.return_boot_id && inc.return_boot_id !== inc.boot_id ? ` → ${inc.return_boot_id} (a new boot)` : ""}`]);
     if (inc.kernel_alive) facts.push(["Kernel alive", `last netconsole line ${Math.round(inc.kernel_alive.seconds_after_last_heartbeat)} s after the last heartbeat (${clock(inc.kernel_alive.last_netconsole_at)})`]);
+    for (const p of inc.power_cycles || []) facts.push(["Power cycle", `${(p.argv || []).join(" ")} after ${p.away_s} s away (matrix run #${p.run_id}): exit ${p.exit_status ?? "–"}`]);
     if (inc.agent_restart) facts.push(["Agent restart", inc.agent_restart.ok ? "restarted over SSH" : `failed: ${inc.agent_restart.error || inc.agent_restart.stderr || "?"}`]);
     const notes = [];
     if (inc.collector_down) {

@@ -6,7 +6,9 @@
    POST /api/v1/matrix-runs/{id}/cancel;  GET .../report.md (Markdown);  GET .../latencies
    Run = {"id", "name", "host", "preset", "status": queued|running|succeeded|failed|cancelled|interrupted,
           "created_at", "started_at", "ended_at", "cancel_requested", "error", "progress": {"done", "total"}}
-   MatrixReport.profiles[] = collector.matrix.results.ProfileReport as a dict (+ "label"). */
+   MatrixReport.profiles[] = collector.matrix.results.ProfileReport as a dict (+ "label");
+   MatrixReport.summary = collector.matrix.summary.summarize (k of N per profile, vs the baseline);
+   MatrixReport.error: why a failed run failed (shown at the top). */
 (function () {
   "use strict";
   const { api, el, clock, duration, num, listOf, poll, pageConfig, notice, KIND_COLORS, colorFor } = window.FW;
@@ -222,6 +224,35 @@
       el("p", { class: "muted legend-lat" }, "Box: p25–p75 with the median; whiskers: min–max; tall tick: p95; dots: every request (red: failed). Hover a row for figures."));
   }
 
+  const kOfN = (c) => (c ? `${c.k}/${c.n}` : "–");
+  const spreadText = (s) => (!s ? "–" : s.min === s.max ? num(s.median, 3) : `${num(s.median, 3)} [${num(s.min, 3)}–${num(s.max, 3)}]`);
+
+  function eventText(e) {
+    if (e.kind === "freeze") return `host froze during ${e.unit}: incident #${e.incident?.id} (${e.incident?.kind}); ${e.outcome === "ok" ? "the run went on" : `wait: ${e.outcome}`}`;
+    if (e.kind === "power_cycle") return `power cycle after ${e.away_s} s away: ${(e.argv || []).join(" ")} → exit ${e.exit_status ?? "–"}`;
+    if (e.kind === "resumed") return `taken over after a collector restart (${(e.interrupted_steps || []).length} step(s) interrupted)`;
+    return e.kind;
+  }
+
+  // One row per profile: cold starts, freezes and kernel events k of N, figures median [min–max].
+  function campaign(summary, events) {
+    const rows = listOf(summary?.profiles), kinds = listOf(summary?.kernel_kinds), loads = listOf(summary?.workloads);
+    const figures = [["startup_s", "Startup s"], ["kv_cache_gib", "KV cache GiB"], ["min_mem_available_gib", "Min MemAvailable GiB"],
+      ...loads.flatMap((w) => [[`${w}.latency_median_s`, `${w} p50 s`], [`${w}.latency_p95_s`, `${w} p95 s`]])];
+    const list = listOf(events).length ? el("ul", { class: "campaign-events" }, listOf(events).map((e) => el("li", { dataset: { event: e.kind } }, eventText(e)))) : null;
+    const table = el("div", { class: "table-wrap" }, el("table", { id: "campaign-table" },
+      el("thead", {}, el("tr", {}, ["Profile", "Cold starts", "Freezes", ...kinds, ...figures.map((f) => f[1]), "FAIL"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, rows.map((r) => el("tr", { dataset: { profile: r.profile } },
+        el("td", {}, r.profile), el("td", { class: "num" }, `${r.n}${r.interrupted ? ` (+${r.interrupted} interrupted)` : ""}`),
+        el("td", { class: "num", dataset: { freezes: kOfN(r.freezes) } }, kOfN(r.freezes)),
+        kinds.map((k) => el("td", { class: "num" }, kOfN(r.kernel_events?.[k]))),
+        figures.map(([key]) => el("td", { class: "num" }, spreadText(r.figures?.[key]))),
+        el("td", { class: "num" }, `${r.verdicts?.fail ?? 0}/${r.verdicts?.n ?? 0}`))))));
+    const compared = listOf(summary?.comparisons).flatMap((c) => [...Object.entries(c.rates || {}), ...Object.entries(c.medians || {})]
+      .map(([what, x]) => el("li", {}, `${c.profile} vs ${c.baseline}, ${what}: ${x.words}`)));
+    return el("div", {}, list, table, compared.length ? el("ul", { class: "comparisons" }, compared) : null);
+  }
+
   function stepsTable(steps, run) {
     if (!steps.length) return el("p", { class: "muted", id: "steps-empty" }, window.FW.campaign.noSteps(run));
     return el("div", { class: "table-wrap" }, el("table", { id: "steps" },
@@ -248,6 +279,9 @@
       }
       const active = ACTIVE.has(run.status);
       document.getElementById("run-status").replaceChildren(statusTag(run.status));
+      const banner = document.getElementById("run-error");
+      banner.hidden = !run.error;
+      banner.textContent = run.error ? `${run.status === "failed" ? "Failed" : run.status}: ${run.error}` : "";
       document.getElementById("run-progress").replaceChildren(progress(run));
       cancelBtn.hidden = !active || run.cancel_requested;
       document.getElementById("run-summary").replaceChildren(kvTable({
@@ -257,17 +291,15 @@
         "cancel requested": run.cancel_requested ? "yes" : undefined, error: run.error || undefined,
       }));
       const profiles = listOf(run.report?.profiles);
+      const many = listOf(run.report?.summary?.profiles).some((r) => r.repetitions > 1) || listOf(run.events).length > 0;
+      document.getElementById("campaign").hidden = !many;
+      if (many) document.getElementById("campaign-wrap").replaceChildren(campaign(run.report?.summary, run.events));
       document.getElementById("overview-wrap").replaceChildren(overview(profiles));
       document.getElementById("profiles").replaceChildren(...profiles.map((p) => {
         const section = profileSection(p); section.id = `profile-${p.label || p.profile}`; return section;
       }));
       document.getElementById("steps-wrap").replaceChildren(stepsTable(listOf(run.steps), run));
-      const { campaign } = window.FW;
-      document.getElementById("run-banner-wrap").replaceChildren(...[campaign.banner(run)].filter(Boolean));
-      const camp = campaign.section(run);
-      document.getElementById("campaign-wrap").hidden = !camp;
-      document.getElementById("campaign-body").replaceChildren(...[camp].filter(Boolean));
-      await campaign.incidents(run, document.getElementById("run-incidents-wrap")).catch((e) => console.warn(e.message));
+      await window.FW.campaign.incidents(run, document.getElementById("run-incidents-wrap")).catch((e) => console.warn(e.message));
       const [lat, md] = await Promise.allSettled([
         api(`/api/v1/matrix-runs/${id}/latencies`), api(`/api/v1/matrix-runs/${id}/report.md`, { text: true })]);
       if (lat.status === "fulfilled") document.getElementById("latency").replaceChildren(latencyPlot(listOf(lat.value.profiles)));

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import time
 from datetime import timedelta
+from functools import partial
 
 import httpx
 from sqlalchemy import select
@@ -18,7 +19,7 @@ from collector.models import Delivery
 from collector.settings import Settings
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector, make_collector
-from tests.collector.freeze_support import SECRET, factory, kline, post, receiver, sample
+from tests.collector.freeze_support import BOOT_B, SECRET, factory, kline, post, receiver, sample
 from tests.support.ports import free_port
 
 
@@ -176,3 +177,61 @@ def test_env_targets_sync_and_webhooks_crud(collector: Collector) -> None:
     assert patched["enabled"] is False
     assert api.delete(f"/api/v1/webhooks/{created['id']}", headers=admin).status_code == 204
     assert api.post("/api/v1/webhooks", json={"url": "ftp://x"}, headers=admin).status_code == 422
+
+
+def test_a_sender_killed_mid_post_resends_soon_and_never_after_the_resolved(
+    collector: Collector,
+) -> None:
+    """kill -9 of the collector while incident.opened is in flight: the row stays `sending`.
+    The host comes back; its resolved waits for the opened, which goes again (same id) once
+    the short lease is over, and only then the resolved."""
+    with receiver() as rec:
+        collector.client.post(
+            "/api/v1/webhooks", json={"url": rec.url, "secret": SECRET}, headers=collector.admin
+        )
+        token = collector.add_host("spark-01")
+        post(collector, token, "spark-01")
+        iid = lose(collector)
+        sf, settings = factory(collector), collector.settings
+        claimed_at = utcnow() + timedelta(seconds=11)
+        with db.session_scope(sf) as s:  # what the killed sender left: claimed, unanswered
+            (opened,) = s.scalars(select(Delivery))
+            assert webhooks._claim(s, opened.id, claimed_at, settings)
+            opened_id = opened.msg_id
+        post(collector, token, "spark-01", boot=BOOT_B)  # back: the resolved is queued
+        lease = webhooks.lease_s(settings)
+        assert lease < 30  # short: not the 40 s it used to be
+        assert deliver(collector, now_offset_s=11 + lease - 1) == []  # resolved waits
+        assert rec.received == []
+        assert len(deliver(collector, now_offset_s=11 + lease + 0.1)) == 1  # the opened again
+        assert len(deliver(collector, now_offset_s=11 + lease + 0.1)) == 1  # now the resolved
+        assert rec.events() == ["incident.opened", "incident.resolved"]
+        assert rec.ids()[0] == opened_id  # the same webhook-id: at least once, keyed by it
+        with db.session_scope(sf) as s:
+            assert {d.state for d in s.scalars(select(Delivery))} == {"delivered"}
+            assert s.scalar(select(Delivery.incident_id).limit(1)) == iid
+
+
+def test_a_resolved_never_overtakes_an_opened_that_is_retrying(collector: Collector) -> None:
+    with receiver(statuses=[503]) as rec:
+        collector.client.post(
+            "/api/v1/webhooks", json={"url": rec.url, "secret": SECRET}, headers=collector.admin
+        )
+        token = collector.add_host("spark-01")
+        post(collector, token, "spark-01")
+        lose(collector)
+        assert deliver(collector) == []  # the opened got a 503: backing off
+        post(collector, token, "spark-01", boot=BOOT_B)
+        sf = factory(collector)
+        with db.session_scope(sf) as s:
+            opened = select(Delivery.next_attempt_at).where(Delivery.event == "incident.opened")
+            retry_at = s.scalar(opened)
+        assert retry_at is not None
+        with httpx.Client() as http:
+            step = partial(
+                webhooks.deliver_due_alerts, sf, http_client=http, settings=collector.settings
+            )
+            assert step(now=retry_at - timedelta(seconds=0.1)) == []  # the resolved waits
+            assert len(step(now=retry_at)) == 1  # the opened, at last
+            assert len(step(now=retry_at)) == 1  # then the resolved
+        assert rec.events() == ["incident.opened", "incident.resolved"]

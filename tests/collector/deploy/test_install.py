@@ -152,9 +152,9 @@ def test_install_report_files_first_batch_upgrade_and_uninstall(
             sleep=time.sleep,
         )  # fmt: skip
         assert heard is not None, (tmp_path / "agent.log").read_text()
-        assert heard["agent_version"] == agent.__version__ and heard["outdated"] is False
-        assert {"mem", "psi"} <= set(heard["sampling"])
-        assert {s["source"] for s in heard["sources_off"]} >= {"gpu", "containers"}
+        assert heard.agent_version == agent.__version__ and heard.outdated is False
+        assert {"mem", "psi"} <= set(heard.sampling)
+        assert {s["source"] for s in heard.sources_off} >= {"gpu", "containers"}
         hosts = httpx.get(f"{collector.url}/api/v1/hosts/{NAME}",
                           headers={"Authorization": f"Bearer {ADMIN}"}).json()  # fmt: skip
         assert (

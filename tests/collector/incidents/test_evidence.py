@@ -15,7 +15,7 @@ from sqlalchemy import select, update
 from agent.wire import INGEST_PATH
 from collector import db
 from collector.liveness import checker
-from collector.models import Delivery, Host, Incident
+from collector.models import CollectorRun, Delivery, Host, Incident
 from collector.netconsole.parse import NetconsoleRecord
 from collector.netconsole.records import ReceivedRecord
 from collector.netconsole.store import NetconsoleStore
@@ -53,10 +53,12 @@ def post(
 
 
 def backdate_heartbeat(c: Collector, seconds: float) -> float:
-    """Move the host's last heartbeat ``seconds`` into the past; returns it (epoch s)."""
+    """Move the host's last heartbeat ``seconds`` into the past; returns it (epoch s). The
+    collector was up then (a silence of a collector that was down would hold its alert)."""
     then = utcnow() - timedelta(seconds=seconds)
     with db.session_scope(factory(c)) as s:
         s.execute(update(Host).values(last_seen_at=then, overdue_at=then + timedelta(seconds=3)))
+        s.execute(update(CollectorRun).values(started_at=then - timedelta(seconds=1)))
     return then.timestamp()
 
 

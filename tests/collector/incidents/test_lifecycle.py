@@ -107,6 +107,43 @@ def test_samples_stopping_inside_the_gap_is_a_stall_with_its_length(collector: C
     assert row.stall_s == pytest.approx(7.5)
 
 
+def lost_then_replaying(c: Collector) -> tuple[Any, int]:
+    """A host that reports its backlog, lost: (``replay(a, b, backlog, shift=0)`` posting its
+    samples a..b-1, ``shift`` s late, as a batch saying ``backlog`` is left; the incident)."""
+    token = c.add_host("spark-01")
+    t0 = time.time() - 60
+
+    def replay(a: int, b: int, backlog: int, shift: float = 0.0) -> None:
+        samples = [sample(i, t0 + i + shift) for i in range(a, b)]
+        post(c, token, "spark-01", samples=samples, backlog=backlog)
+
+    replay(1, 4, 0)
+    return replay, lose(c)
+
+
+def test_a_replay_still_under_way_decides_nothing_until_drained(collector: Collector) -> None:
+    """An agent saying it still holds spool: neither stall nor partition until it is drained,
+    however long that takes (up to resolve_backlog_max_s)."""
+    replay, iid = lost_then_replaying(collector)
+    sf, settings = factory(collector), collector.settings
+    replay(4, 10, backlog=9000)  # the oldest part of the gap, more to come
+    long_after = utcnow() + timedelta(seconds=settings.resolve_settle_s * 4)
+    assert incidents.settle_incidents(sf, now=long_after, settings=settings) == []
+    replay(10, 60, backlog=0)  # the rest, then the live stream: the gap was covered
+    assert incidents.settle_incidents(sf, now=long_after, settings=settings) == [iid]
+    assert incident(collector, iid).resolution == "network_partition"
+
+
+def test_a_drained_replay_with_a_hole_is_a_stall_at_once(collector: Collector) -> None:
+    replay, iid = lost_then_replaying(collector)
+    sf, settings = factory(collector), collector.settings
+    replay(4, 20, backlog=500)  # the first part is whole; the host stopped for 12 s further on
+    replay(20, 40, backlog=0, shift=12)
+    assert incidents.settle_incidents(sf, now=utcnow(), settings=settings) == [iid]
+    row = incident(collector, iid)
+    assert row.resolution == "stall" and row.stall_s == pytest.approx(13.0)
+
+
 def test_incidents_api_and_pages(collector: Collector) -> None:
     token = collector.add_host("spark-01")
     collector.add_host("spark-02")
@@ -226,6 +263,7 @@ def test_patch_host_sets_probe_settings(collector: Collector) -> None:
         "grace_s": 5.0,
         "restart_agent": True,
         "paused": False,
+        "power": None,
     }
     bad = collector.client.patch(
         "/api/v1/hosts/spark-01", json={"ssh": "nouser"}, headers=collector.admin

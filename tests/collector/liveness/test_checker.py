@@ -5,15 +5,20 @@ from __future__ import annotations
 import threading
 import time
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
+import httpx
 import pytest
 import time_machine
 from sqlalchemy import func, select
 
 from collector import db
 from collector.alerts import delivery as webhooks
+from collector.incidents import lifecycle as incidents
 from collector.liveness import checker
+from collector.liveness.arrivals import Arrivals
+from collector.liveness.collector_runs import release_held_alerts
 from collector.models import CollectorRun, Delivery, Host, Incident, IncidentSnapshot
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector, make_collector
@@ -81,43 +86,93 @@ def test_heartbeat_within_grace_keeps_host_up(collector: Collector) -> None:
         assert s.scalar(select(Host.status)) == "up"
 
 
+def subscribe(c: Collector, rec: Any) -> None:
+    r = c.client.post(
+        "/api/v1/webhooks", json={"url": rec.url, "secret": rec.secret}, headers=c.admin
+    )
+    assert r.status_code == 201
+
+
 def test_collector_restart_raises_no_false_alarm_but_reports_dead_host(sqlite_url: str) -> None:
-    with time_machine.travel(utcnow(), tick=False) as clock:
+    with receiver() as rec, time_machine.travel(utcnow(), tick=False) as clock:
         gen = make_collector(sqlite_url)
         first = next(gen)
-        tokens = {name: first.add_host(name) for name in ("alive", "dead")}
+        subscribe(first, rec)
+        tokens = {name: first.add_host(name) for name in ("alive", "slow", "dead")}
         for name, token in tokens.items():
             post(first, token, name)
-        gen.close()  # collector stops; both hosts were up
+        gen.close()  # collector stops; all hosts were up
         clock.shift(600)  # down for ten minutes; "dead" died meanwhile
 
         gen = make_collector(sqlite_url)
         second = next(gen)
         sf, settings = factory(second), second.settings
+        startup = settings.agent_retry_max_s + settings.grace_s
         with db.session_scope(sf) as s:
             runs = list(s.scalars(select(CollectorRun).order_by(CollectorRun.id)))
             assert runs[-1].down_since == runs[0].stopped_at
             assert (
                 s.scalar(select(func.count()).select_from(Host).where(Host.status == "unknown"))
-                == 2
+                == 3
             )
-        assert (
-            checker.check_heartbeats(sf, now=utcnow(), settings=settings, probe_runner=no_probes)
-            == []
-        )
+        sweep = partial(checker.check_heartbeats, sf, settings=settings, probe_runner=no_probes)
+        assert sweep(now=utcnow()) == []
         clock.shift(settings.grace_s / 2)
         post(second, tokens["alive"], "alive")
-        clock.shift(settings.grace_s / 2 + 0.1)
-        opened = checker.check_heartbeats(
-            sf, now=utcnow(), settings=settings, probe_runner=no_probes
-        )
+        clock.shift(startup - settings.grace_s / 2 - 0.1)  # an agent at its longest retry wait
+        post(second, tokens["alive"], "alive")
+        assert sweep(now=utcnow()) == []
+        post(second, tokens["slow"], "slow")
+        clock.shift(0.2)
+        opened = sweep(now=utcnow())
         assert len(opened) == 1
         with db.session_scope(sf) as s:
             incident = s.get(Incident, opened[0])
             assert incident is not None
             host = s.get(Host, incident.host_id)
             assert host is not None and host.name == "dead"
-            assert incident.collector_down is True
+            assert incident.collector_down is True and incident.alert_held_until is not None
+        with httpx.Client() as http:
+            deliver = partial(webhooks.deliver_due_alerts, sf, http_client=http, settings=settings)
+            assert release_held_alerts(sf, now=utcnow(), settings=settings) == []
+            deliver(now=utcnow())
+            assert rec.received == []  # held: the host may still be reconnecting
+            clock.shift(settings.restart_alert_hold_s)
+            assert release_held_alerts(sf, now=utcnow(), settings=settings) == opened
+            deliver(now=utcnow())
+        assert rec.events() == ["incident.opened"]  # still silent well after the start
+        gen.close()
+
+
+def test_a_host_back_before_its_held_alert_never_alerts(sqlite_url: str) -> None:
+    with receiver() as rec, time_machine.travel(utcnow(), tick=False) as clock:
+        gen = make_collector(sqlite_url)
+        first = next(gen)
+        subscribe(first, rec)
+        token = first.add_host("late-agent")
+        post(first, token, "late-agent")
+        gen.close()
+        clock.shift(20)
+        gen = make_collector(sqlite_url)
+        second = next(gen)
+        sf, settings = factory(second), second.settings
+        clock.shift(settings.agent_retry_max_s + settings.grace_s + 1)  # slower than any retry
+        (opened,) = checker.check_heartbeats(
+            sf, now=utcnow(), settings=settings, probe_runner=no_probes
+        )
+        clock.shift(2)
+        post(second, token, "late-agent")  # back on the same boot, within the hold
+        clock.shift(settings.resolve_settle_s + 1)
+        incidents.settle_incidents(sf, now=utcnow(), settings=settings)
+        clock.shift(settings.restart_alert_hold_s)
+        assert release_held_alerts(sf, now=utcnow(), settings=settings) == []
+        with httpx.Client() as http:
+            webhooks.deliver_due_alerts(sf, now=utcnow(), http_client=http, settings=settings)
+        with db.session_scope(sf) as s:
+            incident = s.get(Incident, opened)
+            assert incident is not None and incident.state == "resolved"
+            assert s.scalar(select(func.count()).select_from(Delivery)) == 0
+        assert rec.received == []
         gen.close()
 
 
@@ -259,6 +314,23 @@ def test_two_checkers_on_postgres_alert_exactly_once(fresh_postgres_url: str) ->
 
 
 def webhooks_client() -> Any:
-    import httpx
-
     return httpx.Client()
+
+
+def test_a_batch_in_hand_is_a_heartbeat_while_it_waits_to_be_stored(collector: Collector) -> None:
+    """Under load a batch may wait seconds for the database; its host is not silent."""
+    token = collector.add_host("spark-01")
+    post(collector, token, "spark-01")
+    sf, settings = factory(collector), collector.settings
+    arrivals = Arrivals()
+    with db.session_scope(sf) as s:
+        host_id = s.scalar(select(Host.id))
+    later = utcnow() + timedelta(seconds=settings.grace_s + 1)
+    sweep = partial(
+        checker.check_heartbeats, sf, settings=settings, probe_runner=no_probes, arrivals=arrivals
+    )
+    with arrivals.holding(host_id):
+        assert sweep(now=later) == []
+        with db.session_scope(sf) as s:
+            assert s.scalar(select(Host.status)) == "up"
+    assert len(sweep(now=later)) == 1  # nothing in hand any more: silent for real

@@ -11,7 +11,12 @@ from collector.matrix.argv import (
     shell_join,
     stop_argv,
 )
-from collector.matrix.presets import QWEN_SPECULATIVE_CONFIG, get_preset, preset_yaml
+from collector.matrix.presets import (
+    QWEN_SPECULATIVE_CONFIG,
+    get_preset,
+    preset_names,
+    preset_yaml,
+)
 from collector.matrix.spec import SpecError, load_spec, validate_spec
 
 # Issue 5's managed command, written out literally.
@@ -200,3 +205,22 @@ def test_docker_without_shell_wrap_passes_args_after_image():
         "m",
     ]
     assert json.loads(json.dumps(remote_argv(spec, "P")))[0] == "docker"
+
+
+def test_the_isolation_preset_is_the_field_reports_next_matrix():
+    assert "nemoclaw-spark-isolation" in preset_names()
+    spec = get_preset("nemoclaw-spark-isolation", "spark-01")
+    assert list(spec.profiles) == ["mtp-on", "mtp-off", "1m"]
+    assert spec.repeat == 5 and all(spec.reboots(p, r) for p in spec.profiles for r in (1, 5))
+    assert spec.gates.fail_on_freeze is True and spec.abort_on_freeze is False
+    (soak,) = spec.workloads
+    assert (soak.sessions, soak.duration_s) == (2, 1800)
+    on, off, long = (profile_args(spec, p) for p in spec.profiles)
+    for args in (on, off, long):
+        assert args[args.index("--gpu-memory-utilization") + 1] == "0.9"
+    assert on[on.index("--max-model-len") + 1] == "262144" and "--speculative-config" in on
+    assert "--speculative-config" not in off
+    assert long[long.index("--max-model-len") + 1] == "1048576"
+    argv = remote_argv(spec, "1m")
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in argv
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" not in remote_argv(spec, "mtp-on")

@@ -247,3 +247,20 @@ def test_windowed_telemetry_accepts_rows_and_datetimes():
     end = datetime.fromtimestamp(200, tz=timezone.utc)
     t = windowed_telemetry(rows, start, end)
     assert t["samples"] == 1 and t["min_mem_available_gib"] == 9.0
+
+
+def test_a_freeze_fails_the_profile_once_unless_told_not_to():
+    froze = _profile(
+        "C",
+        freeze={"incident_id": 12, "kind": "unreachable", "resolution": "rebooted",
+                "during": "workload tool_conversation"},
+        workloads=[_workload(outcome="host_froze", cut_by_freeze=1)],
+    )  # fmt: skip
+    assert evaluate_gates(Gates(), froze) == (
+        "FAIL",
+        ["host froze during workload tool_conversation (incident 12, unreachable, rebooted)"],
+    )
+    # Counted, not failed: the workload cut short by the freeze is no failure of its own.
+    assert evaluate_gates(Gates(fail_on_freeze=False), froze) == ("PASS", [])
+    interrupted = _profile("D", workloads=[_workload(outcome="interrupted")])
+    assert evaluate_gates(Gates(), interrupted) == ("PASS", [])

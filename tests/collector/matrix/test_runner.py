@@ -360,18 +360,19 @@ def test_spec_errors_are_422_with_field_paths(app: Collector) -> None:
     assert app.client.post("/api/v1/matrix-runs", json={"spec": spec}).status_code == 401
 
 
-def test_preset_run_without_ssh_settings_fails_cleanly(app: Collector) -> None:
+def test_a_run_on_a_host_without_ssh_is_422_saying_how_to_add_it(app: Collector) -> None:
     app.add_host(HOST)
     body = {"preset": "nemoclaw-spark-qwen", "host": HOST}
     r = app.client.post("/api/v1/matrix-runs", json=body, headers=app.admin)
-    assert r.status_code == 201
-    run = wait_status(app, r.json()["id"], {"succeeded", "failed", "cancelled"})
-    assert run["status"] == "failed" and "no SSH settings" in run["error"]
-    assert run["spec"] == get_preset("nemoclaw-spark-qwen", HOST).model_dump(mode="json")
-    assert run["preset"] == "nemoclaw-spark-qwen"
+    assert r.status_code == 422
+    detail = r.json()["detail"]
+    assert "no SSH settings" in detail
+    assert f"add-host {HOST} --update --ssh USER@ADDR --key PATH --trust-host-key" in detail
+    assert app.client.get("/api/v1/matrix-runs", headers=app.admin).json() == []
 
 
-def test_running_run_is_marked_interrupted_at_startup(tmp_path: Path) -> None:
+def test_a_run_whose_host_lost_its_ssh_settings_cannot_resume(tmp_path: Path) -> None:
+    """Taken over after a restart, a run that cannot go on ends `interrupted`, saying why."""
     url = f"sqlite:///{tmp_path / 'fw.db'}"
     spec = get_preset("nemoclaw-spark-qwen", HOST)
     for collector in make_collector(url, data_dir=str(tmp_path / "data")):
@@ -380,5 +381,7 @@ def test_running_run_is_marked_interrupted_at_startup(tmp_path: Path) -> None:
             run = matrix_runs.create_run(session, spec=spec)
             run.status = "running"
     for collector in make_collector(url, data_dir=str(tmp_path / "data")):
-        got = collector.client.get(f"/api/v1/matrix-runs/{run.id}", headers=collector.admin)
-        assert (got.json()["status"], got.json()["error"]) == ("interrupted", "collector restarted")
+        run_json = wait_status(collector, run.id, {"interrupted", "failed"})
+        assert run_json["status"] == "interrupted"
+        assert run_json["error"].startswith("cannot resume after a collector restart")
+        assert "no SSH settings" in run_json["error"]

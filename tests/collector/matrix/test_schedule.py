@@ -12,7 +12,7 @@ from apscheduler.triggers.cron import CronTrigger
 from collector import db
 from collector.matrix.presets import get_preset
 from collector.matrix.schedule import fire_schedule, register_matrix_schedules
-from collector.models import MatrixRun, MatrixSchedule
+from collector.models import Host, MatrixRun, MatrixSchedule
 from tests.collector.conftest import Collector
 
 
@@ -27,6 +27,9 @@ class RecordingRunner:
 def test_scheduled_spec_fires_runs_on_its_cron(sqlite_collector: Collector) -> None:
     c = sqlite_collector
     c.add_host("spark-01")
+    with db.session_scope(c.client.app.state.sessionmaker) as session:  # type: ignore[attr-defined]
+        host = session.query(Host).one()
+        host.ssh_user, host.ssh_host, host.ssh_host_key = "root", "10.0.0.21", "ssh-ed25519 AAAA"
     spec: dict[str, Any] = get_preset("nemoclaw-spark-qwen", "spark-01").model_dump(mode="json")
     spec.update(name="nightly-soak", schedule="30 3 * * *")
     created = c.client.post("/api/v1/matrix-runs", json={"spec": spec}, headers=c.admin)

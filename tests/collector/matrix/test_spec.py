@@ -88,3 +88,48 @@ def test_bad_values():
     )
     assert "invalid YAML" in _error("host: [unclosed")
     assert "top level must be a mapping" in _error("- a\n- b\n")
+
+
+CAMPAIGN = """
+host: spark-01
+launcher: {type: command}
+base_args: [vllm, serve, m, --port, "8001", --speculative-config, "{}"]
+profiles:
+  A: {}
+  B: {remove: [--speculative-config], cold_start: {reboot: [2, 3]}}
+  C: {cold_start: {reboot: false, settle_s: 5}}
+repeat: 3
+cold_start: {reboot: true, reboot_argv: [sudo, -n, /sbin/reboot]}
+workloads:
+  - {type: tool_conversation, sessions: 2, duration_s: 3600}
+"""
+
+
+def test_cold_boots_per_spec_profile_and_repetition():
+    spec = load_spec(CAMPAIGN)
+    assert [spec.reboots("A", r) for r in (1, 2, 3)] == [True, True, True]
+    assert [spec.reboots("B", r) for r in (1, 2, 3)] == [False, True, True]
+    assert [spec.reboots("C", r) for r in (1, 2, 3)] == [False, False, False]
+    assert spec.cold_start_for("B").reboot_argv == ["sudo", "-n", "/sbin/reboot"]
+    assert spec.cold_start_for("C").settle_s == 5 and spec.cold_start_for("A").settle_s == 30
+    assert spec.cold_start.reboot_timeout_s == 900
+    assert spec.workloads[0].duration_s == 3600
+    assert (spec.freeze_wait_s, spec.abort_on_freeze, spec.gates.fail_on_freeze) == (
+        1800,
+        False,
+        True,
+    )
+
+
+def test_defaults_keep_the_container_cold_start():
+    spec = load_spec(GOOD)
+    assert spec.cold_start.reboot is False
+    assert spec.cold_start.reboot_argv == ["sudo", "-n", "systemctl", "reboot"]
+    assert not any(spec.reboots(p, 1) for p in spec.profiles)
+
+
+def test_reboots_of_repetitions_that_never_run_are_an_error():
+    text = CAMPAIGN.replace("reboot: [2, 3]", "reboot: [2, 4]")
+    with pytest.raises(SpecError) as exc:
+        load_spec(text)
+    assert "profiles.B.cold_start.reboot: repetitions [4] beyond repeat 3" in str(exc.value)

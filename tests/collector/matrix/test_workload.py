@@ -159,3 +159,47 @@ def test_command_summary():
     assert summarize_command_result(0, 1, b"ok")["outcome"] == "ok"
     assert summarize_command_result(None, 1, "", timed_out=True)["outcome"] == "timeout"
     assert summarize_command_result(None, 1, "", cancelled=True)["outcome"] == "cancelled"
+
+
+def test_a_soak_runs_for_its_duration_in_fresh_conversations(tmp_path):
+    path = tmp_path / "requests.jsonl"
+    with FakeChatServer() as server:
+        result = _run(server, path, target_prompt_tokens=600, duration_s=1.5, sessions=2)
+    records = _records(path)
+    assert result.outcome == "ok"
+    assert result.stop_reasons == {"0": "duration", "1": "duration"}
+    conversations = {(r["session"], r["conversation"]) for r in records}
+    assert result.conversations == len(conversations) > 2
+    # Each fresh conversation starts again at turn 1 with a short prompt.
+    firsts = [r for r in records if r["turn"] == 1]
+    assert len(firsts) == len(conversations)
+    assert max(r["prompt_tokens"] for r in firsts) < 600 <= result.max_prompt_tokens
+    # Same seed, same requests: conversation 0 of a soak is the plain conversation.
+    assert {r["conversation"] for r in records if r["session"] == 0} >= {0, 1}
+
+
+def test_requests_in_flight_when_the_host_froze_are_cut_not_errors(tmp_path):
+    path = tmp_path / "requests.jsonl"
+    halt, freeze = threading.Event(), threading.Event()
+    with FakeChatServer(block_step=2) as server:
+        conv = ToolConversation(
+            _params(),
+            base_url=server.url,
+            model="m",
+            jsonl_path=path,
+            cancel=halt,
+            freeze=freeze,
+            tags={"run_id": 1, "profile": "A"},
+        )
+        box = {}
+        thread = threading.Thread(target=lambda: box.update(result=conv.run()))
+        thread.start()
+        assert server.reached.wait(10)
+        freeze.set()
+        halt.set()
+        thread.join(10)
+        server.release.set()
+    result = box["result"]
+    assert (result.outcome, result.errors, result.cut_by_freeze) == ("host_froze", 0, 1)
+    last = _records(path)[-1]
+    assert (last["cut_by_freeze"], last["cancelled"], last["error"]) == (True, True, None)

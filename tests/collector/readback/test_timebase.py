@@ -1,0 +1,61 @@
+"""One time base for charts and filters: a host whose clock is 2 h behind still shows its last
+hour as the last hour, on SQLite and PostgreSQL; a host with a good clock is left as it is."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.collector.conftest import Collector
+from tests.collector.freeze_support import kline, post, sample
+
+SKEW = -7200.0  # the agent's clock runs 2 h behind the collector's
+
+
+def get(c: Collector, path: str, **params: object) -> dict:  # type: ignore[type-arg]
+    r = c.client.get(path, params=params, headers=c.admin)
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def test_a_skewed_agent_clock_is_corrected_in_charts_filters_and_the_host_view(
+    collector: Collector,
+) -> None:
+    token = collector.add_host("skewed")
+    now = time.time()
+    agent_now = now + SKEW
+    samples = [sample(i, agent_now - 60 + i) for i in range(1, 61)]
+    lines = [kline(1, agent_now - 5, "NVRM: Xid (PCI:000f:01:00): 13, pid=1, name=x, Graphics")]
+    post(collector, token, "skewed", samples=samples, lines=lines, sent_at=agent_now)
+    host = get(collector, "/api/v1/hosts/skewed")
+    assert host["clock_offset_s"] == pytest.approx(-SKEW, abs=1.0)
+    assert host["clock_corrected"] is True
+
+    timeline = get(collector, "/api/v1/hosts/skewed/timeline")  # the last hour, collector time
+    assert timeline["clock_offset_s"] == pytest.approx(-SKEW, abs=1.0)
+    assert len(timeline["series"]["t"]) > 0
+    assert all(now - 120 <= t <= now + 1 for t in timeline["series"]["t"])
+    assert [m["ts"] for m in timeline["markers"]] == [pytest.approx(now - 5, abs=1.0)]
+
+    recent = get(collector, "/api/v1/hosts/skewed/samples", since=now - 600)
+    assert len(recent["samples"]) == 60
+    first = recent["samples"][0]
+    assert first["ts"] == pytest.approx(now - 59, abs=1.0)
+    assert first["agent_ts"] == pytest.approx(agent_now - 59, abs=0.01)
+    stepped = get(collector, "/api/v1/hosts/skewed/samples", since=now - 600, step=10)
+    assert stepped["t"] and all(t >= now - 600 for t in stepped["t"])
+    found = get(collector, "/api/v1/hosts/skewed/lines", since=now - 600)["lines"]
+    assert [ln["ts"] for ln in found] == [pytest.approx(now - 5, abs=1.0)]
+    events = get(collector, "/api/v1/hosts/skewed/events", since=now - 600)["events"]
+    assert [e["ts"] for e in events] == [pytest.approx(now - 5, abs=1.0)]
+
+
+def test_a_good_clock_is_shown_as_the_agent_read_it(collector: Collector) -> None:
+    token = collector.add_host("synced")
+    now = time.time()
+    post(collector, token, "synced", samples=[sample(1, now - 1)], sent_at=now - 0.3)
+    host = get(collector, "/api/v1/hosts/synced")
+    assert abs(host["clock_offset_s"]) < 2 and host["clock_corrected"] is False
+    (row,) = get(collector, "/api/v1/hosts/synced/samples", since=now - 600)["samples"]
+    assert row["ts"] == row["agent_ts"] == pytest.approx(now - 1)

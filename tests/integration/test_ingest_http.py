@@ -1,0 +1,72 @@
+"""Ingest over real HTTP (uvicorn, SQLite): an agent slow or gone in the middle of its POST body
+holds nothing up, and going away is an expected event (an info line naming the host, no ERROR,
+nothing stored)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent.wire import INGEST_PATH
+from tests.twohost.harness import running_collector, wait_for
+
+
+def test_client_gone_mid_body_is_an_info_line_with_the_host(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    with running_collector(tmp_path, run_scheduler=False) as c:
+        token = c.add_host("spark-cut")
+        port = int(c.url.rsplit(":", 1)[1])
+        body = json.dumps({"host": "spark-cut", "boot_id": "b", "agent": {"version": "t"}})
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            head = (
+                f"POST {INGEST_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body) * 100}\r\n\r\n"
+            )
+            sock.sendall(head.encode() + body[:40].encode())
+            time.sleep(0.3)  # the collector is reading the body now
+        wait_for(lambda: any("disconnected mid-body" in r.getMessage() for r in caplog.records))
+        r = httpx.post(
+            c.url + INGEST_PATH, content=body, headers={"Authorization": f"Bearer {token}"}
+        )
+        assert r.status_code == 200  # the next batch is stored as usual
+        assert c.api("/api/v1/hosts/spark-cut")["status"] == "up"
+    gone = [r for r in caplog.records if "disconnected mid-body" in r.getMessage()]
+    assert len(gone) == 1 and gone[0].levelno == logging.INFO
+    assert "spark-cut" in gone[0].getMessage()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def test_an_agent_stuck_mid_body_holds_no_lock_over_the_others(tmp_path: Path) -> None:
+    """SQLite has one write lock; a request must not hold it while it waits for its body."""
+    with running_collector(tmp_path, run_scheduler=False) as c:
+        slow_token, fast_token = c.add_host("spark-slow"), c.add_host("spark-fast")
+        port = int(c.url.rsplit(":", 1)[1])
+        stuck = []
+        for _ in range(3):  # authenticated, then silent in the middle of their bodies
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.sendall(
+                f"POST {INGEST_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {slow_token}"
+                "\r\nContent-Length: 100000\r\n\r\n{".encode()
+            )
+            stuck.append(sock)
+        time.sleep(0.3)
+        try:
+            body = json.dumps({"host": "spark-fast", "boot_id": "b", "agent": {"version": "t"}})
+            r = httpx.post(
+                c.url + INGEST_PATH,
+                content=body,
+                headers={"Authorization": f"Bearer {fast_token}"},
+                timeout=60,
+            )
+            assert r.status_code == 200, r.text  # stored, not "database is locked"
+        finally:
+            for sock in stuck:
+                sock.close()
