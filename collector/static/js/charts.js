@@ -200,7 +200,13 @@
         const ts = u.posToVal(ev.offsetX, "x");
         return this.overlays.incidents.find((i) => i.start <= ts && ts <= (i.end ?? this.until));
       };
-      u.over.addEventListener("mousedown", (ev) => { downX = ev.clientX; });
+      // While a range is dragged the markers let the pointer through: uPlot extends its
+      // selection only on moves over the plot itself, so one crossed would cut the zoom short.
+      u.over.addEventListener("mousedown", (ev) => {
+        downX = ev.clientX;
+        u.over.classList.add("dragging");
+        document.addEventListener("mouseup", () => u.over.classList.remove("dragging"), { once: true });
+      });
       u.over.addEventListener("click", (ev) => {
         if (downX === null || Math.abs(ev.clientX - downX) > 3 || ev.target.closest(".fw-marker")) return;
         const inc = spanAt(ev);
