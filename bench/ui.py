@@ -2,9 +2,10 @@
 
 Generates the samples straight into a fresh SQLite database (schema from the real migrations),
 starts ``python -m collector serve`` on it, and times the timeline request the host page makes
-for the last 24 h and 7 d at the step it would pick for a ~1500 px wide chart, and a page of the
-log panel's lines request (``/lines``, a kernel line every 6 s). Prints one line per figure and,
-last, a JSON object ``{"ttfb_ms_24h", "ttfb_ms_7d", "bytes_7d", "ms_lines", ...}``.
+for the last 24 h and 7 d at the step it would pick for a ~1500 px wide chart, a page of the
+log panel's lines request (``/lines``, a kernel line every 6 s) and the hosts page's status
+board (``GET /api/v1/hosts``). Prints one line per figure and, last, a JSON object
+``{"ttfb_ms_24h", "ttfb_ms_7d", "bytes_7d", "ms_lines", "ttfb_ms_board", ...}``.
 
 Usage: python bench/ui.py [--days 7] [--keep DIR]
 """
@@ -217,6 +218,12 @@ def main() -> int:
             print(f"lines: {LINES_PAGE} of the last 24 h, {runs[2][0]:.0f} ms, {runs[2][1]} bytes")
             figures["ms_lines"] = round(runs[2][0], 1)
             figures["bytes_lines"] = runs[2][1]
+            # The hosts page's status board: each host's 1 h/24 h/7 d strips and sparkline.
+            measure(client, f"{base}/api/v1/hosts", {})
+            runs = [measure(client, f"{base}/api/v1/hosts", {}) for _ in range(3)]
+            ttfb = sorted(r[0] for r in runs)[1]
+            print(f"hosts board: ttfb {ttfb:.0f} ms, {runs[0][1]} bytes")
+            figures["ttfb_ms_board"], figures["bytes_board"] = round(ttfb, 1), runs[0][1]
     finally:
         proc.terminate()
         proc.wait(timeout=10)

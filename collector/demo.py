@@ -83,6 +83,30 @@ def expand(argv: list[str], values: dict[str, str], tokens: dict[str, str]) -> l
     return out
 
 
+def freeze_plan(argv: list[str]) -> str | None:
+    """What a ``tests.support.simhost`` command will show and when (its freeze flags, defaulted as
+    simhost defaults them), so a new user knows how long to wait; None for another command."""
+    if "tests.support.simhost" not in argv:
+        return None
+
+    def flag(option: str, default: float) -> float:
+        at = argv.index(option) + 1 if option in argv else len(argv)
+        return float(argv[at]) if at < len(argv) else default
+
+    at = argv.index("--host-name") + 1 if "--host-name" in argv else len(argv)
+    name = argv[at] if at < len(argv) else "simulated host"
+    every = flag("--freeze-every", 180.0)
+    first = flag("--first-freeze", min(45.0, every))
+    away = flag("--freeze-seconds", 20.0)
+    if first <= 0:
+        return f"  {name}: never freezes (--freeze-every 0)\n"
+    later = f", then every ~{every / 60:g} min of uptime" if every > 0 else ", once"
+    return (
+        f"  {name}: first freeze (a soft lockup, then silence) after ~{first:g} s{later};"
+        f" it stays away {away:g} s and comes back on a new boot (rebooted)\n"
+    )
+
+
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         # as uvicorn binds: a previous run's TIME_WAIT connections do not count as "in use"
@@ -210,10 +234,17 @@ def run_demo(
         sims = [subprocess.Popen(argv, env=env) for argv in commands]
         procs += sims
         sim_lines = "".join(f"  simulated:    {name}\n" for name in simulated_hosts or [])
+        plan = "".join(filter(None, map(freeze_plan, commands)))
+        watch = (
+            f"What you will see:\n{plan}  each freeze opens an incident on {url}/freezes; its"
+            " page names the soft lockup first.\n"
+            if plan
+            else ""
+        )
         print(
             f"\nfreezewatch demo running\n  UI:           {url}\n"
             f"  admin token:  {admin_token}\n  host:         {host_name} ({kmsg_note})\n"
-            f"{sim_lines}  data:         {data}\nPress Ctrl-C to stop.\n",
+            f"{sim_lines}  data:         {data}\n{watch}Press Ctrl-C to stop.\n",
             flush=True,
         )
         reported: set[int] = set()

@@ -41,6 +41,13 @@ class LinesPage(OutModel):
     next_cursor: str | None
 
 
+class QuietLinesPage(LinesPage):
+    """A page without the noise a reader skips, and how many such lines it left out between
+    its neighbours (``quieted``, at most ``series.QUIETED_COUNT_CAP``)."""
+
+    quieted: int
+
+
 class EventsPage(OutModel):
     host: str
     events: list[EventOut]
@@ -116,23 +123,42 @@ def get_lines(
     cursor: str | None = None,
     limit: int = 500,
     order: Literal["asc", "desc"] = "asc",
-) -> LinesPage:
+    quiet: bool = False,
+) -> LinesPage | QuietLinesPage:
+    """``quiet`` leaves out vLLM access-log and canary lines (``readback.noise``) and says how
+    many (``QuietLinesPage``)."""
     host = registry.get_host(session, name=name)
     offset = timebase.offset_s(host)
+    newest_first = order == "desc"
     rows, next_cursor = series.list_lines(
         session,
         host_id=host.id,
         since=since,
         until=until,
+        offset=offset,
         source=source,
         min_priority=min_priority,
         q=q,
         cursor=cursor,
         limit=limit,
-        newest_first=order == "desc",
-        offset=offset,
+        newest_first=newest_first,
+        quiet=quiet,
     )
-    return LinesPage(host=name, lines=series.lines_out(rows, offset), next_cursor=next_cursor)
+    page = LinesPage(host=name, lines=series.lines_out(rows, offset), next_cursor=next_cursor)
+    if not quiet:
+        return page
+    quieted = series.count_quieted(
+        session,
+        host_id=host.id,
+        since=since,
+        until=until,
+        offset=offset,
+        page=rows,
+        cursor=cursor,
+        more=next_cursor is not None,
+        newest_first=newest_first,
+    )
+    return QuietLinesPage(**dict(page), quieted=quieted)
 
 
 @router.get("/{name}/events")

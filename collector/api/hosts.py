@@ -23,10 +23,11 @@ from collector.netconsole.health import (
     netconsole_report,
 )
 from collector.readback import series, timebase
+from collector.readback.board import HostBoard, host_board
 from collector.readback.losses import SpoolLosses, spool_losses
 from collector.readback.series import LatestBrief, SampleOut
 from collector.retention.usage import StorageOut, host_storage
-from collector.schemas import on_collector_clock
+from collector.schemas import AgentTime, on_collector_clock
 from collector.vllm.status import latest_vllm_phase
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
@@ -55,19 +56,22 @@ def summary(host: Host) -> dict[str, Any]:
 
 
 class HostListItem(HostSummary):
-    """A host on the overview: its latest figures, its latest vLLM start's phase and its open
-    (or resolving) incident."""
+    """A host on the overview: its latest figures, its latest vLLM start's phase, its open
+    (or resolving) incident and its status board."""
 
     latest: LatestBrief | None
     vllm_phase: str | None
     open_incident: OpenIncidentBrief | None
+    board: HostBoard
 
 
 class HostDetail(HostSummary):
-    """A host with its latest sample, per-channel canary figures, netconsole counters and
-    what its agent reported losing."""
+    """A host with its latest sample, when its oldest one was taken (the host page fits its
+    default range to them), per-channel canary figures, netconsole counters and what its
+    agent reported losing."""
 
     latest_sample: SampleOut | None
+    first_sample_ts: AgentTime | None
     canary: dict[str, CanaryOut]
     netconsole: NetconsoleHostOut
     spool_losses: SpoolLosses
@@ -81,7 +85,7 @@ class HostPatched(HostSummary):
 
 
 @router.get("")
-def list_hosts(session: SessionDep, _: AdminDep) -> list[HostListItem]:
+def list_hosts(session: SessionDep, _: AdminDep, now: NowDep) -> list[HostListItem]:
     return [
         HostListItem.model_validate(
             {
@@ -89,6 +93,7 @@ def list_hosts(session: SessionDep, _: AdminDep) -> list[HostListItem]:
                 "latest": series.latest_brief(session, host_id=h.id),
                 "vllm_phase": latest_vllm_phase(session, host_id=h.id),
                 "open_incident": open_incident_brief(session, host_id=h.id),
+                "board": host_board(session, host=h, now=now.timestamp()),
             }
         )
         for h in registry.list_hosts(session)
@@ -108,6 +113,7 @@ def get_host(
         {
             **summary(host),
             "latest_sample": series.latest_sample(session, host_id=host.id),
+            "first_sample_ts": series.first_sample_ts(session, host_id=host.id),
             "canary": canary_report(session, host_id=host.id, expect=expect, now=now.timestamp()),
             "netconsole": netconsole_report(session, host_id=host.id),
             "spool_losses": spool_losses(session, host_id=host.id, offset=offset),

@@ -12,7 +12,7 @@ from urllib.parse import quote
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse, Response
 
-from collector.deps import AdminDep, SessionDep
+from collector.deps import AdminDep, NowDep, SessionDep, SettingsDep
 from collector.incidents import read
 
 router = APIRouter(prefix="/api/v1/incidents", tags=["incidents"])
@@ -22,14 +22,25 @@ router = APIRouter(prefix="/api/v1/incidents", tags=["incidents"])
 def list_incidents(
     session: SessionDep,
     _: AdminDep,
+    settings: SettingsDep,
+    now: NowDep,
     host: str | None = None,
     kind: str | None = None,
     since: float | None = None,
     until: float | None = None,
     limit: int = 500,
-) -> list[read.IncidentView]:
-    """Newest first; ``since``/``until`` bound the opening time."""
-    return read.list_incidents(session, host=host, kind=kind, since=since, until=until, limit=limit)
+) -> list[read.IncidentListItem]:
+    """Newest first, each with its ``cause``; ``since``/``until`` bound the opening time."""
+    return read.list_incidents(
+        session,
+        host=host,
+        kind=kind,
+        since=since,
+        until=until,
+        limit=limit,
+        window_s=settings.snapshot_window_s,
+        now=now,
+    )
 
 
 @router.get("/{incident_id}")

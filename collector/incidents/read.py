@@ -1,9 +1,10 @@
-"""Reading incidents back: filtered lists (``IncidentView``) and the full detail
-(``IncidentDetail``: probes, snapshot, artifacts, deliveries) shared by the JSON API and the
-pages."""
+"""Reading incidents back: filtered lists (``IncidentListItem``, each with its cause) and the
+full detail (``IncidentDetail``: probes, snapshot, artifacts, deliveries, and the headline's
+kernel events and vLLM start) shared by the JSON API and the pages."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -13,8 +14,15 @@ from sqlalchemy.orm import Session
 from collector.alerts.delivery import DeliveryOut
 from collector.errors import NotFound
 from collector.hosts.registry import find_boot_pk
+from collector.incidents.headline import (
+    IncidentCause,
+    cause,
+    vllm_start_before,
+    window_kernel_events,
+)
 from collector.incidents.lifecycle import current_incident
 from collector.incidents.payload import IncidentOut, KernelAlive, kernel_alive
+from collector.kernel.read import KernelEventOut
 from collector.kernel.records import LogEventOut
 from collector.links import incident_url
 from collector.models import (
@@ -34,6 +42,7 @@ from collector.readback.timeline import MarkerOut, PhaseBand, kernel_markers, ph
 from collector.readback.windows import MatrixWindow, matrix_windows
 from collector.schemas import Epoch, OutModel
 from collector.timeutil import from_epoch, to_epoch
+from collector.vllm.status import VllmStartOut
 
 WINDOW_AFTER_S = 5.0
 LATE_EVIDENCE_MAX_LINES = 5000
@@ -48,6 +57,13 @@ class IncidentView(IncidentOut):
     url: str
     start: float
     end: float | None
+
+
+class IncidentListItem(IncidentView):
+    """An incident on the freezes page: with its ``cause``, null when the kernel said nothing
+    worth naming."""
+
+    cause: IncidentCause | None
 
 
 class TimeWindow(OutModel):
@@ -110,9 +126,13 @@ class IncidentDetail(IncidentView):
     """Everything about one incident. ``window`` is the snapshot's span on the agent's clock
     (+5 s); ``markers``, ``phases``, ``matrix`` and ``guard`` are the host's kernel events, vLLM
     phase bands, matrix-run windows and guard firings in it; ``late_evidence`` the lines of the
-    incident's boot that arrived after it opened."""
+    incident's boot that arrived after it opened. For the headline: ``kernel_events``, the
+    host's classified kernel events from the window's start to the end of the silence (newest
+    first), and ``vllm_start``, its last vLLM server start before the loss with its plan."""
 
     window: TimeWindow
+    kernel_events: list[KernelEventOut]
+    vllm_start: VllmStartOut | None
     markers: list[MarkerOut]
     phases: list[PhaseBand]
     matrix: list[MatrixWindow]
@@ -142,8 +162,11 @@ def list_incidents(
     since: float | None = None,
     until: float | None = None,
     limit: int = 500,
-) -> list[IncidentView]:
-    """Newest first; ``since``/``until`` (epoch s) bound the opening time."""
+    window_s: float,
+    now: datetime,
+) -> list[IncidentListItem]:
+    """Newest first; ``since``/``until`` (epoch s) bound the opening time; ``window_s`` is how
+    far before the silence the ``cause`` is looked for."""
     query = select(Incident, Host).join(Host, Host.id == Incident.host_id)
     if host is not None:
         query = query.where(Host.name == host)
@@ -154,7 +177,15 @@ def list_incidents(
     if until is not None:
         query = query.where(Incident.opened_at <= from_epoch(until))
     rows = session.execute(query.order_by(Incident.opened_at.desc()).limit(min(limit, 5000)))
-    return [incident_view(incident, host) for incident, host in rows]
+    return [
+        IncidentListItem.model_validate(
+            {
+                **dict(incident_view(incident, host)),
+                "cause": cause(session, incident=incident, window_s=window_s, now=now),
+            }
+        )
+        for incident, host in rows
+    ]
 
 
 def incident_view(incident: Incident, host: Host) -> IncidentView:
@@ -202,10 +233,15 @@ def incident_detail(session: Session, *, incident_id: int) -> IncidentDetail:
     ):
         window_s = snapshot.window_end - snapshot.window_start
     since, until = end - window_s, end + WINDOW_AFTER_S
+    silence_end = to_epoch(incident.silence_end)
     return IncidentDetail.model_validate(
         {
             **dict(view),
             "window": {"since": since, "until": until},
+            "kernel_events": window_kernel_events(
+                session, host_id=host.id, since=since, until=silence_end
+            ),
+            "vllm_start": vllm_start_before(session, host_id=host.id, ts=until),
             "markers": kernel_markers(session, host_id=host.id, since=since, until=until),
             "phases": phase_bands(session, host_id=host.id, since=since, until=until),
             "matrix": matrix_windows(session, host_id=host.id, since=since, until=until),

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
 from agent.kernel.classify import KernelEvent, classify_kernel_line
@@ -25,10 +25,11 @@ from collector.kernel.alerting import enqueue_kernel_events
 from collector.kernel.attribution import Site, attribute_reports, site_of
 from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER
 from collector.kernel.store import store_kernel_events
-from collector.models import CHANNEL_NETCONSOLE, Host, Line, NetconsoleDatagram, NetconsoleStats
+from collector.models import CHANNEL_NETCONSOLE, Host, NetconsoleDatagram, NetconsoleStats
 from collector.netconsole.fit import record_fields, storable
 from collector.netconsole.loss import MsgidTracker
 from collector.netconsole.records import RawDatagram, ReceivedRecord
+from collector.netconsole.stored_lines import KernelHit, stored_keyed_lines, stored_line
 from collector.settings import Settings
 from collector.timeutil import from_epoch
 
@@ -133,7 +134,7 @@ class NetconsoleStore:
     def store_records(self, session: Session, records: list[ReceivedRecord]) -> None:
         keyed: list[tuple[Any, ...]] = []
         plain: list[tuple[Any, ...]] = []
-        hits: list[_Hit] = []  # records naming a kernel event (a few substring tests each)
+        hits: list[KernelHit] = []  # records naming a kernel event (a few substring tests each)
         sites: dict[tuple[int, int], list[Site]] = {}  # RIP/pc lines naming a module
         hosts: dict[int, Host | None] = {}
         stats: dict[int, list[float]] = {}  # host id → [received, lost delta, incomplete, last]
@@ -173,7 +174,7 @@ class NetconsoleStore:
             event = classify_kernel_line(r.text)
             if event is not None:
                 boot_id = r.boot or host.current_boot_id
-                hits.append(_Hit(host, boot, boot_id, replace(rec, record=r), event))
+                hits.append(KernelHit(host, boot, boot_id, replace(rec, record=r), event))
             else:
                 site = site_of(r.text)
                 if site is not None:
@@ -196,7 +197,7 @@ class NetconsoleStore:
         for (host_id, boot), found in sites.items():
             attribute_reports(session, host_id=host_id, boot_pk=boot, sites=found)
 
-    def _kernel_events(self, session: Session, hits: list[_Hit]) -> None:
+    def _kernel_events(self, session: Session, hits: list[KernelHit]) -> None:
         """Ingest's kernel-event hook for the records just stored: classify, correlate, alert.
 
         A record the agent brought first already has its event (the unique ``line_id``
@@ -204,13 +205,13 @@ class NetconsoleStore:
         """
         groups: dict[tuple[int, int], list[tuple[int, float, KernelEvent]]] = {}
         boot_ids: dict[tuple[int, int], str | None] = {}
-        keyed = _stored_keyed_lines(session, [h for h in hits if h.rec.record.kseq is not None])
+        keyed = stored_keyed_lines(session, [h for h in hits if h.rec.record.kseq is not None])
         for hit in hits:
             r = hit.rec.record
             stored = (
                 keyed.get((hit.boot_pk, r.kseq))
                 if r.kseq is not None
-                else _stored_line(session, hit)
+                else stored_line(session, hit)
             )
             if stored is not None:
                 key = (hit.host.id, hit.boot_pk)
@@ -243,57 +244,6 @@ class NetconsoleStore:
     def forget_boots(self) -> None:
         """Drop the boot-id cache (a rolled-back transaction may have created cached rows)."""
         self._boots.clear()
-
-
-@dataclass(frozen=True)
-class _Hit:
-    """A netconsole record that names a kernel event, before its line id is known."""
-
-    host: Host
-    boot_pk: int
-    boot_id: str | None
-    rec: ReceivedRecord
-    event: KernelEvent
-
-
-def _stored_keyed_lines(
-    session: Session, hits: list[_Hit]
-) -> dict[tuple[int, int], tuple[int, float]]:
-    """(boot_pk, kseq) → (id, ts) of the rows these records went into, a few queries in all."""
-    wanted: dict[int, set[int]] = {}
-    for hit in hits:
-        wanted.setdefault(hit.boot_pk, set()).add(int(hit.rec.record.kseq or 0))
-    found: dict[tuple[int, int], tuple[int, float]] = {}
-    for boot, kseqs in wanted.items():
-        ordered = sorted(kseqs)
-        for i in range(0, len(ordered), 500):
-            rows = session.execute(
-                select(Line.kseq, Line.id, Line.ts).where(
-                    Line.boot_pk == boot, Line.kseq.in_(ordered[i : i + 500])
-                )
-            ).all()
-            found.update(
-                {(boot, kseq): (line_id, ts) for kseq, line_id, ts in rows if kseq is not None}
-            )
-    return found
-
-
-def _stored_line(session: Session, hit: _Hit) -> tuple[int, float] | None:
-    """(id, ts) of the row the record went into: by (boot, kseq), else by its arrival."""
-    r = hit.rec.record
-    query = select(Line.id, Line.ts).where(Line.boot_pk == hit.boot_pk)
-    if r.kseq is not None:
-        query = query.where(Line.kseq == r.kseq)
-    else:
-        query = query.where(
-            Line.host_id == hit.host.id,
-            Line.kseq.is_(None),
-            Line.source == "netconsole",
-            Line.received_at == hit.rec.received_at,
-            Line.text == r.text,
-        )
-    row = session.execute(query.order_by(Line.id.desc()).limit(1)).first()
-    return None if row is None else (row[0], row[1])
 
 
 def prune_datagrams(session: Session, *, before: float) -> int:

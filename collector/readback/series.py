@@ -1,5 +1,6 @@
 """Reading samples and lines back: time ranges, filters, keyset pagination, the latest ones,
-and their one shape (``SampleOut``, ``LineOut``)."""
+quiet pages (without the noise a reader skips) and their one shape (``SampleOut``,
+``LineOut``)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from collections.abc import Iterable
 from typing import Annotated, Any, TypeVar
 
 from pydantic import AliasChoices, BeforeValidator, Field, TypeAdapter, ValidationError
-from sqlalchemy import select, tuple_
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import instance_dict
 
 from collector.errors import BadRequest
 from collector.models import KERNEL_SOURCES, Base, Host, Line, Sample
+from collector.readback.noise import noise
 from collector.readback.timebase import to_agent
 from collector.schemas import AgentTime, OutModel, ReportedScalar, first_entry, on_collector_clock
 
@@ -22,6 +24,9 @@ LAST_KERNEL_LINES = 20
 # test value) is stored and listed, never the host's latest: the host's clock offset shows the
 # skew. One stamped in 1970 is older than every real sample, so never the latest either.
 LATEST_AHEAD_S = 86400.0
+
+
+QUIETED_COUNT_CAP = 10_000
 
 
 class SampleOut(OutModel):
@@ -150,6 +155,11 @@ def latest_sample(session: Session, *, host_id: int) -> Sample | None:
     return session.scalar(query.order_by(Sample.ts.desc()).limit(1))
 
 
+def first_sample_ts(session: Session, *, host_id: int) -> float | None:
+    """When the host's oldest sample was taken (agent clock), or None."""
+    return session.scalar(select(func.min(Sample.ts)).where(Sample.host_id == host_id))
+
+
 def last_kernel_lines(
     session: Session, *, host_id: int, limit: int = LAST_KERNEL_LINES
 ) -> list[Line]:
@@ -214,16 +224,20 @@ def list_lines(
     limit: int = 500,
     newest_first: bool = False,
     offset: float = 0.0,
+    quiet: bool = False,
 ) -> tuple[list[Line], str | None]:
     """Lines keyset-paginated on (ts, id), oldest first unless ``newest_first``; returns the
     page and the cursor of the next one. [since, until] is on the collector's time base
     (``offset``: the host's clock offset); the cursor is the agent's.
 
-    ``min_priority`` is a syslog severity: 3 means "err and worse" (numerically <= 3).
+    ``min_priority`` is a syslog severity: 3 means "err and worse" (numerically <= 3);
+    ``quiet`` leaves out :func:`noise`.
     """
     limit = _check_limit(limit)
     since, until = to_agent(since, offset), to_agent(until, offset)
     query = select(Line).where(Line.host_id == host_id)
+    if quiet:
+        query = query.where(~noise())
     if since is not None:
         query = query.where(Line.ts >= since)
     if until is not None:
@@ -244,6 +258,37 @@ def list_lines(
         return rows, None
     rows = rows[:limit]
     return rows, f"{rows[-1].ts!r}:{rows[-1].id}"
+
+
+def count_quieted(
+    session: Session,
+    *,
+    host_id: int,
+    since: float | None,
+    until: float | None,
+    page: list[Line],
+    cursor: str | None,
+    more: bool,
+    newest_first: bool,
+    offset: float = 0.0,
+) -> int:
+    """How many :func:`noise` lines a quiet page of :func:`list_lines` left out between its
+    neighbours (the whole range once the page is the last), at most ``QUIETED_COUNT_CAP``;
+    [since, until] as in :func:`list_lines`."""
+    lo, hi = to_agent(since, offset), to_agent(until, offset)
+    at = _parse_cursor(cursor)[0] if cursor else None
+    edge = page[-1].ts if more and page else None
+    if newest_first:
+        lo, hi = edge if edge is not None else lo, at if at is not None else hi
+    else:
+        lo, hi = at if at is not None else lo, edge if edge is not None else hi
+    query = select(Line.id).where(Line.host_id == host_id, noise())
+    if lo is not None:
+        query = query.where(Line.ts >= lo)
+    if hi is not None:
+        query = query.where(Line.ts <= hi)
+    capped = query.limit(QUIETED_COUNT_CAP).subquery()
+    return session.scalar(select(func.count()).select_from(capped)) or 0
 
 
 def _parse_cursor(cursor: str) -> tuple[float, int]:

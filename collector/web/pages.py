@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -22,6 +23,13 @@ def wants_html(request: Request) -> bool:
     return not request.url.path.startswith("/api/") and "text/html" in request.headers.get(
         "accept", ""
     )
+
+
+def login_redirect(request: Request) -> Response:
+    """To the login form, coming back to the page asked for with its query (a shared link's
+    time range and filters)."""
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"/login?next={quote(target, safe='/')}", status_code=303)
 
 
 @router.get("/login", response_class=HTMLResponse)

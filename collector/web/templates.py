@@ -30,7 +30,8 @@ def fmt_ago(ts: float | None, now: float) -> str:
 
 
 def fmt_clock(ts: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "–"
+    """UTC, as the pages show times until their script switches them to the reader's choice."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) if ts else "–"
 
 
 def make_templates(clock: Callable[[], float]) -> Jinja2Templates:

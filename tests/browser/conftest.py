@@ -52,6 +52,7 @@ PSTORE_DMESG = (
 )
 GIB = 2**30
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+WIDE, PHONE = {"width": 1440, "height": 900}, {"width": 390, "height": 844}  # viewports
 NVRM_TEXT = (
     "NVRM: Xid (PCI:000f:01:00): 31, pid=4242, name=python3, channel 0x00000002, "
     "intr 00000000. MMU Fault: ENGINE GRAPHICS GPC1 GPCCLIENT_T1_3 faulted @ 0x7f12_3456a000."
@@ -512,3 +513,82 @@ def real_incident(live_collector: LiveCollector, sshd: Any) -> RealIncident:
 
         detail = _wait_for("the post-mortem and both alerts", settled)
     return RealIncident(incident["id"], last, xid_ts, detail)
+
+
+FROZEN_HOST = "spark-frozen"
+FROZEN_GRACE_S = 5  # a loaded test machine may delay a batch by a second or two, not five
+LOCKUP = "watchdog: BUG: soft lockup - CPU#3 stuck for 23s!"
+
+
+@dataclass
+class SimFreeze:
+    """A simulated Spark (tests.support.simhost: a real agent, the vLLM stand-in) that cold-
+    starts, logs a soft lockup, freezes for ``freeze_s`` and reboots once."""
+
+    id: int
+    lc: LiveCollector
+    lockup_ts: float
+
+    def api(self, path: str, **params: Any) -> Any:
+        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        resp = httpx.get(f"{self.lc.base_url}{path}", params=params, headers=headers, timeout=30)
+        resp.raise_for_status()
+        return resp.json()
+
+    def resolved(self) -> dict[str, Any]:
+        """The incident once resolved and its post-mortem settled (it has no SSH: failed)."""
+
+        def done() -> dict[str, Any] | None:
+            detail = self.api(f"/api/v1/incidents/{self.id}")
+            settled = detail["postmortem"]["state"] in ("failed", "done")
+            return detail if detail["state"] == "resolved" and settled else None
+
+        return _wait_for("the simulated host back and its post-mortem settled", done, 120)
+
+
+@pytest.fixture(scope="session")
+def sim_freeze(
+    live_collector: LiveCollector, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SimFreeze]:
+    """Yields while the simulated host is frozen and its incident open (about 30 s remain)."""
+    require(Path(CHROMIUM).exists(), f"{CHROMIUM} missing (apt-get install chromium)")
+    lc = live_collector
+    env = {**os.environ, "FREEZEWATCH_DB_URL": lc.db_url}
+    added = subprocess.run(
+        [sys.executable, "-m", "collector", "add-host", FROZEN_HOST, "--simulated",
+         "--grace", str(FROZEN_GRACE_S)],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    token = added.stdout.strip().splitlines()[-1]
+    data = tmp_path_factory.mktemp("simfreeze")
+    argv = [
+        sys.executable, "-m", "tests.support.simhost", "--collector", lc.base_url,
+        "--token", token, "--host-name", FROZEN_HOST, "--data-dir", str(data),
+        "--first-freeze", "15", "--freeze-every", "0", "--freeze-seconds", "40",
+        "--load-seconds", "3",
+    ]  # fmt: skip
+    with open(data / "simhost.log", "wb") as log:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    sim = SimFreeze(0, lc, 0.0)
+    try:
+
+        def lockup() -> float | None:
+            found = sim.api(f"/api/v1/hosts/{FROZEN_HOST}/events", kind="soft_lockup")["events"]
+            return found[-1]["ts"] if found else None
+
+        sim.lockup_ts = _wait_for("the soft lockup line", lockup, 90)
+
+        def opened() -> int | None:
+            found = sim.api("/api/v1/incidents", host=FROZEN_HOST)
+            frozen = [i for i in found if i["start"] >= sim.lockup_ts - FROZEN_GRACE_S]
+            return frozen[0]["id"] if frozen and frozen[0]["state"] == "open" else None
+
+        sim.id = _wait_for("the freeze's incident", opened, 30)
+        yield sim
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

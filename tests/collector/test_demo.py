@@ -7,7 +7,7 @@ from pathlib import Path
 
 from collector import db
 from collector.auth import host_for_token
-from collector.demo import expand, port_free, register_hosts
+from collector.demo import expand, freeze_plan, port_free, register_hosts
 from collector.hosts import registry as hosts
 
 
@@ -51,3 +51,14 @@ def test_port_free_sees_a_listener() -> None:
         port = sock.getsockname()[1]
         assert port_free(port) is False
     assert port_free(port) is True
+
+
+def test_freeze_plan_says_when_the_simulated_host_freezes() -> None:
+    sim = ["/py", "-m", "tests.support.simhost", "--host-name", "spark-sim", "--freeze-every"]
+    plan = freeze_plan([*sim, "180"])
+    assert plan is not None
+    assert plan.startswith("  spark-sim: first freeze")
+    assert "after ~45 s, then every ~3 min of uptime" in plan and "away 20 s" in plan
+    assert "after ~10 s, once" in (freeze_plan([*sim, "0", "--first-freeze", "10"]) or "")
+    assert "never freezes" in (freeze_plan([*sim, "0"]) or "")
+    assert freeze_plan(["/bin/true"]) is None

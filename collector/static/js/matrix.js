@@ -41,7 +41,21 @@
     const presetList = listOf(presets, "presets");
     const presetSelect = document.getElementById("m-preset"), about = document.getElementById("preset-about");
     presetSelect.replaceChildren(...presetList.map((p) => el("option", { value: p.name, title: p.description }, p.name)));
-    document.getElementById("m-host").replaceChildren(...listOf(hosts, "hosts").map((h) => el("option", { value: h.name }, h.name)));
+    // Hosts without SSH settings are marked: a run there fails before it starts.
+    const hostList = listOf(hosts, "hosts"), hostSelect = document.getElementById("m-host");
+    const noSsh = (h) => !(h.config && h.config.ssh);
+    hostSelect.replaceChildren(...hostList.map((h) => el("option", { value: h.name, dataset: { ssh: noSsh(h) ? "no" : "yes" } }, noSsh(h) ? `${h.name} (no SSH)` : h.name)));
+    const help = document.getElementById("m-host-help");
+    const explain = () => {
+      const h = hostList.find((x) => x.name === hostSelect.value), missing = hostList.filter(noSsh).length;
+      help.hidden = !missing;
+      help.replaceChildren(...(h && noSsh(h)
+        ? [el("strong", { class: "error" }, `${h.name} has no SSH settings: `), "a matrix run starts and stops vLLM on the host over SSH. Give it a login first: ",
+          el("code", {}, `freezewatch-collector add-host ${h.name} --update --ssh USER@ADDR --key PATH --trust-host-key`), "."]
+        : [`Hosts marked "no SSH" need SSH settings (add-host NAME --update --ssh USER@ADDR --key PATH --trust-host-key) before a matrix run can use them.`]));
+    };
+    hostSelect.addEventListener("change", explain);
+    explain();
     const describe = () => {
       const p = presetList.find((x) => x.name === presetSelect.value);
       about.replaceChildren(...(p ? [el("p", {}, p.description),
@@ -131,7 +145,7 @@
   function profileSection(p) {
     const s = p.startup || {};
     return el("section", { class: "profile", dataset: { profile: p.label || p.profile, verdict: p.verdict || "" } },
-      el("h2", {}, `Profile ${p.label || p.profile} `, verdictTag(p.verdict), p.description ? el("span", { class: "muted" }, ` ${p.description}`) : null),
+      el("h2", { class: "profile-title" }, `Profile ${p.label || p.profile} `, verdictTag(p.verdict), p.description ? el("span", { class: "muted" }, ` ${p.description}`) : null),
       (p.reasons || []).length ? el("ul", { class: "reasons error" }, p.reasons.map((r) => el("li", {}, r))) : null,
       el("div", { class: "profile-grid" },
         el("div", {}, el("h3", {}, "Startup"), kvTable({
@@ -239,7 +253,8 @@
     return el("div", {}, list, table, compared.length ? el("ul", { class: "comparisons" }, compared) : null);
   }
 
-  function stepsTable(steps) {
+  function stepsTable(steps, run) {
+    if (!steps.length) return el("p", { class: "muted", id: "steps-empty" }, window.FW.campaign.noSteps(run));
     return el("div", { class: "table-wrap" }, el("table", { id: "steps" },
       el("thead", {}, el("tr", {}, ["Profile", "Step", "Outcome", "Started", "Took", "Detail"].map((h) => el("th", {}, h)))),
       el("tbody", {}, steps.map((s) => el("tr", {},
@@ -283,7 +298,8 @@
       document.getElementById("profiles").replaceChildren(...profiles.map((p) => {
         const section = profileSection(p); section.id = `profile-${p.label || p.profile}`; return section;
       }));
-      document.getElementById("steps-wrap").replaceChildren(stepsTable(listOf(run.steps)));
+      document.getElementById("steps-wrap").replaceChildren(stepsTable(listOf(run.steps), run));
+      await window.FW.campaign.incidents(run, document.getElementById("run-incidents-wrap")).catch((e) => console.warn(e.message));
       const [lat, md] = await Promise.allSettled([
         api(`/api/v1/matrix-runs/${id}/latencies`), api(`/api/v1/matrix-runs/${id}/report.md`, { text: true })]);
       if (lat.status === "fulfilled") document.getElementById("latency").replaceChildren(latencyPlot(listOf(lat.value.profiles)));

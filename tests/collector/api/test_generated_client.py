@@ -111,16 +111,19 @@ def test_generated_client_lists_hosts_and_incidents(live: Running, tmp_path: Pat
         assert frozen.latest.mem_available == 40 * 2**30
         assert frozen.open_incident.kind == models.IncidentKind.UNREACHABLE
         assert by_name["spark-02"].open_incident is None
+        assert frozen.board.freezes["24h"] == 1 and frozen.board.last_freeze.kind == "unreachable"
 
         incidents = list_incidents.sync(client=client, host="spark-01")
         assert [i.id for i in incidents] == [frozen.open_incident.id]
-        assert isinstance(incidents[0], models.IncidentView)
+        assert isinstance(incidents[0], models.IncidentListItem)
         assert incidents[0].state == models.IncidentState.OPEN
         assert incidents[0].host == "spark-01" and incidents[0].end is None
+        assert incidents[0].cause.kind == "xid"
 
         detail = get_incident.sync(frozen.open_incident.id, client=client)
         assert isinstance(detail, models.IncidentDetail)
         assert [m.text for m in detail.markers] == [XID]
+        assert [e.kind for e in detail.kernel_events] == ["xid"]
         assert [line["text"] for line in detail.snapshot.lines] == [XID]
 
     with client_pkg.Client(base_url=live.url) as anonymous:
