@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -46,6 +47,12 @@ class Collector:
     @property
     def admin(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+    def read(self, path: str, **params: Any) -> Any:
+        """GET ``path`` as the admin; the JSON of a 200 (anything else fails the test)."""
+        resp = self.client.get(path, params=params, headers=self.admin)
+        assert resp.status_code == 200, resp.text
+        return resp.json()
 
 
 def make_collector(url: str, **overrides: object) -> Iterator[Collector]:

@@ -8,6 +8,7 @@ from tests.collector.conftest import Collector
 from tests.collector.freeze_support import post
 
 T0 = 1764400000.0
+LINES = "/api/v1/hosts/spark-01/lines"
 ACCESS = 'INFO:     127.0.0.1:51234 - "GET /health HTTP/1.1" 200 OK'
 POST_OK = 'vllm[3141]: INFO: 10.0.0.7 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
 HEALTH_503 = 'INFO:     127.0.0.1:51299 - "GET /health HTTP/1.1" 503 Service Unavailable'
@@ -16,12 +17,6 @@ POST_500 = 'INFO:     127.0.0.1:51300 - "POST /v1/completions HTTP/1.1" 500 Inte
 
 def line(seq: int, source: str, text: str, priority: int = 6) -> dict[str, Any]:
     return {"seq": seq, "ts": T0 + seq, "source": source, "priority": priority, "text": text}
-
-
-def lines(c: Collector, **params: Any) -> dict[str, Any]:
-    resp = c.client.get("/api/v1/hosts/spark-01/lines", params=params, headers=c.admin)
-    assert resp.status_code == 200, resp.text
-    return resp.json()
 
 
 def test_quiet_leaves_out_access_log_and_canaries_and_counts_them(collector: Collector) -> None:
@@ -38,18 +33,18 @@ def test_quiet_leaves_out_access_log_and_canaries_and_counts_them(collector: Col
     ]  # fmt: skip
     post(collector, token, "spark-01", lines=body)
 
-    everything = lines(collector)
+    everything = collector.read(LINES)
     assert len(everything["lines"]) == 11 and "quieted" not in everything
-    quiet = lines(collector, quiet="true", order="desc")
+    quiet = collector.read(LINES, quiet="true", order="desc")
     # A 5xx answer is not noise, unless it is a polled endpoint's (a loading server's /health).
     assert [x["seq"] for x in quiet["lines"]] == [10, 9, 1]
     assert quiet["quieted"] == 8
 
     # A page of one: the count covers the stretch between it and the next page.
-    first = lines(collector, quiet="true", order="desc", limit=1)
+    first = collector.read(LINES, quiet="true", order="desc", limit=1)
     assert [x["seq"] for x in first["lines"]] == [10] and first["quieted"] == 1
-    second = lines(collector, quiet="true", order="desc", limit=1, cursor=first["next_cursor"])
+    second = collector.read(LINES, quiet="true", order="desc", limit=1, cursor=first["next_cursor"])
     assert [x["seq"] for x in second["lines"]] == [9] and second["quieted"] == 0
-    third = lines(collector, quiet="true", order="desc", limit=1, cursor=second["next_cursor"])
+    third = collector.read(LINES, quiet="true", order="desc", limit=1, cursor=second["next_cursor"])
     assert [x["seq"] for x in third["lines"]] == [1] and third["quieted"] == 7
     assert third["next_cursor"] is None

@@ -38,9 +38,8 @@ def sample_at(seq: int, ts: float, available_gib: float, psi_full: float) -> dic
 
 
 def series(c: Collector, **params: float) -> dict[str, Any]:
-    resp = c.client.get("/api/v1/hosts/spark-01/samples", params=params, headers=c.admin)
-    assert resp.status_code == 200, resp.text
-    return resp.json()
+    samples: dict[str, Any] = c.read("/api/v1/hosts/spark-01/samples", **params)
+    return samples
 
 
 def test_step_buckets_give_min_max_avg_from_samples_and_rollups(collector: Collector) -> None:
