@@ -74,7 +74,14 @@ def test_prometheus_scrapes_the_collector_and_answers_a_query(tmp_path: Path) ->
             )
             assert ingested["value"][1] == "1"
 
-            targets = {t["labels"]["job"]: t for t in prom.api("targets")["activeTargets"]}
+            # Each target is scraped on its own schedule: wait until both have been scraped.
+            deadline = time.monotonic() + 30
+            while True:
+                targets = {t["labels"]["job"]: t for t in prom.api("targets")["activeTargets"]}
+                scraped = all(t["health"] != "unknown" for t in targets.values())
+                if scraped or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
             assert targets["freezewatch"]["health"] == "up"
             wrong = targets["freezewatch-wrong-token"]
             assert wrong["health"] == "down" and "401" in wrong["lastError"]
