@@ -41,14 +41,22 @@ def test_a_nul_vllm_line_is_stored_and_raises_no_false_alarm(db_url: str, tmp_pa
                 return host.status if host else None
 
         wait_for(lambda: status() == "up")
-        with open(vllm_log, "a", encoding="utf-8") as f:
-            f.write(NUL_LINE + "\nINFO after\n")
 
         def stored() -> list[Line]:
             with db.session_scope(factory) as session:
                 rows = session.scalars(select(Line).where(Line.source == "vllm").order_by(Line.id))
                 return list(rows)
 
+        def probe_stored() -> bool:
+            # The agent follows the log from its end once its follower has opened it (which
+            # may come after the first heartbeat): append probes until one arrives.
+            with open(vllm_log, "a", encoding="utf-8") as f:
+                f.write("INFO probe\n")
+            return any(line.text == "INFO probe" for line in stored())
+
+        wait_for(probe_stored)
+        with open(vllm_log, "a", encoding="utf-8") as f:
+            f.write(NUL_LINE + "\nINFO after\n")
         wait_for(lambda: any(line.text == "INFO after" for line in stored()))
         time.sleep(3 * 3.0)  # three grace periods of the checker: the host must stay up
         assert status() == "up"
