@@ -12,7 +12,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agent.kernel.classify import EVENT_KINDS, GPU_FAULT_KINDS
-from collector.errors import BadRequest
 from collector.models import (
     HostEvent,
     KernelAction,
@@ -21,10 +20,9 @@ from collector.models import (
     Line,
     Severity,
 )
+from collector.readback.series import check_limit
 from collector.readback.timebase import to_agent
 from collector.schemas import AgentTime, OutModel, on_collector_clock
-
-MAX_LIMIT = 10_000
 
 
 class EventLine(OutModel):
@@ -155,8 +153,7 @@ def list_occurrences(
     session: Session, *, host_id: int, since: float | None = None, limit: int = 500
 ) -> list[OccurrenceOut]:
     """The host's kernel occurrences last seen at or after ``since``, most recent first."""
-    if not 1 <= limit <= MAX_LIMIT:
-        raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
+    check_limit(limit)
     query = select(KernelOccurrence).where(
         KernelOccurrence.host_id == host_id, KernelOccurrence.count > 0
     )
@@ -183,8 +180,7 @@ def list_events(
     ``kinds`` filters on kind (kernel kinds such as ``nv_err``, host kinds such as
     ``vllm_hung``); the pseudo-kind ``gpu_fault`` stands for every GPU-fault kernel kind.
     """
-    if not 1 <= limit <= MAX_LIMIT:
-        raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
+    check_limit(limit)
     wanted = set(kinds or [])
     if "gpu_fault" in wanted:
         wanted = (wanted - {"gpu_fault"}) | GPU_FAULT_KINDS

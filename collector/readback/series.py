@@ -198,7 +198,7 @@ def list_samples(
 ) -> list[Sample]:
     """Samples in [since, until] (the collector's time base: ``offset`` is the host's clock
     offset), oldest first; without ``since``, the newest ``limit``."""
-    limit = _check_limit(limit)
+    limit = check_limit(limit)
     since, until = to_agent(since, offset), to_agent(until, offset)
     query = select(Sample).where(Sample.host_id == host_id)
     if until is not None:
@@ -233,7 +233,7 @@ def list_lines(
     ``min_priority`` is a syslog severity: 3 means "err and worse" (numerically <= 3);
     ``quiet`` leaves out :func:`noise`.
     """
-    limit = _check_limit(limit)
+    limit = check_limit(limit)
     since, until = to_agent(since, offset), to_agent(until, offset)
     query = select(Line).where(Line.host_id == host_id)
     if quiet:
@@ -299,7 +299,8 @@ def _parse_cursor(cursor: str) -> tuple[float, int]:
         raise BadRequest(f"invalid cursor {cursor!r}") from None
 
 
-def _check_limit(limit: int) -> int:
+def check_limit(limit: int) -> int:
+    """``limit`` of a read API page, refused with a 400 outside 1..MAX_LIMIT."""
     if not 1 <= limit <= MAX_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
     return limit
