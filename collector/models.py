@@ -8,6 +8,7 @@ import sys
 from datetime import datetime
 from enum import Enum
 from typing import Any, cast
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import (
     JSON,
@@ -20,19 +21,23 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     SmallInteger,
     String,
     Table,
     Text,
     UniqueConstraint,
+    event,
     false,
     text,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, object_session
 
 # Re-exported: the collector names them through its models.
 from agent.kernel.event import KernelAction as KernelAction
 from agent.kernel.event import Severity as Severity
+from collector.packing import Template, header, unpack
 from collector.timeutil import UTCDateTime, utcnow
 
 if sys.version_info >= (3, 11):
@@ -238,41 +243,148 @@ class Boot(Base):
     last_seen_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class SampleTemplate(Base):
+    """The first sample of one shape from one host in a day (``collector.packing``): the keys
+    and the values its rows leave out. Written once, never changed or deleted, so an id always
+    means the same template (ids are never reused) and any process may cache it."""
+
+    __tablename__ = "sample_templates"
+    __table_args__ = (UniqueConstraint("host_id", "digest"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # The host it was made for (no foreign key: it outlives a deleted host, see above).
+    host_id: Mapped[int] = mapped_column(Integer)
+    digest: Mapped[str] = mapped_column(String(32))  # packing.shape_digest: shape and day
+    body: Mapped[bytes] = mapped_column(LargeBinary)  # packing.Template.body
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+# Per database, templates by id: shared by the process's sessions (a template never changes).
+_TEMPLATES: WeakKeyDictionary[Engine, dict[int, Template]] = WeakKeyDictionary()
+_TEMPLATES_KEPT = 4096
+
+
+def engine_of(session: Session) -> Engine:
+    """The engine a session's rows come from (the key of per-database caches)."""
+    bind = session.get_bind()
+    return bind if isinstance(bind, Engine) else bind.engine
+
+
+def remember_template(session: Session, template_id: int, template: Template) -> None:
+    """Cache a committed template of the session's database (``template_of`` reads it)."""
+    cache = _TEMPLATES.setdefault(engine_of(session), {})
+    if len(cache) >= _TEMPLATES_KEPT:
+        cache.clear()
+    cache[template_id] = template
+
+
+def template_of(session: Session, template_id: int) -> Template:
+    """The template ``template_id``, cached or read through ``session``."""
+    template = _TEMPLATES.get(engine_of(session), {}).get(template_id)
+    if template is not None:
+        return template
+    row = session.get(SampleTemplate, template_id)
+    if row is None:
+        raise LookupError(f"sample template {template_id} is not stored")
+    template = Template.from_body(row.body)
+    remember_template(session, template_id, template)
+    return template
+
+
 class Sample(Base):
-    """One host sample; the charted metrics are typed columns, the whole sample is in ``data``."""
+    """One host sample: the charted metrics typed, the whole sample packed (``data`` unpacks
+    it). Keyed by (boot, seq), the agent's record identity; no surrogate id, whose sequence
+    and index would cost more than the packed sample itself."""
 
     __tablename__ = "samples"
     __table_args__ = (
-        UniqueConstraint("boot_pk", "seq"),
-        Index("ix_samples_host_ts", "host_id", "ts"),
+        PrimaryKeyConstraint("boot_pk", "seq"),
+        # A host's samples arrive in key order: full index pages (the PK's too, see 0017).
+        Index("ix_samples_host_ts", "host_id", "ts", postgresql_with={"fillfactor": 100}),
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     # No foreign keys on time-series rows: PostgreSQL checks them with a trigger per row,
     # which costs more than the insert itself; hosts.delete_host removes a host's rows.
+    # Column order: 8-byte columns first, so PostgreSQL pads none of them.
     host_id: Mapped[int] = mapped_column(Integer)
     boot_pk: Mapped[int] = mapped_column(Integer)
     seq: Mapped[int] = mapped_column(BigInteger)
     ts: Mapped[float] = mapped_column(Float)
     received_at: Mapped[float] = mapped_column(Float)
-    burst: Mapped[bool] = mapped_column(Boolean, default=False)
     mem_total: Mapped[int | None] = mapped_column(BigInteger)
     mem_available: Mapped[int | None] = mapped_column(BigInteger)
     mem_free: Mapped[int | None] = mapped_column(BigInteger)
     swap_used: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_mem_used: Mapped[int | None] = mapped_column(BigInteger)
     psi_mem_some_avg10: Mapped[float | None] = mapped_column(Float)
     psi_mem_full_avg10: Mapped[float | None] = mapped_column(Float)
     psi_cpu_some_avg10: Mapped[float | None] = mapped_column(Float)
     psi_io_some_avg10: Mapped[float | None] = mapped_column(Float)
     psi_io_full_avg10: Mapped[float | None] = mapped_column(Float)
-    load1: Mapped[float | None] = mapped_column(Float)
     gpu_util: Mapped[float | None] = mapped_column(Float)
-    gpu_mem_used: Mapped[int | None] = mapped_column(BigInteger)
-    gpu_power_w: Mapped[float | None] = mapped_column(Float)
     vllm_running: Mapped[float | None] = mapped_column(Float)
     vllm_waiting: Mapped[float | None] = mapped_column(Float)
     vllm_kv_usage: Mapped[float | None] = mapped_column(Float)
-    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # The agent's whole sample less the typed values (``collector.packing``); its first bytes
+    # hold the burst flag and the template's id.
+    packed: Mapped[bytes] = mapped_column(LargeBinary)
+
+    @property
+    def burst(self) -> bool:
+        """Sampled faster than the interval (the agent's pressure burst)."""
+        return header(self.packed)[0]
+
+    @property
+    def template_id(self) -> int | None:
+        """The template ``packed`` leaves out (None: stored plain)."""
+        return header(self.packed)[1]
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The agent's whole sample, as it sent it (less ``seq``, ``ts``, ``burst``, nulls)."""
+        cached: dict[str, Any] | None = self.__dict__.get("_data")
+        if cached is None:
+            template: Template | None = self.__dict__.get("_template")
+            template_id = self.template_id
+            if template is None and template_id is not None:
+                session = object_session(self)
+                if session is None:
+                    raise LookupError(f"sample template {template_id}: the row has no session")
+                template = template_of(session, template_id)
+            known = {n: getattr(self, n) for n in set(template.known.values())} if template else {}
+            cached = unpack(self.packed, template, known)
+            self.__dict__["_data"] = cached
+        return cached
+
+    @property
+    def load1(self) -> float | None:
+        """The 1-minute load average (not charted, so not a column)."""
+        value = (self.data.get("load") or {}).get("1")
+        return value if _is_number(value) else None
+
+    @property
+    def gpu_power_w(self) -> float | None:
+        """The first GPU's power draw (not charted, so not a column)."""
+        gpu = self.data.get("gpu")
+        first = gpu[0] if isinstance(gpu, list) and gpu else gpu
+        value = first.get("power_w") if isinstance(first, dict) else None
+        return value if _is_number(value) else None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@event.listens_for(Sample, "load")
+@event.listens_for(Sample, "refresh")
+def _attach_template(target: Sample, context: Any, *_: Any) -> None:
+    """Give a loaded sample its template now, while it has a session: ``data`` then unpacks
+    after the session has closed too."""
+    target.__dict__.pop("_data", None)
+    packed = target.__dict__.get("packed")
+    template_id = header(packed)[1] if packed else None
+    if template_id is not None:
+        target.__dict__["_template"] = template_of(context.session, template_id)
 
 
 # vLLM's own lines among a host's kernel storm: kernel-event correlation and the vLLM

@@ -17,6 +17,7 @@ from collector.hosts.registry import boot_pk
 from collector.ingest.derive import derive_from_batch
 from collector.ingest.lines import store_lines
 from collector.ingest.rows import EVENT_COLUMNS, SAMPLE_COLUMNS, sample_row, to_json
+from collector.ingest.templates import SamplePacker
 from collector.kernel.alerting import enqueue_kernel_events
 from collector.liveness.heartbeat import record_heartbeat, stopping_event
 from collector.models import CHANNEL_AGENT, AgentEvent, Host, Line, Sample, table_of
@@ -44,8 +45,12 @@ def ingest_batch(
     boot = boot_pk(session, host=host, boot_id=batch.boot_id)
     common = (host.id, boot, received_at)
 
+    packer = SamplePacker(session, host_id=host.id, received_at=received_at)
     samples_stored = db.insert_ignoring_duplicates(
-        session, table_of(Sample), SAMPLE_COLUMNS, [sample_row(common, s) for s in batch.samples]
+        session,
+        table_of(Sample),
+        SAMPLE_COLUMNS,
+        [sample_row(common, s, packer) for s in batch.samples],
     )
     if batch.samples:
         stamps = [s.ts for s in batch.samples]

@@ -7,17 +7,18 @@ builds its rows here, so a line is the same row whichever way it came.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol
 
 from collector.models import CHANNEL_AGENT, CHANNEL_NETCONSOLE, fits
 from collector.schemas import WireSample, number
 
-SAMPLE_COLUMNS = (
-    "host_id", "boot_pk", "received_at", "seq", "ts", "burst", "mem_total", "mem_available",
-    "mem_free", "swap_used", "psi_mem_some_avg10", "psi_mem_full_avg10", "psi_cpu_some_avg10",
-    "psi_io_some_avg10", "psi_io_full_avg10", "load1", "gpu_util", "gpu_mem_used", "gpu_power_w",
-    "vllm_running", "vllm_waiting", "vllm_kv_usage", "data",
+# The typed columns of a sample: what the UI charts and SQL aggregates.
+TYPED_SAMPLE_COLUMNS = (
+    "mem_total", "mem_available", "mem_free", "swap_used", "gpu_mem_used", "psi_mem_some_avg10",
+    "psi_mem_full_avg10", "psi_cpu_some_avg10", "psi_io_some_avg10", "psi_io_full_avg10",
+    "gpu_util", "vllm_running", "vllm_waiting", "vllm_kv_usage",
 )  # fmt: skip
+SAMPLE_COLUMNS = ("host_id", "boot_pk", "received_at", "seq", "ts", *TYPED_SAMPLE_COLUMNS, "packed")
 LINE_COLUMNS = (
     "host_id", "boot_pk", "received_at", "seq", "kseq", "ts", "source", "priority", "facility",
     "text", "truncated", "fields", "channels", "agent_received_at", "netconsole_received_at",
@@ -64,38 +65,50 @@ def line_row(
     )
 
 
-def sample_row(common: Common, sample: WireSample) -> tuple[Any, ...]:
-    """One sample as a SAMPLE_COLUMNS tuple: the charted metrics typed, the whole in ``data``."""
+class Packer(Protocol):
+    def pack(self, data: dict[str, Any], known: dict[str, Any], *, burst: bool) -> bytes: ...
+
+
+def sample_row(common: Common, sample: WireSample, packer: Packer) -> tuple[Any, ...]:
+    """One sample as a SAMPLE_COLUMNS tuple: the charted metrics typed, the rest of the sample
+    and its burst flag packed by ``packer`` (``collector.ingest.templates``)."""
+    typed = typed_columns(sample)
+    data = sample.model_dump(exclude={"seq", "ts", "burst"}, exclude_none=True)
+    known = dict(zip(TYPED_SAMPLE_COLUMNS, typed, strict=True))
+    return (*common, sample.seq, sample.ts, *typed, packer.pack(data, known, burst=sample.burst))
+
+
+def typed_columns(sample: WireSample) -> tuple[Any, ...]:
+    """The TYPED_SAMPLE_COLUMNS values of one sample, as the columns give them back (an
+    integer in a Float column reads back a float): the packed row leaves out what they hold."""
     mem = sample.mem
     psi = sample.psi or {}
     swap_total, swap_free = mem.get("SwapTotal"), mem.get("SwapFree")
     gpu = sample.first_gpu()
     vllm = sample.first_vllm()
     return (
-        *common,
-        sample.seq,
-        sample.ts,
-        sample.burst,
         fits(mem.get("MemTotal")),
         fits(mem.get("MemAvailable")),
         fits(mem.get("MemFree")),
         fits(swap_total - swap_free) if swap_total is not None and swap_free is not None else None,
+        fits(number(gpu.get("mem_used"))),
         _psi(psi, "memory", "some"),
         _psi(psi, "memory", "full"),
         _psi(psi, "cpu", "some"),
         _psi(psi, "io", "some"),
         _psi(psi, "io", "full"),
-        (sample.load or {}).get("1"),
-        number(gpu.get("util")),
-        fits(number(gpu.get("mem_used"))),
-        number(gpu.get("power_w")),
-        number(vllm.get("running")),
-        number(vllm.get("waiting")),
-        number(vllm.get("kv_usage")),
-        to_json(sample.model_dump(exclude={"seq", "ts", "burst"}, exclude_none=True)),
+        _real(gpu.get("util")),
+        _real(vllm.get("running")),
+        _real(vllm.get("waiting")),
+        _real(vllm.get("kv_usage")),
     )
 
 
-def _psi(psi: dict[str, Any], resource: str, kind: str) -> int | float | None:
+def _real(value: Any) -> float | None:
+    value = number(value)
+    return None if value is None else float(value)
+
+
+def _psi(psi: dict[str, Any], resource: str, kind: str) -> float | None:
     value = (psi.get(resource) or {}).get(kind) or {}
-    return number(value.get("avg10")) if isinstance(value, dict) else None
+    return _real(value.get("avg10")) if isinstance(value, dict) else None

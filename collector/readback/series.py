@@ -4,7 +4,7 @@ quiet pages (without the noise a reader skips) and their one shape (``SampleOut`
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, TypeVar
 
 from pydantic import AliasChoices, BeforeValidator, Field, TypeAdapter, ValidationError
@@ -30,7 +30,8 @@ QUIETED_COUNT_CAP = 10_000
 
 
 class SampleOut(OutModel):
-    """One stored sample: its typed columns, and the agent's whole sample as ``data``; ``ts``
+    """One stored sample: its typed columns, the load average and GPU power read from its
+    data, and the agent's whole sample as ``data``; ``ts``
     on the host views' time base (``collector.readback.timebase``), ``agent_ts`` as the agent's
     clock read it."""
 
@@ -111,21 +112,32 @@ SAMPLES = TypeAdapter(list[SampleOut])
 LINES = TypeAdapter(list[LineOut])
 
 
-def rows_out(adapter: TypeAdapter[list[T]], rows: Iterable[Base], offset: float = 0.0) -> list[T]:
-    """The rows validated from their loaded column values (the ORM's instance dict): half the
-    cost of reading each attribute through its descriptor, as ``from_attributes`` does, on
-    pages of thousands. A row with an attribute not loaded (expired) is read that way.
-    ``offset``: the host's clock offset, for the host views (``timebase.offset_s``)."""
+def rows_out(
+    adapter: TypeAdapter[list[T]],
+    rows: Iterable[Base],
+    offset: float = 0.0,
+    fields: Callable[[Any], dict[str, Any]] = instance_dict,
+) -> list[T]:
+    """The rows validated from their loaded values (``fields``: the ORM's instance dict): half
+    the cost of reading each attribute through its descriptor (``from_attributes``) on pages
+    of thousands; a row with an attribute not loaded (expired) is read that way. ``offset``:
+    the host's clock offset, for the host views (``timebase.offset_s``)."""
     rows = list(rows)
     clock = on_collector_clock(offset)
     try:
-        return adapter.validate_python([instance_dict(row) for row in rows], context=clock)
+        return adapter.validate_python([fields(row) for row in rows], context=clock)
     except ValidationError:
         return adapter.validate_python(rows, from_attributes=True, context=clock)
 
 
+def _sample_fields(row: Sample) -> dict[str, Any]:
+    """A sample's columns and what it unpacks to: its flag, ``data``, figures read from it."""
+    unpacked = {"burst": row.burst, "data": row.data, "load1": row.load1}
+    return instance_dict(row) | unpacked | {"gpu_power_w": row.gpu_power_w}
+
+
 def samples_out(rows: Iterable[Sample], offset: float = 0.0) -> list[SampleOut]:
-    return rows_out(SAMPLES, rows, offset)
+    return rows_out(SAMPLES, rows, offset, _sample_fields)
 
 
 def lines_out(rows: Iterable[Line], offset: float = 0.0) -> list[LineOut]:

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 # (session, host_id, before, rows) -> rows deleted by one batch
 Pruner = Callable[[Session, int, float, int], int]
-TimeSeries = type[Sample] | type[Line] | type[AgentEvent] | type[HostEvent] | type[KernelEventRow]
+TimeSeries = type[Line] | type[AgentEvent] | type[HostEvent] | type[KernelEventRow]
 
 
 def urgent_kernel_line() -> ColumnElement[bool]:
@@ -65,6 +65,17 @@ def _by_id(model: TimeSeries, *where: ColumnElement[bool]) -> Pruner:
         return _deleted(session, delete(model).where(model.id.in_(ids.limit(rows))))
 
     return prune
+
+
+def _samples(session: Session, host_id: int, before: float, rows: int) -> int:
+    """Samples have no id: the oldest ``rows`` of one host by time, deleted as one range of
+    its (host_id, ts) index (a few more where several share the last stamp)."""
+    host_old = and_(Sample.host_id == host_id, Sample.ts < before)
+    last = session.scalar(
+        select(Sample.ts).where(host_old).order_by(Sample.ts).offset(rows - 1).limit(1)
+    )
+    upto = host_old if last is None else and_(host_old, Sample.ts <= last)
+    return _deleted(session, delete(Sample).where(upto))
 
 
 def _rollups(session: Session, host_id: int, before: float, rows: int) -> int:
@@ -100,7 +111,7 @@ _NO_EVENT = not_(exists().where(KernelEventRow.line_id == Line.id))
 # Kind -> its tables' pruners, in an order that never orphans: kernel events before the lines
 # they point at.
 PRUNERS: dict[str, tuple[Pruner, ...]] = {
-    "samples": (_by_id(Sample),),
+    "samples": (_samples,),
     "rollups": (_rollups,),
     "kernel_events": (_by_id(KernelEventRow),),
     "lines": (_by_id(Line, not_(urgent_kernel_line()), _NO_EVENT),),

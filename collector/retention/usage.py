@@ -27,6 +27,7 @@ from collector.models import (
     Meta,
     NetconsoleDatagram,
     Sample,
+    SampleTemplate,
     sample_rollups,
     table_of,
 )
@@ -44,9 +45,9 @@ KINDS = (
 
 # (table, SELECT host_id, kind, count(*)): one table's rows per host and kind.
 Query = tuple[str, Select[Any, Any, Any]]
-# Parts of a kind's rows (an incident's snapshot and artifacts, a run's steps): their bytes
-# count, their rows do not.
-PARTS = ("incident_snapshots", "artifacts", "matrix_steps")
+# Parts of a kind's rows (an incident's snapshot and artifacts, a run's steps, the templates
+# samples are packed against): their bytes count, their rows do not.
+PARTS = ("incident_snapshots", "artifacts", "matrix_steps", "sample_templates")
 # {"measured_at": epoch, "tables": {table: bytes}, "rows": {host_id: {kind: {table: rows}}}}
 Measurement = dict[str, Any]
 
@@ -89,6 +90,7 @@ def _queries() -> Iterable[Query]:
     lines = select(Line.host_id, urgent, func.count()).group_by(Line.host_id, urgent)
     incidents, runs = table_of(Incident), table_of(MatrixRun)
     yield _per_host(table_of(Sample), Sample.host_id, "samples")
+    yield _per_host(table_of(SampleTemplate), SampleTemplate.host_id, "samples")
     yield _per_host(sample_rollups, sample_rollups.c.host_id, "rollups")
     yield "lines", lines
     yield _per_host(table_of(KernelEventRow), KernelEventRow.host_id, "kernel_events")

@@ -30,6 +30,6 @@ def test_rows_read_from_loaded_values_or_by_attribute_agree(collector: Collector
         assert [s.mem_available for s in samples] == [40 * 2**30, 2**30]
 
         session.expire(line_rows[0])
-        session.expire(sample_rows[1], ["data"])
+        session.expire(sample_rows[1], ["packed", "mem_available"])
         assert lines_out(line_rows) == by_attribute
         assert samples_out(sample_rows) == samples
