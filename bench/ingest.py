@@ -1,6 +1,11 @@
-"""Sustained ingest through the real HTTP endpoint, batches of 1,000, SQLite and PostgreSQL.
+"""Sustained ingest through the real HTTP endpoint, batches of 1,000, SQLite and PostgreSQL,
+against what the database itself takes in the same run.
 
-Prints figures per backend; the last line is a JSON object of lines/s and samples/s.
+Per backend: lines/s and samples/s posted to a collector process; then the same lines, as the
+rows ingest stores, inserted straight through the driver (the bulk statement ingest uses:
+INSERT ... ON CONFLICT DO NOTHING on SQLite, COPY on PostgreSQL), one transaction a batch, as
+many writers as HTTP clients, rows built beforehand: the storage engine's own limit.
+``http_efficiency`` = HTTP lines/s / driver lines/s. The last line is a JSON object of them all.
 """
 
 from __future__ import annotations
@@ -11,12 +16,18 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import add_host, running_collector
+from collector import db
+from collector.hosts import registry as hosts
+from collector.ingest.rows import LINE_COLUMNS, line_row
+from collector.models import Line, table_of
+from collector.schemas import WireLine
 
 BATCH = 1000
 DURATION_S = 10.0
@@ -101,13 +112,69 @@ def run(url: str, token: str, kind: str) -> float:
     return sum(counts) / (time.monotonic() - started)
 
 
+def line_rows(db_url: str, count: int) -> list[list[list[tuple[Any, ...]]]]:
+    """The rows of ``make_bodies``' line batches as ingest stores them, for another host."""
+    engine = db.make_engine(db_url)
+    with db.session_scope(db.make_sessionmaker(engine)) as session:
+        host, _token = hosts.create_host(session, name="bench-driver")
+        common = (host.id, hosts.boot_pk(session, host=host, boot_id=BOOT), time.time())
+    engine.dispose()
+    per_client = []
+    for c in range(CLIENTS):
+        batches = []
+        for body in make_bodies("lines", c, count):
+            lines = [WireLine.model_validate(r) for r in json.loads(body)["lines"]]
+            batches.append([line_row(common, seq=x.seq, kseq=x.kseq, ts=x.ts, source=x.source,
+                                     priority=x.priority, facility=x.facility, text=x.text,
+                                     truncated=False, fields=None) for x in lines])  # fmt: skip
+        per_client.append(batches)
+    return per_client
+
+
+def driver_run(db_url: str, batches: list[list[list[tuple[Any, ...]]]]) -> float:
+    """Lines/s of ``batches`` inserted through the driver, CLIENTS writers at once."""
+    engine = db.make_engine(db_url)
+    factory = db.make_sessionmaker(engine)
+    table = table_of(Line)
+    counts = [0] * CLIENTS
+    stop = time.monotonic() + DURATION_S
+
+    def worker(c: int) -> None:
+        for rows in batches[c]:
+            if time.monotonic() >= stop:
+                break
+            with db.session_scope(factory) as session:
+                counts[c] += db.insert_ignoring_duplicates(session, table, LINE_COLUMNS, rows)
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=worker, args=(c,)) for c in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    engine.dispose()
+    return sum(counts) / elapsed
+
+
 def bench_backend(name: str, db_url: str) -> dict[str, float]:
     token = add_host(db_url, "bench")
     with running_collector(db_url) as url:
         lines = run(url, token, "lines")
         samples = run(url, token, "samples")
-    print(f"{name}: {lines:,.0f} lines/s, {samples:,.0f} samples/s", flush=True)
-    return {f"{name}_lines_per_s": round(lines), f"{name}_samples_per_s": round(samples)}
+    driver = driver_run(db_url, line_rows(db_url, 200))
+    efficiency = lines / driver
+    print(
+        f"{name}: {lines:,.0f} lines/s, {samples:,.0f} samples/s over HTTP; "
+        f"{driver:,.0f} lines/s through the driver; http_efficiency {efficiency:.2f}",
+        flush=True,
+    )
+    return {
+        f"{name}_lines_per_s": round(lines),
+        f"{name}_samples_per_s": round(samples),
+        f"{name}_driver_lines_per_s": round(driver),
+        f"{name}_http_efficiency": round(efficiency, 3),
+    }
 
 
 def main() -> None:
