@@ -25,6 +25,7 @@ from collector.errors import AppError
 from collector.guard.cli import add_guard_parser, run_guard_cli
 from collector.hosts import registry
 from collector.hosts.config import HostPatch, PowerControl, configure_host, set_power, set_retention
+from collector.hosts.labels import label_changes, set_labels
 from collector.inspect import add_inspect_parser, run_inspect
 from collector.main import create_app
 from collector.matrix.cli import add_matrix_parser, run_matrix_cli
@@ -98,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add.add_argument(
         "--power-after", type=float, metavar="S", help="seconds without the host first (300)"
+    )
+    add.add_argument(
+        "--label", action="append", default=[], metavar="K=V", help="e.g. lab=a; K= removes it"
     )
 
     bundle = sub.add_parser(
@@ -226,6 +230,8 @@ def cmd_add_host(args: argparse.Namespace) -> int:
             )
             if patch.retention:
                 set_retention(session, host=host, changes=patch.retention)
+            if args.label:
+                set_labels(session, host=host, changes=label_changes(args.label))
             if args.power_cycle is not None:
                 set_power(session, host=host, power=_power(args.power_cycle, args.power_after))
     except AppError as exc:

@@ -230,6 +230,8 @@ class Host(Base):
     # Days to keep each RETENTION_KINDS kind of this host's data, where it differs from the
     # collector's FREEZEWATCH_RETAIN_* defaults (0: kept until deleted); null: the defaults.
     retention: Mapped[dict[str, float] | None] = mapped_column(JSON)
+    # key=value pairs to group and filter hosts by (``collector.hosts.labels``); null: none.
+    labels: Mapped[dict[str, str] | None] = mapped_column(JSON)
 
 
 class Boot(Base):

@@ -3,19 +3,22 @@ what a host recorded is ``host_records``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query, Request, Response
 
 from collector import db
 from collector.deps import AdminDep, NetconsoleDep, NowDep, SessionDep, SettingsDep, SSHDep
+from collector.errors import BadRequest
 from collector.guard.report import GuardOut
 from collector.hosts import registry
 from collector.hosts.config import HostPatch, configure_host, set_retention
+from collector.hosts.labels import set_labels
+from collector.hosts.listing import MAX_PAGE, HostFilter, find_hosts
 from collector.hosts.registry import HostOut
 from collector.incidents.read import OpenIncidentBrief, open_incident_brief
 from collector.liveness.status import set_paused
-from collector.models import Host
+from collector.models import Host, HostStatus
 from collector.netconsole.health import (
     CanaryOut,
     NetconsoleHostOut,
@@ -85,7 +88,33 @@ class HostPatched(HostSummary):
 
 
 @router.get("")
-def list_hosts(session: SessionDep, _: AdminDep, now: NowDep) -> list[HostListItem]:
+def list_hosts(
+    session: SessionDep,
+    _: AdminDep,
+    now: NowDep,
+    request: Request,
+    response: Response,
+    status: Annotated[list[HostStatus] | None, Query(description="any of these")] = None,
+    name: Annotated[str | None, Query(description="a part of the name, any case")] = None,
+    label: Annotated[
+        list[str] | None, Query(description="key=value, or key for any value; all of them")
+    ] = None,
+    limit: Annotated[int | None, Query(description=f"hosts a page, 1-{MAX_PAGE}")] = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> list[HostListItem]:
+    """The hosts the filters select, by name; a page of them with ``limit``/``offset``. The
+    ``X-Total-Count`` header says how many the filters select, ``Link`` the next page."""
+    if limit is not None and not 1 <= limit <= MAX_PAGE:
+        raise BadRequest(f"limit must be between 1 and {MAX_PAGE}")
+    try:
+        where = HostFilter.parse(statuses=status, name=name, labels=label)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    hosts, total = find_hosts(session, where=where, limit=limit, offset=offset)
+    response.headers["X-Total-Count"] = str(total)
+    if limit is not None and offset + limit < total:
+        following = request.url.include_query_params(offset=offset + limit)
+        response.headers["Link"] = f'<{following}>; rel="next"'
     return [
         HostListItem.model_validate(
             {
@@ -96,7 +125,7 @@ def list_hosts(session: SessionDep, _: AdminDep, now: NowDep) -> list[HostListIt
                 "board": host_board(session, host=h, now=now.timestamp()),
             }
         )
-        for h in registry.list_hosts(session)
+        for h in hosts
     ]
 
 
@@ -161,4 +190,6 @@ def patch_host(
             db.after_commit(session, netconsole.allowlist.invalidate)
     if body.retention is not None:
         set_retention(session, host=host, changes=body.retention)
+    if body.labels is not None:
+        set_labels(session, host=host, changes=body.labels)
     return HostPatched(**summary(host), **facts)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
+from collector.hosts.labels import MAX_LABELS, check_changes
 from collector.models import RETENTION_KINDS, Host
 from collector.schemas import OutModel
 
@@ -51,6 +52,16 @@ class HostPatch(BaseModel):
         description="days kept per kind (samples, rollups, lines, kernel_lines, kernel_events, "
         "events, incidents); 0 keeps until deleted, null returns a kind to the default",
     )
+    labels: dict[str, str | None] | None = Field(
+        None,
+        max_length=MAX_LABELS,
+        description='labels to set (key: value) or remove (key: null), e.g. {"lab": "a"}',
+    )
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str | None] | None) -> dict[str, str | None] | None:
+        return None if value is None else check_changes(value)
 
     @field_validator("retention")
     @classmethod

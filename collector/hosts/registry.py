@@ -36,7 +36,7 @@ class AgentOut(OutModel):
 
 class HostOut(OutModel):
     """A host: liveness ``status`` since when, last heartbeat (``last_seen``), current boot,
-    agent, settings."""
+    agent, labels, settings."""
 
     name: str
     status: HostStatus
@@ -47,6 +47,7 @@ class HostOut(OutModel):
     simulated: bool
     paused: bool
     netconsole_from: list[str]
+    labels: dict[str, str]
     config: HostConfigOut
 
     @classmethod
@@ -68,6 +69,7 @@ class HostOut(OutModel):
                 "simulated": host.simulated,
                 "paused": host.paused,
                 "netconsole_from": list(host.netconsole_from or []),
+                "labels": dict(host.labels or {}),
                 "config": HostConfigOut.of(host),
             }
         )

@@ -33,6 +33,9 @@ DAY_S = 86400.0
 # Per database, (host id, day, shape tokens) -> (template id, template): committed ones only
 Key = tuple[int, int, Skeleton]
 _CHOSEN: WeakKeyDictionary[Engine, dict[Key, tuple[int, Template]]] = WeakKeyDictionary()
+# Per database, (host id, day) -> the template its last committed batch used
+_LATEST: WeakKeyDictionary[Engine, dict[tuple[int, int], tuple[int, Template]]]
+_LATEST = WeakKeyDictionary()
 _CHOSEN_KEPT = 4096
 _PENDING = "freezewatch.sample_templates"  # Session.info: this transaction's new ones
 
@@ -46,15 +49,23 @@ class SamplePacker:
         self.received_at = received_at
         self.day = int(received_at // DAY_S)
         self.chosen = _CHOSEN.get(engine_of(session), {})
+        self.latest = _LATEST.get(engine_of(session), {}).get((host_id, self.day))
+        self.last: tuple[int, Template] | None = None
 
     def pack(self, data: dict[str, Any], known: dict[str, Any], *, burst: bool) -> bytes:
         """One sample's ``data`` packed (plain past the day's templates); ``known``: its typed
         columns."""
+        for chosen in (self.last, self.latest):  # most samples have the shape of the last
+            values = chosen[1].values_of(data) if chosen else None
+            if chosen and values is not None:
+                self.last = chosen
+                return pack(values, chosen[1], template_id=chosen[0], known=known, burst=burst)
         tokens, values = flatten(data)
         key = (self.host_id, self.day, tokens)
         chosen = self.chosen.get(key) or self._pending().get(key) or self._find_or_make(key, data)
         if chosen is None:
             return pack_plain(data, burst=burst)
+        self.last = chosen
         template_id, template = chosen
         return pack(values, template, template_id=template_id, known=known, burst=burst)
 
@@ -109,10 +120,12 @@ def _share(session: Session) -> None:
     if not pending:
         return
     chosen = _CHOSEN.setdefault(engine_of(session), {})
+    latest = _LATEST.setdefault(engine_of(session), {})
     if len(chosen) + len(pending) > _CHOSEN_KEPT:
         chosen.clear()
+        latest.clear()
     for key, (template_id, template) in pending.items():
-        chosen[key] = (template_id, template)
+        chosen[key] = latest[key[:2]] = (template_id, template)
         remember_template(session, template_id, template)
 
 

@@ -3,8 +3,8 @@
 Each value is one varint ``code + 1`` (0 escapes to a tagged value of any type):
 - an integer: zigzag of its difference from the template's; in KiB when the template's is a
   whole number of MiB or more in KiB (meminfo's values), which then must be too (else escaped);
-- a float of at most the template's decimals (at least two: PSI, load, latencies):
-  zigzag of its difference from the template's, both in units of the last decimal, << 1;
+- a float that is a whole number of the template's last decimal (at least the second: PSI,
+  load, latencies): zigzag of its difference from the template's in those units, << 1;
 - another float: (zigzag(m) << 3 | e) << 1 | 1 where value = m / 10**e (its shortest digits,
   e <= 6), or e = 7: its 8 raw bytes follow.
 m / 10**e of exact integers (below 2**53) rounds once, to the double ``repr`` named.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import struct
+from math import copysign
 from typing import Any
 
 from collector.packing.shape import json_text
@@ -92,35 +93,59 @@ def get_varint(blob: bytes, at: int) -> tuple[int, int]:
 
 
 def put_value(value: Any, leaf: Leaf, out: bytearray) -> None:
+    """One changed leaf (``get_value`` reads it back); zigzag and varint inline: this runs for
+    every moved value of every sample."""
     kind, base, how, scaled = leaf
     if kind == INT and type(value) is int:
         delta = value - base
-        if not how:
-            put_varint(zigzag(delta) + 1, out)
-        elif delta % KIB == 0:
-            put_varint(zigzag(delta // KIB) + 1, out)
-        else:
-            out += bytes((0, _DELTA))
-            put_varint(zigzag(delta), out)
-    elif kind == FLOAT and type(value) is float:
-        digits = decimal(value)
-        if digits is not None and how is not None and digits[1] <= how:
-            m = digits[0] * 10 ** (how - digits[1])
-            if abs(m) < _SAFE:
-                put_varint((zigzag(m - scaled) << 1) + 1, out)
+        if how:
+            if delta % KIB:
+                out += bytes((0, _DELTA))
+                put_varint(zigzag(delta), out)
                 return
-        if digits is not None and digits[1] <= _MAX_E:
-            put_varint(((zigzag(digits[0]) << 3 | digits[1]) << 1 | 1) + 1, out)
-        else:
-            put_varint((_RAW << 1 | 1) + 1, out)
-            out += _DOUBLE.pack(value)
+            delta //= KIB
+    elif kind == FLOAT and type(value) is float:
+        if how is None or not -_SAFE < value < _SAFE:
+            _put_long_float(value, out)
+            return
+        scale = 10**how
+        m = round(value * scale)
+        # decoding divides the same integers: the same double (-0.0 aside)
+        if m / scale != value or not (m or copysign(1, value) > 0):
+            _put_long_float(value, out)
+            return
+        delta = m - scaled
     else:
         out.append(0)
         _put_tagged(value, out)
+        return
+    code = (delta << 1 if delta >= 0 else (~delta << 1) | 1) + 1
+    if kind == FLOAT:
+        code = (code << 1) - 1  # (zigzag << 1 | 0) + 1
+    while code > 0x7F:
+        out.append(code & 0x7F | 0x80)
+        code >>= 7
+    out.append(code)
+
+
+def _put_long_float(value: float, out: bytearray) -> None:
+    digits = decimal(value)
+    if digits is not None and digits[1] <= _MAX_E:
+        put_varint(((zigzag(digits[0]) << 3 | digits[1]) << 1 | 1) + 1, out)
+    else:
+        put_varint((_RAW << 1 | 1) + 1, out)
+        out += _DOUBLE.pack(value)
 
 
 def get_value(blob: bytes, at: int, leaf: Leaf) -> tuple[Any, int]:
-    code, at = get_varint(blob, at)
+    code = shift = 0
+    while True:  # the varint, inline (see put_value)
+        byte = blob[at]
+        code |= (byte & 0x7F) << shift
+        at += 1
+        if byte < 0x80:
+            break
+        shift += 7
     if code == 0:
         return _get_tagged(blob, at, leaf)
     code -= 1

@@ -17,7 +17,7 @@ from math import copysign
 from typing import Any
 
 from collector.packing.codes import PackError, get_value, get_varint, leaf_of, put_value, put_varint
-from collector.packing.shape import build, flatten, json_text, plan
+from collector.packing.shape import build, flatten, json_text, plan, take
 
 FORMAT_PLAIN = 0
 FORMAT_PACKED = 1
@@ -58,6 +58,15 @@ class Template:
         self.known = {i: KNOWN_PATHS[p] for i, p in enumerate(paths) if p in KNOWN_PATHS}
         # the other leaves: their place in the row's bitmap
         self.bit = {i: n for n, i in enumerate(i for i in range(len(paths)) if i not in self.known)}
+        self.nulls = self.values.count(None)
+
+    def values_of(self, data: dict[str, Any]) -> list[Any] | None:
+        """``data``'s leaf values if it has this template's shape (keys, nesting, as many
+        nulls), else None: what ``flatten`` and a lookup by shape would give, cheaper."""
+        values: list[Any] = []
+        if not take(self.plan, data, values) or values.count(None) != self.nulls:
+            return None
+        return values
 
     @classmethod
     def from_body(cls, body: bytes) -> Template:

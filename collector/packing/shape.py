@@ -85,6 +85,32 @@ def _plan(tokens: Skeleton, at: int, path: Path, paths: list[Path]) -> tuple[Pla
     return ("d", tuple(keys), flat) if is_dict else ("l", len(kids), flat), at + 1
 
 
+def take(plan: Plan, node: Any, out: list[Any]) -> bool:
+    """Append ``node``'s leaf values to ``out`` if it has the keys and lengths of ``plan``
+    (False if not): ``flatten`` for data of a known shape, a container at a time."""
+    kind, what, kids = plan
+    if kind == "d":
+        if type(node) is not dict or len(node) != len(what) or tuple(node) != what:
+            return False
+        if kids is None:
+            out += node.values()
+            return True
+        items = zip(kids, node.values(), strict=True)
+    else:
+        if type(node) is not list or len(node) != (what if kids is None else len(kids)):
+            return False
+        if kids is None:
+            out += node
+            return True
+        items = zip(kids, node, strict=True)
+    for kid, value in items:
+        if kid is None:
+            out.append(value)
+        elif not take(kid, value, out):
+            return False
+    return True
+
+
 def build(plan: Plan, values: Iterator[Any]) -> Any:
     """The container of ``plan`` with its leaves taken from ``values`` in order."""
     kind, what, kids = plan

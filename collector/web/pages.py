@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 import agent
 from collector import auth
 from collector.alerts.filters import SEVERITIES
 from collector.deps import AdminDep, NowDep, SessionDep, SettingsDep, TemplatesDep
+from collector.errors import BadRequest
 from collector.hosts import registry
+from collector.hosts.listing import HostFilter, find_hosts
+from collector.models import HostStatus
 from collector.readback import series
 from collector.retention.usage import host_storage
 
 router = APIRouter(include_in_schema=False)
+HOSTS_PAGE = 50
 
 
 def wants_html(request: Request) -> bool:
@@ -70,8 +74,24 @@ def logout() -> Response:
 
 @router.get("/", response_class=HTMLResponse)
 def hosts_page(
-    request: Request, session: SessionDep, templates: TemplatesDep, _: AdminDep
+    request: Request,
+    session: SessionDep,
+    templates: TemplatesDep,
+    _: AdminDep,
+    status: HostStatus | None = None,
+    name: str | None = None,
+    label: str | None = None,
+    page: Annotated[int, Query(ge=1)] = 1,
 ) -> Response:
+    """The overview, a page of ``HOSTS_PAGE`` hosts that the filters select (a fleet is
+    hundreds); its script refreshes the same page."""
+    try:
+        where = HostFilter.parse(statuses=[status] if status else None, name=name,
+                                 labels=[label] if label else None)  # fmt: skip
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    offset = (page - 1) * HOSTS_PAGE
+    hosts, total = find_hosts(session, where=where, limit=HOSTS_PAGE, offset=offset)
     rows: list[dict[str, Any]] = [
         {
             "host": host,
@@ -79,9 +99,22 @@ def hosts_page(
             "outdated": registry.agent_outdated(host),
             "bundled": agent.__version__,
         }
-        for host in registry.list_hosts(session)
+        for host in hosts
     ]
-    return templates.TemplateResponse(request, "hosts.html", {"rows": rows})
+    pager = {
+        "first": offset + 1 if hosts else 0,
+        "last": offset + len(hosts),
+        "total": total,
+        "limit": HOSTS_PAGE,
+        "offset": offset,
+        "prev": str(request.url.include_query_params(page=page - 1)) if page > 1 else None,
+        "next": str(request.url.include_query_params(page=page + 1))
+        if offset + HOSTS_PAGE < total
+        else None,
+    }
+    filters = {"status": status or "", "name": name or "", "label": label or ""}
+    context = {"rows": rows, "pager": pager, "filters": filters, "statuses": list(HostStatus)}
+    return templates.TemplateResponse(request, "hosts.html", context)
 
 
 @router.get("/hosts/{name}", response_class=HTMLResponse)

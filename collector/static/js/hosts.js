@@ -1,10 +1,17 @@
 /* Hosts as a status board: polls GET /api/v1/hosts (each host's "board": covered buckets of the
    last hour, day and week, its incidents, freeze counts, a MemAvailable sparkline; shapes in
-   collector/readback/board.py) and redraws without a page reload. */
+   collector/readback/board.py) and redraws without a page reload: the page's filters (name,
+   status, label) and slice of the hosts, as the server rendered it. */
 (function () {
   "use strict";
   const { api, el, ago, clock, duration, gib, num, pct, now, poll, listOf, label, outcome, hoverCard } = window.FW;
   const tbody = document.querySelector("#hosts tbody");
+  const wrap = document.querySelector("[data-page=hosts]");
+  // The page the server rendered: its filters (the URL's) and its slice of the hosts.
+  const query = new URLSearchParams(location.search);
+  const filters = { name: query.get("name"), status: query.get("status"), label: query.get("label"),
+    limit: wrap.dataset.limit, offset: wrap.dataset.offset };
+  const filtered = Boolean(filters.name || filters.status || filters.label);
   const refreshed = document.getElementById("refreshed");
   const RANGE_KEY = "fw-board-range";
   const SILENT = new Set(["planned", "paused"]);
@@ -106,6 +113,7 @@
     const cls = h.open_incident ? "frozen" : recent ? "recent-freeze" : null;
     return el("tr", { class: cls, dataset: { host: h.name, recent: recent ? "1" : "" } },
       cell("Host", {}, el("a", { href: `/hosts/${encodeURIComponent(h.name)}` }, h.name), h.simulated ? [" ", el("span", { class: "tag" }, "simulated")] : null,
+        Object.entries(h.labels || {}).map(([k, v]) => [" ", el("a", { class: "tag label", href: `/?label=${encodeURIComponent(`${k}=${v}`)}` }, `${k}=${v}`)]),
         h.agent && h.agent.outdated ? [" ", el("span", { class: "tag agent-outdated", title: `agent ${h.agent.version}, this collector bundles ${h.agent.bundled_version}: freezewatch-collector deploy-agent ${h.name}` }, "agent outdated")] : null,
         el("div", { class: "muted" }, `seen ${ago(h.last_seen)}`)),
       cell("Status", { class: "status-cell" }, statusCell(h)),
@@ -120,11 +128,12 @@
   function draw() {
     for (const b of document.querySelectorAll("#board-ranges button")) b.classList.toggle("active", b.dataset.range === range);
     tbody.replaceChildren(...(hosts.length ? hosts.map(row)
-      : [el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No hosts yet: ", el("code", {}, "freezewatch-collector add-host NAME"), "."))]));
+      : [el("tr", {}, el("td", { colspan: 7, class: "muted" }, ...(filtered ? ["No host matches these filters."]
+        : ["No hosts yet: ", el("code", {}, "freezewatch-collector add-host NAME"), "."])))]));
   }
 
   poll(async () => {
-    hosts = listOf(await api("/api/v1/hosts"), "hosts");
+    hosts = listOf(await api("/api/v1/hosts", { params: filters }), "hosts");
     range = chosen() || fitted(hosts);
     draw();
     refreshed.textContent = `Updated ${clock(now(), false)}`;
