@@ -1,6 +1,7 @@
 """compact samples: each sample's data packed against a per-host template (collector.packing)
 instead of whole JSON, the burst flag in its first byte; keyed by (boot_pk, seq) without a
-surrogate id; load1 and gpu_power_w read from the data (not charted, so not columns)
+surrogate id; load1 and gpu_power_w read from the data (not charted, so not columns);
+hosts.labels (key=value pairs to filter a fleet by)
 
 Revision ID: 0017_compact_samples
 Revises: 0015_retention
@@ -73,6 +74,7 @@ def _batches(conn: sa.Connection, select: sa.Select[Any], order: Any) -> Iterato
 
 
 def upgrade() -> None:
+    op.add_column("hosts", sa.Column("labels", sa.JSON(), nullable=True))
     templates = op.create_table(
         "sample_templates",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -176,6 +178,8 @@ def downgrade() -> None:
     op.create_index("ix_samples_host_ts", "samples", ["host_id", "ts"], unique=False)
     op.drop_table("samples_packed")
     op.drop_table("sample_templates")
+    with op.batch_alter_table("hosts") as batch_op:
+        batch_op.drop_column("labels")
 
 
 def _number(value: Any) -> bool:
