@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from collector.deploy.install import DeployOptions, deploy_agent, uninstall_agent
 from collector.deploy.report import InstallReport, UninstallReport
 from collector.deps import AdminBriefDep, ClockDep, SessionFactoryDep, SettingsDep, SSHDep
+from collector.params import HostName
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
 
@@ -28,7 +29,7 @@ class DeployIn(BaseModel):
 
 @router.post("/{name}/deploy")
 def deploy(
-    name: str,
+    name: HostName,
     body: DeployIn,
     factory: SessionFactoryDep,
     settings: SettingsDep,

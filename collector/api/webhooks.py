@@ -21,6 +21,7 @@ from collector.deps import (
     SessionFactoryDep,
     SettingsDep,
 )
+from collector.params import RowId
 
 router = APIRouter(prefix="/api/v1/webhooks", tags=["webhooks"])
 
@@ -66,26 +67,26 @@ def create_webhook(body: WebhookIn, session: SessionDep, _: AdminDep) -> TargetO
 
 
 @router.get("/{target_id}")
-def get_webhook(target_id: int, session: SessionDep, _: AdminDep) -> TargetOut:
+def get_webhook(target_id: RowId, session: SessionDep, _: AdminDep) -> TargetOut:
     return TargetOut.of(targets.get_target(session, target_id=target_id))
 
 
 @router.patch("/{target_id}")
 def patch_webhook(
-    target_id: int, body: WebhookPatch, session: SessionDep, _: AdminDep
+    target_id: RowId, body: WebhookPatch, session: SessionDep, _: AdminDep
 ) -> TargetOut:
     changes = body.model_dump(exclude_unset=True)
     return TargetOut.of(targets.update_target(session, target_id=target_id, changes=changes))
 
 
 @router.delete("/{target_id}", status_code=204)
-def delete_webhook(target_id: int, session: SessionDep, _: AdminDep) -> None:
+def delete_webhook(target_id: RowId, session: SessionDep, _: AdminDep) -> None:
     targets.delete_target(session, target_id=target_id)
 
 
 @router.post("/{target_id}/test")
 def test_webhook(
-    target_id: int,
+    target_id: RowId,
     factory: SessionFactoryDep,
     settings: SettingsDep,
     http_client: HttpClientDep,
