@@ -32,6 +32,7 @@ from collector.api import (
     netconsole,
     webhooks,
 )
+from collector.api.openapi_doc import document_ingest_body, errors_as_json
 from collector.errors import AppError, AuthFailed
 from collector.liveness.arrivals import Arrivals
 from collector.liveness.collector_runs import start_collector_run, stop_collector_run
@@ -159,6 +160,13 @@ def create_app(
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = errors_as_json(document_ingest_body(FastAPI.openapi(app)))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
     @app.exception_handler(AppError)
     async def app_error(request: Request, exc: AppError) -> Response:
         if isinstance(exc, AuthFailed) and pages.wants_html(request):
@@ -184,20 +192,28 @@ def create_app(
     return app
 
 
+class FieldError(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
 class ErrorOut(BaseModel):
-    """Why a request was refused (4xx): ``errors`` names each parameter (400) when there is
-    more than one thing to say."""
+    """Why a request was refused (4xx): ``detail`` says it in words, or (a body that does not
+    validate, FastAPI's shape) lists each field; ``errors`` names them where it is words."""
 
-    detail: str
-    errors: list[dict[str, Any]] | None = None
+    detail: str | list[FieldError]
+    errors: list[FieldError] | None = None
 
 
-# Every route may answer these with an ``ErrorOut`` (a 422 for a body is FastAPI's own shape).
+# Every route may answer these with an ``ErrorOut``.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "a parameter out of range, or a refused request"},
     401: {"model": ErrorOut, "description": "no valid admin token or session"},
     403: {"model": ErrorOut, "description": "a cross-origin request with the session cookie"},
     404: {"model": ErrorOut, "description": "no such host, run, incident or target"},
+    409: {"model": ErrorOut, "description": "conflicts with the current state"},
+    422: {"model": ErrorOut, "description": "a body that does not validate, or cannot be acted on"},
 }
 
 

@@ -50,7 +50,11 @@ def _cursor(value: str | None) -> str | None:
 
 Cursor = Annotated[
     str | None,
-    Query(max_length=64, description="``next_cursor`` of the previous page"),
+    Query(
+        max_length=64,
+        pattern=r"^-?[0-9][0-9.eE+-]*:[0-9]+$",
+        description="``next_cursor`` of the previous page",
+    ),
     AfterValidator(_cursor),
 ]
 Priority = Annotated[int | None, Query(ge=0, le=7, description="syslog severity 0..7")]
