@@ -57,6 +57,11 @@ def test_an_open_freeze_headline_names_the_soft_lockup_and_turns_resolved_live(
     assert in_first_viewport(page, "#headline-events li")
     assert page.inner_text("#postmortem-state").startswith("waiting for the host")
     assert "silent for" in page.inner_text("#headline .verdict")
+    # The downtime counts while the page is open.
+    page.wait_for_function(
+        "(t) => document.getElementById('downtime').textContent !== t",
+        arg=page.inner_text("#downtime"),
+    )
     # The evidence: newest first, kernel lines and errors by default, the lockup among them.
     lines = page.locator("#inc-lines tbody tr[data-ts]")
     stamps = [float(t) for t in lines.evaluate_all("rows => rows.map(r => r.dataset.ts)")]
@@ -79,9 +84,10 @@ def test_an_open_freeze_headline_names_the_soft_lockup_and_turns_resolved_live(
     )
     assert detail["resolution"] == "rebooted"
     # This host has no SSH: the post-mortem failed, and the page says why and what would help.
-    assert page.inner_text("#postmortem-state").startswith("failed")
+    page.wait_for_function(
+        "document.getElementById('postmortem-state').textContent.startsWith('failed')"
+    )
     why = page.locator('#inc-artifacts tr.artifact-why[data-artifact="postmortem-error"]')
-    why.wait_for()
     assert why.inner_text() == (
         "The post-mortem could not run: no SSH configured. Give the host SSH settings "
         "(freezewatch-collector add-host NAME --ssh USER@ADDR --key PATH --trust-host-key) "

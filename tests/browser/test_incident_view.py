@@ -67,6 +67,16 @@ def test_the_headline_names_what_happened_and_links_to_it(
     access = page.locator('#inc-lines tr[data-noise="access log"]')
     access.wait_for()
     assert "POST /v1/completions" in access.inner_text()
+    # The host page's filters narrow the two lines: by text, then by source.
+    count = "document.querySelectorAll('#inc-lines tbody tr[data-ts]').length"
+    assert page.evaluate(count) == 2
+    page.fill("#f-text", "fallen off")
+    page.wait_for_function(f"{count} === 1")
+    assert XID_79 in page.locator("#inc-lines tbody tr[data-ts]").inner_text()
+    page.fill("#f-text", "")
+    page.select_option("#f-source", "journal")
+    page.wait_for_function(f"{count} === 1")
+    assert page.locator("#inc-lines tbody tr[data-ts]").get_attribute("data-noise") == "access log"
     assert page.console_errors == []
 
 
