@@ -23,6 +23,7 @@ from collector.matrix.spec import MatrixSpec, SpecError
 from collector.matrix.store import Progress, RunSummary, StepOut
 from collector.models import Host, MatrixRun
 from collector.params import Limit, RowId
+from collector.schemas import InModel
 
 router = APIRouter(prefix="/api/v1/matrix-runs", tags=["matrix"])
 presets_router = APIRouter(prefix="/api/v1/matrix-presets", tags=["matrix"])
@@ -64,7 +65,7 @@ def list_presets(_: AdminDep) -> Presets:
     return Presets(presets=preset_summary())
 
 
-class RunRequest(BaseModel):
+class RunRequest(InModel):
     """Either a full spec, or a preset name and the host to run it on."""
 
     model_config = ConfigDict(extra="forbid")

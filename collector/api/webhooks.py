@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
 from collector.alerts import targets, trial
 from collector.alerts.filters import SEVERITIES
@@ -22,6 +22,7 @@ from collector.deps import (
     SettingsDep,
 )
 from collector.params import RowId
+from collector.schemas import InModel
 
 router = APIRouter(prefix="/api/v1/webhooks", tags=["webhooks"])
 
@@ -29,7 +30,7 @@ Format = Literal["json", "slack", "apprise"]
 Severity = Literal[SEVERITIES]  # type: ignore[valid-type]
 
 
-class WebhookIn(BaseModel):
+class WebhookIn(InModel):
     url: str = Field(min_length=1, description="http(s) URL; for format apprise an Apprise URL")
     format: Format = "json"
     secret: str | None = Field(None, pattern=r"^whsec_[A-Za-z0-9+/=]+$")
@@ -47,7 +48,7 @@ class WebhookIn(BaseModel):
         return self
 
 
-class WebhookPatch(BaseModel):
+class WebhookPatch(InModel):
     url: str | None = Field(None, min_length=1)
     format: Format | None = None
     secret: str | None = Field(None, pattern=r"^(whsec_[A-Za-z0-9+/=]+)?$")

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
 from collector.models import RETENTION_KINDS, Host
-from collector.schemas import OutModel
+from collector.schemas import InModel, OutModel
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def _valid(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
 Text = Annotated[str, Field(max_length=4096, pattern=r"^[^\x00]*$")]
 
 
-class HostPatch(BaseModel):
+class HostPatch(InModel):
     """PATCH /api/v1/hosts/{name}: only the fields sent change; an empty string clears a text
     field."""
 
