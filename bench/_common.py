@@ -20,6 +20,27 @@ ADMIN = "fwa_bench-admin"
 FIXTURE_PROC = ROOT / "tests" / "fixtures" / "proc"
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` (all its threads) from /proc/<pid>/stat, in seconds."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def status_kb(pid: int, key: str) -> int:
+    """A ``kB`` field of /proc/<pid>/status (``VmRSS``, ``VmHWM``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (0..1) of ``values``."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

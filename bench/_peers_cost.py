@@ -1,0 +1,79 @@
+"""What each side costs while it works: the agent next to rsyslog's sender (and node_exporter
+when installed) at 1 Hz + 10 lines/s; the collector next to rsyslog's receiver and
+Prometheus+Alertmanager for one host, then idle (heartbeats only, no lines). CPU is
+utime+stime from /proc/PID/stat over the window, RSS at its end."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench import _peers_prom as prom
+from bench._peers_fw import postmaster_pid
+from bench._peers_kmsg import new_nonce, tag
+from bench._peers_lines import Sides, running
+from bench._peers_procs import Usage, measure, procs
+from tests.support.postgres import ThrowawayPostgres
+
+LINES_PER_S = 10.0
+WARMUP_S = 5.0
+
+
+def _writing(sides: Sides, nonce: str) -> Callable[[float], None]:
+    def drive(deadline: float) -> None:
+        k = 0
+        start = time.monotonic()
+        while time.monotonic() < deadline:
+            sides.writer.write(tag(nonce, k))
+            k += 1
+            time.sleep(max(0.0, start + k / LINES_PER_S - time.monotonic()))
+            for sink in sides.sinks.values():
+                sink.poll()  # keep the bench's own read-back small and steady
+
+    return drive
+
+
+def cost_run(
+    *,
+    backend: str,
+    pg: ThrowawayPostgres | None,
+    device: bool,
+    window_s: float,
+    with_prometheus: bool,
+) -> dict[str, dict[str, Usage]]:
+    """One run: ``loaded`` (10 lines/s) then ``idle`` windows; per window, per process group."""
+    with (
+        running(("rsyslog", "fw"), backend=backend, pg=pg, device=device) as sides,
+        tempfile.TemporaryDirectory(prefix="fw-peers-prom-") as prom_tmp,
+        procs(Path(prom_tmp)) as ps,
+    ):
+        assert sides.fw is not None and sides.fw.agent_pid is not None
+        rs_sender, rs_receiver = sides.pids["rsyslog"]
+        groups = {
+            "agent": [sides.fw.agent_pid],
+            "collector": [sides.fw.collector_pid],
+            "rsyslog_sender": [rs_sender],
+            "rsyslog_receiver": [rs_receiver],
+        }
+        tree: frozenset[str] = frozenset()
+        if backend == "postgres" and pg is not None:
+            groups["postgres"] = [postmaster_pid(pg)]
+            tree = frozenset({"postgres"})
+        if with_prometheus:
+            target_pid, target = prom.start_target(ps, "target")
+            stack = prom.start(
+                ps, Path(prom_tmp), prom.VARIANTS["grace"], [target], "http://127.0.0.1:9/none"
+            )
+            groups["prometheus_am"] = [stack.prometheus_pid, stack.alertmanager_pid]
+            if prom.NODE_EXPORTER.exists():
+                groups["node_exporter"] = [target_pid]
+        nonce = new_nonce()
+        sides.sync(nonce)
+        time.sleep(WARMUP_S)
+        loaded = measure(groups, window_s, during=_writing(sides, nonce), tree=tree)
+        sides.check_alive()
+        idle = measure(groups, window_s, tree=tree)
+        sides.check_alive()
+    return {"loaded": loaded, "idle": idle}
