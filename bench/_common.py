@@ -91,16 +91,20 @@ def start_collector(
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("collector did not start")
-        time.sleep(0.05)
+    try:
+        while True:
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    return proc
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("collector did not start")
+            time.sleep(0.05)
+    except BaseException:  # Ctrl-C while waiting included: the caller never got the process
+        proc.kill()
+        proc.wait()
+        raise
 
 
 @contextmanager

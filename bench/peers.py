@@ -117,4 +117,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted: every process stopped, printk_devkmsg restored", file=sys.stderr)
+        sys.exit(130)
