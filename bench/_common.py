@@ -90,7 +90,7 @@ def start_collector(
         stderr=out,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # a loaded 2-core machine can take a minute or more
     try:
         while True:
             try:
@@ -99,7 +99,8 @@ def start_collector(
             except httpx.HTTPError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("collector did not start")
+                tail = log.read_text(errors="replace")[-2000:] if log is not None else ""
+                raise RuntimeError(f"collector did not start\n{tail}")
             time.sleep(0.05)
     except BaseException:  # Ctrl-C while waiting included: the caller never got the process
         proc.kill()

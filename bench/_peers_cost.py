@@ -19,6 +19,40 @@ from tests.support.postgres import ThrowawayPostgres
 
 LINES_PER_S = 10.0
 WARMUP_S = 5.0
+# (label, freezewatch key, peer key, ratio key)
+ROWS = (
+    ("agent CPU %, 1 Hz + 10 lines/s", "agent_cpu_pct", "rsyslog_sender_cpu_pct",
+     "agent_cpu_ratio_vs_rsyslog"),
+    ("agent RSS MB", "agent_rss_mb", "rsyslog_sender_rss_mb", "agent_rss_ratio_vs_rsyslog"),
+    ("collector CPU %, one host", "collector_cpu_pct", "rsyslog_receiver_cpu_pct",
+     "collector_cpu_ratio_vs_rsyslog"),
+    ("collector RSS MB", "collector_rss_mb", "rsyslog_receiver_rss_mb",
+     "collector_rss_ratio_vs_rsyslog"),
+    ("collector CPU % idle (heartbeats) vs Prometheus+AM", "collector_cpu_idle_pct",
+     "prometheus_am_cpu_pct", "collector_cpu_idle_ratio_vs_prometheus"),
+    ("collector RSS MB idle vs Prometheus+AM", "collector_rss_idle_mb", "prometheus_am_rss_mb",
+     "collector_rss_idle_ratio_vs_prometheus"),
+)  # fmt: skip
+ROW_KEYS = {key for row in ROWS for key in row[1:3]}
+# key: (window, process group, Usage field)
+PICK = {
+    "agent_cpu_pct": ("loaded", "agent", "cpu_pct"),
+    "agent_rss_mb": ("loaded", "agent", "rss_mb"),
+    "rsyslog_sender_cpu_pct": ("loaded", "rsyslog_sender", "cpu_pct"),
+    "rsyslog_sender_rss_mb": ("loaded", "rsyslog_sender", "rss_mb"),
+    "collector_cpu_pct": ("loaded", "collector", "cpu_pct"),
+    "collector_rss_mb": ("loaded", "collector", "rss_mb"),
+    "rsyslog_receiver_cpu_pct": ("loaded", "rsyslog_receiver", "cpu_pct"),
+    "rsyslog_receiver_rss_mb": ("loaded", "rsyslog_receiver", "rss_mb"),
+    "collector_cpu_idle_pct": ("idle", "collector", "cpu_pct"),
+    "collector_rss_idle_mb": ("idle", "collector", "rss_mb"),
+    "prometheus_am_cpu_pct": ("idle", "prometheus_am", "cpu_pct"),
+    "prometheus_am_rss_mb": ("idle", "prometheus_am", "rss_mb"),
+    "node_exporter_cpu_pct": ("loaded", "node_exporter", "cpu_pct"),
+    "node_exporter_rss_mb": ("loaded", "node_exporter", "rss_mb"),
+    "postgres_cpu_pct": ("loaded", "postgres", "cpu_pct"),
+    "postgres_cpu_idle_pct": ("idle", "postgres", "cpu_pct"),
+}
 
 
 def _writing(sides: Sides, nonce: str) -> Callable[[float], None]:
@@ -77,3 +111,12 @@ def cost_run(
         idle = measure(groups, window_s, tree=tree)
         sides.check_alive()
     return {"loaded": loaded, "idle": idle}
+
+
+def values(windows: dict[str, dict[str, Usage]]) -> dict[str, float]:
+    """The figures of one run, by key (a process group not measured has none)."""
+    return {
+        key: float(getattr(windows[window][group], field))
+        for key, (window, group, field) in PICK.items()
+        if group in windows[window]
+    }

@@ -24,6 +24,7 @@ from bench._peers_procs import procs
 from tests.support.http_receiver import serve_posts
 
 FW_INTERVAL_S = 1.0
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # signed, as a real target would be
 
 
 @contextmanager
@@ -83,7 +84,7 @@ def freezewatch(n: int) -> list[float]:
         arrivals(match) as (hook, seen),
     ):
         tmp = Path(tmp_name)
-        env = {"FREEZEWATCH_WEBHOOK_URLS": f"{hook}|json"}
+        env = {"FREEZEWATCH_WEBHOOK_URLS": f"{hook}|json|{SECRET}"}
         side, tokens = fw.start(ps, tmp, backend="sqlite", pg=None, kmsg=None, hosts=names, env=env)
         kmsg = tmp / "kmsg"
         kmsg.touch()

@@ -47,7 +47,8 @@ def start(
     db_url = database_url(backend, workdir, pg)
     tokens = {name: add_host(db_url, name) for name in hosts}
     port = free_port()
-    collector = start_collector(db_url, port, workdir / "collector.log", **(env or {}))
+    env = {**(env or {}), "FREEZEWATCH_BIND": "127.0.0.1"}  # whatever the caller's env says
+    collector = start_collector(db_url, port, workdir / "collector.log", **env)
     collector_pid = procs.adopt("collector", collector)
     url = f"http://127.0.0.1:{port}"
     agent_pid = None

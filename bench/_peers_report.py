@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 import statistics
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -13,6 +16,7 @@ class Figures:
     values: dict[str, list[float]] = field(default_factory=dict)
     rows: list[tuple[str, str, str | None, str | None]] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
 
     def add(self, key: str, value: float) -> None:
         self.values.setdefault(key, []).append(value)
@@ -34,6 +38,17 @@ class Figures:
     def skip(self, what: str, reason: str) -> None:
         self.skipped[what] = reason
         print(f"skipped {what}: {reason}", flush=True)
+
+    @contextmanager
+    def attempt(self, what: str) -> Iterator[None]:
+        """One run: an error (a collector that never answered on a loaded machine) is recorded
+        and printed, and the bench goes on with the next run."""
+        try:
+            yield
+        except Exception as exc:
+            self.failed[what] = f"{type(exc).__name__}: {exc}"[:500]
+            print(f"{what} FAILED: {self.failed[what]}", flush=True)
+            traceback.print_exc()
 
     def median(self, key: str) -> float | None:
         got = [v for v in self.values.get(key, []) if not math.isnan(v)]
@@ -62,7 +77,7 @@ class Figures:
         """Medians of every key (``required`` ones present even when not measured: null)."""
         out: dict[str, object] = {key: None for key in required}
         out |= {key: self.median(key) for key in self.values}
-        return {**out, **extra, "skipped": self.skipped}
+        return {**out, **extra, "skipped": self.skipped, "failed": self.failed}
 
 
 def _num(v: float) -> str:

@@ -56,7 +56,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=20.0, help="latency: records per second")
     p.add_argument("--burst", type=int, default=50_000, help="burst: records")
     p.add_argument("--trials", type=int, default=5, help="detection: freezes per run")
-    p.add_argument("--window", type=float, default=30.0, help="cost: seconds per window")
+    p.add_argument("--window", type=float, default=60.0, help="cost: seconds per window")
     p.add_argument("--prom-defaults", action=argparse.BooleanOptionalAction, default=True,
                    help="detection: also Prometheus at its defaults (minutes per run)")  # fmt: skip
     p.add_argument("--quick", action="store_true",

@@ -111,7 +111,7 @@ def test_a_quick_latency_run_measures_both_sides(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["kmsg_mode"] == "file"
-    assert summary["latency_lost_fw"] == 0 and summary["latency_lost_rsyslog"] == 0
+    assert summary["latency_missing_fw"] == 0 and summary["latency_missing_rsyslog"] == 0
     for key in ("latency_p50_ms_fw", "latency_p50_ms_rsyslog", "latency_p50_ratio_vs_rsyslog"):
         assert summary[key] > 0, key
     assert summary["burst_ratio_vs_rsyslog"] is None  # not run, still present
