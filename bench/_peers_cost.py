@@ -5,16 +5,14 @@ utime+stime from /proc/PID/stat over the window, RSS at its end."""
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from bench import _peers_prom as prom
 from bench._peers_fw import postmaster_pid
 from bench._peers_kmsg import new_nonce, tag
 from bench._peers_lines import Sides, running
-from bench._peers_procs import Usage, measure, procs
+from bench._peers_procs import Usage, measure, run_dir
 from tests.support.postgres import ThrowawayPostgres
 
 LINES_PER_S = 10.0
@@ -80,8 +78,7 @@ def cost_run(
     """One run: ``loaded`` (10 lines/s) then ``idle`` windows; per window, per process group."""
     with (
         running(("rsyslog", "fw"), backend=backend, pg=pg, device=device) as sides,
-        tempfile.TemporaryDirectory(prefix="fw-peers-prom-") as prom_tmp,
-        procs(Path(prom_tmp)) as ps,
+        run_dir("prom") as (prom_tmp, ps),
     ):
         assert sides.fw is not None and sides.fw.agent_pid is not None
         rs_sender, rs_receiver = sides.pids["rsyslog"]
@@ -98,7 +95,7 @@ def cost_run(
         if with_prometheus:
             target_pid, target = prom.start_target(ps, "target")
             stack = prom.start(
-                ps, Path(prom_tmp), prom.VARIANTS["grace"], [target], "http://127.0.0.1:9/none"
+                ps, prom_tmp, prom.VARIANTS["grace"], [target], "http://127.0.0.1:9/none"
             )
             groups["prometheus_am"] = [stack.prometheus_pid, stack.alertmanager_pid]
             if prom.NODE_EXPORTER.exists():

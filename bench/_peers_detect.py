@@ -8,19 +8,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 
 from bench import _peers_fw as fw
 from bench import _peers_prom as prom
 from bench._common import ADMIN
-from bench._peers_procs import procs
+from bench._peers_procs import run_dir
 from tests.support.http_receiver import serve_posts
 
 FW_INTERVAL_S = 1.0
@@ -79,11 +77,9 @@ def freezewatch(n: int) -> list[float]:
         return [name for name in names if f'"{name}"' in raw.decode()]
 
     with (
-        tempfile.TemporaryDirectory(prefix="fw-peers-detect-") as tmp_name,
-        procs(Path(tmp_name)) as ps,
+        run_dir("detect") as (tmp, ps),
         arrivals(match) as (hook, seen),
     ):
-        tmp = Path(tmp_name)
         env = {"FREEZEWATCH_WEBHOOK_URLS": f"{hook}|json|{SECRET}"}
         side, tokens = fw.start(ps, tmp, backend="sqlite", pg=None, kmsg=None, hosts=names, env=env)
         kmsg = tmp / "kmsg"
@@ -94,7 +90,10 @@ def freezewatch(n: int) -> list[float]:
 
         def all_up() -> bool:
             headers = {"Authorization": f"Bearer {ADMIN}"}
-            hosts = httpx.get(f"{side.url}/api/v1/hosts", headers=headers, timeout=5).json()
+            try:
+                hosts = httpx.get(f"{side.url}/api/v1/hosts", headers=headers, timeout=10).json()
+            except httpx.HTTPError:  # a collector slow to answer on a loaded machine: ask again
+                return False
             return sum(1 for h in hosts if h["name"] in names and h["status"] == "up") == n
 
         _wait(all_up, 60, "every agent heard from")
@@ -105,10 +104,7 @@ def freezewatch(n: int) -> list[float]:
 
 def prometheus(variant: prom.Variant, n: int) -> list[float]:
     """``n`` targets scraped under ``variant``; each frozen once all are up."""
-    with (
-        tempfile.TemporaryDirectory(prefix="fw-peers-am-") as tmp_name,
-        procs(Path(tmp_name)) as ps,
-    ):
+    with run_dir("am") as (tmp, ps):
         targets = dict(prom.start_target(ps, f"target-{i}")[::-1] for i in range(n))
 
         def match(raw: bytes) -> list[str]:
@@ -116,6 +112,6 @@ def prometheus(variant: prom.Variant, n: int) -> list[float]:
             return [a["labels"].get("instance", "") for a in alerts if a.get("status") == "firing"]
 
         with arrivals(match) as (hook, seen):
-            stack = prom.start(ps, Path(tmp_name), variant, list(targets), hook)
+            stack = prom.start(ps, tmp, variant, list(targets), hook)
             _wait(lambda: stack.up_count() == n, 3 * variant.scrape_s + 30, "every target scraped")
             return _freeze_all(targets, variant.scrape_s, seen, timeout_s=6 * variant.scrape_s + 60)

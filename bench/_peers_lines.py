@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import random
 import statistics
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from bench import _peers_fw as fw
 from bench import _peers_rsyslog as rsyslog
 from bench._common import percentile
 from bench._peers_kmsg import DEVICE, TAG, Writer, new_nonce, tag
-from bench._peers_procs import Procs, procs
+from bench._peers_procs import Procs, run_dir
 from bench._peers_sinks import FileSink, Sink
 from tests.support.postgres import ThrowawayPostgres
 
@@ -92,8 +90,7 @@ def running(
     device: bool,
 ) -> Iterator[Sides]:
     """``which`` of ``rsyslog`` / ``fw`` reading /dev/kmsg (``device``) or a fresh file."""
-    with tempfile.TemporaryDirectory(prefix="fw-peers-") as tmp_name, procs(Path(tmp_name)) as ps:
-        tmp = Path(tmp_name)
+    with run_dir("lines") as (tmp, ps):
         source = DEVICE if device else tmp / "kmsg"
         writer = Writer(source)  # creates the file before either side opens it
         sides = Sides(writer, {}, {}, ps)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -83,13 +85,22 @@ def stop(proc: subprocess.Popen[bytes], *, group: bool) -> None:
         proc.wait(STOP_GRACE_S)
 
 
+# --keep DIR: each run's directory (configs, logs, databases) is left there for a look.
+KEEP: Path | None = None
+
+
 @contextlib.contextmanager
-def procs(logdir: Path) -> Iterator[Procs]:
-    registry = Procs(logdir)
+def run_dir(kind: str) -> Iterator[tuple[Path, Procs]]:
+    """A fresh directory for one run and the registry of the processes it starts: they are
+    stopped on the way out, then the directory is removed (unless ``KEEP`` is set)."""
+    path = Path(tempfile.mkdtemp(prefix=f"fw-peers-{kind}-", dir=KEEP))
+    registry = Procs(path)
     try:
-        yield registry
+        yield path, registry
     finally:
         registry.close()
+        if KEEP is None:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -101,7 +101,10 @@ class Stack:
 
     def up_count(self) -> int:
         """Targets whose last scrape succeeded."""
-        r = httpx.get(f"{self.url}/api/v1/query", params={"query": "up == 1"}, timeout=5)
+        try:
+            r = httpx.get(f"{self.url}/api/v1/query", params={"query": "up == 1"}, timeout=10)
+        except httpx.HTTPError:
+            return 0
         return len(r.json()["data"]["result"]) if r.status_code == 200 else 0
 
 

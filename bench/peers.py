@@ -24,11 +24,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import _peers_procs as procs_
 from bench import _peers_prom as prom
 from bench import _peers_rsyslog as rsyslog
 from bench._peers_figures import FIGURES, Options
@@ -59,6 +61,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--window", type=float, default=60.0, help="cost: seconds per window")
     p.add_argument("--prom-defaults", action=argparse.BooleanOptionalAction, default=True,
                    help="detection: also Prometheus at its defaults (minutes per run)")  # fmt: skip
+    p.add_argument("--keep", type=Path, metavar="DIR",
+                   help="keep each run's directory (configs, logs, databases) in DIR")  # fmt: skip
     p.add_argument("--quick", action="store_true",
                    help="1 run, 20 lines, 5,000-line bursts, 5 s windows, 2 trials, "
                    "no Prometheus at defaults")  # fmt: skip
@@ -90,9 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     figures = Figures()
     only = args.only.split(",")
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        procs_.KEEP = args.keep.resolve()
     with terminate_as_interrupt(), contextlib.ExitStack() as stack:
         device, mode = kmsg_mode(args.kmsg_mode, stack)
         print(f"kernel lines from: {mode}", flush=True)
+        load_start = os.getloadavg()[0]  # the machine is shared: say how busy it was
+        print(f"load average: {load_start:.1f} on {os.cpu_count()} CPUs", flush=True)
         backends = args.backends.split(",")
         pg = None
         if "postgres" in backends and set(only) & {"latency", "burst", "cost"}:
@@ -111,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             FIGURES[name](figures, opts, {p for p, (ok, _r) in peers.items() if ok})
     print()
     print(figures.table())
-    summary = figures.summary(REQUIRED, kmsg_mode=mode.split(" ")[0], runs=args.runs)
+    load = {"load_avg_start": round(load_start, 1), "load_avg_end": round(os.getloadavg()[0], 1)}
+    summary = figures.summary(REQUIRED, kmsg_mode=mode.split(" ")[0], runs=args.runs, **load)
     print(json.dumps(summary))
     return 0
 
