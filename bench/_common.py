@@ -71,12 +71,12 @@ def database(kind: str, tmp: Path) -> Iterator[str]:
         yield pg.url
 
 
-def start_collector(
+def spawn_collector(
     db_url: str, port: int, log: Path | None = None, **env: str
 ) -> subprocess.Popen[bytes]:
-    """``python -m collector serve`` (scheduler on) on ``port``; returns once it answers."""
+    """``python -m collector serve`` (scheduler on) on ``port``, not yet answering."""
     out = open(log, "ab") if log is not None else None  # noqa: SIM115 - lives with the process
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "collector", "serve", "--log-level", "warning"],
         cwd=ROOT,
         env={
@@ -89,23 +89,37 @@ def start_collector(
         stdout=out,
         stderr=out,
     )
+
+
+def wait_collector(proc: subprocess.Popen[bytes], port: int, log: Path | None = None) -> None:
+    """Returns once the collector on ``port`` answers /healthz; raises if it exits first or
+    takes longer than a loaded 2-core machine needs (a minute or more)."""
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180  # a loaded 2-core machine can take a minute or more
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-2000:] if log is not None else ""
+            raise RuntimeError(f"collector did not start\n{tail}")
+        time.sleep(0.05)
+
+
+def start_collector(
+    db_url: str, port: int, log: Path | None = None, **env: str
+) -> subprocess.Popen[bytes]:
+    """``python -m collector serve`` (scheduler on) on ``port``; returns once it answers."""
+    proc = spawn_collector(db_url, port, log, **env)
     try:
-        while True:
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    return proc
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-2000:] if log is not None else ""
-                raise RuntimeError(f"collector did not start\n{tail}")
-            time.sleep(0.05)
+        wait_collector(proc, port, log)
     except BaseException:  # Ctrl-C while waiting included: the caller never got the process
         proc.kill()
         proc.wait()
         raise
+    return proc
 
 
 @contextmanager

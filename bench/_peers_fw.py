@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench._common import add_host, free_port, start_agent, start_collector
+from bench._common import add_host, free_port, spawn_collector, start_agent, wait_collector
 from bench._peers_procs import Procs
 from bench._peers_sinks import DbSink
 from tests.support.postgres import ThrowawayPostgres, fresh_database
@@ -48,23 +48,25 @@ def start(
     tokens = {name: add_host(db_url, name) for name in hosts}
     port = free_port()
     env = {**(env or {}), "FREEZEWATCH_BIND": "127.0.0.1"}  # whatever the caller's env says
-    collector = start_collector(db_url, port, workdir / "collector.log", **env)
-    collector_pid = procs.adopt("collector", collector)
+    log = workdir / "collector.log"
+    collector = procs.adopt("collector", lambda: spawn_collector(db_url, port, log, **env))
+    wait_collector(procs.process(collector), port, log)
     url = f"http://127.0.0.1:{port}"
     agent_pid = None
     if kmsg is not None:
         agent_pid = start_real_agent(procs, workdir, url, tokens[hosts[0]], hosts[0], kmsg)
-    return Freezewatch(url, db_url, collector_pid, agent_pid, DbSink(db_url)), tokens
+    return Freezewatch(url, db_url, collector, agent_pid, DbSink(db_url)), tokens
 
 
 def start_real_agent(
     procs: Procs, workdir: Path, url: str, token: str, host: str, kmsg: Path
 ) -> int:
     """``python -m agent`` at a 1 s interval on the real /proc (no GPU, no canary)."""
-    agent = start_agent(
-        url, token, host, workdir / f"agent-{host}", kmsg=kmsg, extra=("--proc-root", "/proc")
+    workdir = workdir / f"agent-{host}"
+    extra = ("--proc-root", "/proc")
+    return procs.adopt(
+        f"agent-{host}", lambda: start_agent(url, token, host, workdir, kmsg=kmsg, extra=extra)
     )
-    return procs.adopt(f"agent-{host}", agent)
 
 
 def postmaster_pid(pg: ThrowawayPostgres) -> int:

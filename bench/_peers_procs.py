@@ -31,24 +31,29 @@ class Procs:
     def start(self, name: str, argv: list[str], *, env: dict[str, str] | None = None) -> int:
         """``argv`` in a new session (its own process group), output to ``<logdir>/<name>.log``;
         returns its pid."""
-        log = open(self.logdir / f"{name}.log", "ab")  # noqa: SIM115 - lives with the process
-        proc = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-        log.close()
-        self._procs.append((name, proc, True))
+        with open(self.logdir / f"{name}.log", "ab") as log, uninterrupted():
+            proc = subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+            self._procs.append((name, proc, True))
         return proc.pid
 
-    def adopt(self, name: str, proc: subprocess.Popen[bytes]) -> int:
-        """A process started by a ``bench._common`` helper (same process group as the bench)."""
-        self._procs.append((name, proc, False))
+    def adopt(self, name: str, start: Callable[[], subprocess.Popen[bytes]]) -> int:
+        """The process ``start()`` returns (a ``bench._common`` helper's, in the bench's own
+        process group), registered before a Ctrl-C can leave it behind."""
+        with uninterrupted():
+            proc = start()
+            self._procs.append((name, proc, False))
         return proc.pid
+
+    def process(self, pid: int) -> subprocess.Popen[bytes]:
+        return next(p for _n, p, _g in self._procs if p.pid == pid)
 
     def alive(self, pid: int) -> bool:
         return any(p.pid == pid and p.poll() is None for _n, p, _g in self._procs)
@@ -103,20 +108,45 @@ def run_dir(kind: str) -> Iterator[tuple[Path, Procs]]:
             shutil.rmtree(path, ignore_errors=True)
 
 
+class _Signals:
+    """What ``terminate_as_interrupt`` holds back while an ``uninterrupted`` block runs."""
+
+    depth = 0
+    pending: int | None = None
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    if _Signals.depth:
+        _Signals.pending = signum
+        return
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise KeyboardInterrupt, so every ``finally`` runs (processes
-    stopped, ``printk_devkmsg`` restored) as on Ctrl-C."""
-
-    def interrupt(signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt, so every ``finally`` runs (processes
+    stopped, ``printk_devkmsg`` restored), except inside an ``uninterrupted`` block."""
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in signals}
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """A process started and registered (or a setting changed and its undo armed) as one step:
+    a signal that arrives meanwhile interrupts right after, never in between."""
+    _Signals.depth += 1
+    try:
+        yield
+    finally:
+        _Signals.depth -= 1
+        if not _Signals.depth and _Signals.pending is not None:
+            signum, _Signals.pending = _Signals.pending, None
+            raise KeyboardInterrupt(f"signal {signum}")
 
 
 def children_cpu_seconds(pid: int) -> float:

@@ -81,7 +81,8 @@ def kmsg_mode(wanted: str, stack: contextlib.ExitStack) -> tuple[bool, str]:
     if wanted == "file":
         return False, "file (--kmsg-mode file)"
     try:
-        stack.enter_context(devkmsg_on())
+        with procs_.uninterrupted():
+            stack.enter_context(devkmsg_on())
         usable, reason = device_usable()
     except OSError as exc:
         usable, reason = False, f"printk_devkmsg cannot be set: {exc}"
@@ -107,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         if "postgres" in backends and set(only) & {"latency", "burst", "cost"}:
             ok, reason = postgres.available()
             if ok:
-                pg = stack.enter_context(postgres.ThrowawayPostgres())
+                with procs_.uninterrupted():  # its cluster must not outlive a Ctrl-C
+                    pg = stack.enter_context(postgres.ThrowawayPostgres())
             else:
                 figures.skip("PostgreSQL", reason)
                 backends.remove("postgres")

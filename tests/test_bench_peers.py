@@ -118,7 +118,10 @@ def test_a_quick_latency_run_measures_both_sides(tmp_path: Path) -> None:
     assert bench_processes(tmp_path) == []
 
 
-def test_an_interrupted_run_stops_every_process_it_started(tmp_path: Path) -> None:
+@pytest.mark.parametrize("when", ["rsyslogd", "collector serve"])
+def test_an_interrupted_run_stops_every_process_it_started(tmp_path: Path, when: str) -> None:
+    """SIGTERM as soon as rsyslog's receiver runs (the sender being started), and while the
+    collector starts."""
     require(*rsyslog.available())
     run = subprocess.Popen(
         bench("--only", "latency"),
@@ -129,8 +132,8 @@ def test_an_interrupted_run_stops_every_process_it_started(tmp_path: Path) -> No
     )
     try:
         deadline = time.monotonic() + 120
-        while not any("rsyslogd" in c for c in bench_processes(tmp_path)):
-            assert run.poll() is None and time.monotonic() < deadline, "no rsyslogd started"
+        while not any(when in c for c in bench_processes(tmp_path)):
+            assert run.poll() is None and time.monotonic() < deadline, f"no {when} started"
             time.sleep(0.05)
         run.send_signal(signal.SIGTERM)
         run.wait(60)
