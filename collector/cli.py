@@ -23,11 +23,11 @@ from collector.deploy.bundle import build_agent_bundle
 from collector.deploy.cli import add_deploy_parser, run_deploy_cli
 from collector.errors import AppError
 from collector.guard.cli import add_guard_parser, run_guard_cli
-from collector.hosts import registry
+from collector.hosts import arguments, registry
 from collector.hosts.config import HostPatch, PowerControl, configure_host, set_power, set_retention
-from collector.hosts.labels import label_changes, set_labels
+from collector.hosts.labels import set_labels
 from collector.inspect import add_inspect_parser, run_inspect
-from collector.main import create_app
+from collector.main import WeakAdminToken, create_app
 from collector.matrix.cli import add_matrix_parser, run_matrix_cli
 from collector.remote.ssh import SSHClient
 from collector.retention.cli import add_storage_parser, run_storage_cli
@@ -100,9 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument(
         "--power-after", type=float, metavar="S", help="seconds without the host first (300)"
     )
-    add.add_argument(
-        "--label", action="append", default=[], metavar="K=V", help="e.g. lab=a; K= removes it"
-    )
+    add.add_argument("--label", action="append", default=[], metavar="K=V", help="K= removes K")
 
     bundle = sub.add_parser(
         "agent-bundle", help="build the agent's single-file zipapp (agent + nvidia-ml-py)"
@@ -163,7 +161,11 @@ def tune_gc() -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     heap.tune()  # before the worker threads exist: they take their malloc arenas as they start
     settings = settings_from(args)
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except WeakAdminToken as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     tune_gc()
     config = uvicorn.Config(
         app,
@@ -204,7 +206,9 @@ def cmd_add_host(args: argparse.Namespace) -> int:
     engine = db.make_engine(settings.db_url)
     token: str | None = None
     try:
-        patch = HostPatch(netconsole_from=args.netconsole_from, retention=_retain(args.retain))
+        patch = HostPatch(
+            netconsole_from=args.netconsole_from, retention=arguments.retain(args.retain)
+        )
         addrs = patch.netconsole_from or []
         with db.session_scope(db.make_sessionmaker(engine)) as session:
             if args.rotate_token or args.update:
@@ -231,7 +235,7 @@ def cmd_add_host(args: argparse.Namespace) -> int:
             if patch.retention:
                 set_retention(session, host=host, changes=patch.retention)
             if args.label:
-                set_labels(session, host=host, changes=label_changes(args.label))
+                set_labels(session, host=host, changes=arguments.labels(args.label))
             if args.power_cycle is not None:
                 set_power(session, host=host, power=_power(args.power_cycle, args.power_after))
     except AppError as exc:
@@ -253,13 +257,6 @@ def cmd_add_host(args: argparse.Namespace) -> int:
     print(f"host {args.name!r} registered; agent token (shown once, stored hashed):")
     print(token)
     return 0
-
-
-def _retain(specs: list[str]) -> dict[str, float | None]:
-    try:
-        return {k: float(d) if d else None for k, _, d in (s.partition("=") for s in specs)}
-    except ValueError:
-        raise AppError(f"--retain takes KIND=DAYS, not {specs}") from None
 
 
 def _power(argv_json: str, after_s: float | None) -> PowerControl | None:

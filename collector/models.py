@@ -33,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, object_session
+from sqlalchemy.orm.attributes import instance_dict
 
 # Re-exported: the collector names them through its models.
 from agent.kernel.event import KernelAction as KernelAction
@@ -171,6 +172,17 @@ class Meta(Base):
     __tablename__ = "meta"
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+class UiSession(Base):
+    """A browser's login: the UI cookie holds its id (only the hash is kept), valid until
+    ``expires_at``, logout, or a new admin token (``admin_hash`` is the one it was opened with)."""
+
+    __tablename__ = "ui_sessions"
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    admin_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime]
 
 
 # What retention prunes, oldest first (see collector.retention): raw 1 s samples, their minute
@@ -357,6 +369,11 @@ class Sample(Base):
             cached = unpack(self.packed, template, known)
             self.__dict__["_data"] = cached
         return cached
+
+    def fields(self) -> dict[str, Any]:
+        """Its loaded columns and what it unpacks to: what ``SampleOut`` shows."""
+        unpacked = {"burst": self.burst, "data": self.data, "load1": self.load1}
+        return instance_dict(self) | unpacked | {"gpu_power_w": self.gpu_power_w}
 
     @property
     def load1(self) -> float | None:

@@ -25,6 +25,7 @@ from collector.netconsole.health import (
     canary_report,
     netconsole_report,
 )
+from collector.params import HostName, Text
 from collector.readback import series, timebase
 from collector.readback.board import HostBoard, host_board
 from collector.readback.losses import SpoolLosses, spool_losses
@@ -95,17 +96,15 @@ def list_hosts(
     request: Request,
     response: Response,
     status: Annotated[list[HostStatus] | None, Query(description="any of these")] = None,
-    name: Annotated[str | None, Query(description="a part of the name, any case")] = None,
+    name: Text = None,  # a part of the name, any case
     label: Annotated[
         list[str] | None, Query(description="key=value, or key for any value; all of them")
     ] = None,
-    limit: Annotated[int | None, Query(description=f"hosts a page, 1-{MAX_PAGE}")] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE, description="hosts a page")] = None,
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
 ) -> list[HostListItem]:
     """The hosts the filters select, by name; a page of them with ``limit``/``offset``. The
     ``X-Total-Count`` header says how many the filters select, ``Link`` the next page."""
-    if limit is not None and not 1 <= limit <= MAX_PAGE:
-        raise BadRequest(f"limit must be between 1 and {MAX_PAGE}")
     try:
         where = HostFilter.parse(statuses=status, name=name, labels=label)
     except ValueError as exc:
@@ -131,7 +130,7 @@ def list_hosts(
 
 @router.get("/{name}")
 def get_host(
-    name: str, session: SessionDep, settings: SettingsDep, _: AdminDep, now: NowDep
+    name: HostName, session: SessionDep, settings: SettingsDep, _: AdminDep, now: NowDep
 ) -> HostDetail:
     """The host, its latest sample, its kernel channels' health, its spool losses and its disk
     use (``storage``: rows and estimated bytes per kind, with the days each kind is kept)."""
@@ -153,13 +152,13 @@ def get_host(
 
 
 @router.delete("/{name}", status_code=204)
-def delete_host(name: str, session: SessionDep, _: AdminDep) -> None:
+def delete_host(name: HostName, session: SessionDep, _: AdminDep) -> None:
     registry.delete_host(session, host=registry.get_host(session, name=name))
 
 
 @router.patch("/{name}")
 def patch_host(
-    name: str,
+    name: HostName,
     body: HostPatch,
     session: SessionDep,
     settings: SettingsDep,

@@ -48,13 +48,6 @@ def parse(spec: str) -> tuple[str, str | None]:
     return (key, check_value(key, value.strip())) if sep else (key, None)
 
 
-def label_changes(specs: list[str]) -> dict[str, str | None]:
-    """``add-host --label`` arguments: ``key=value`` sets, ``key=`` removes; BadRequest else."""
-    if any("=" not in spec for spec in specs):
-        raise BadRequest(f"--label takes KEY=VALUE (KEY= removes it), not {specs}")
-    return {k.strip(): v.strip() or None for k, _, v in (s.partition("=") for s in specs)}
-
-
 def set_labels(session: Session, *, host: Host, changes: dict[str, str | None]) -> None:
     """Add, change (a value) or remove (None) the host's labels; BadRequest past the limits."""
     labels = dict(host.labels or {})
