@@ -29,6 +29,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from collector import db
+from collector.packing import pack_plain
 from collector.readback.downsample import nice_step, refresh_rollups
 
 ADMIN = "fwa_bench-admin-token-8fxPceYgJfL6GDYk26cIJXv6ZxNu8bsq"
@@ -62,6 +63,8 @@ def generate(db_path: Path, *, days: float, end: float) -> int:
     n = int(days * 86400)
     start = end - n
 
+    empty = pack_plain({})  # the chart reads the typed columns only
+
     def rows():  # type: ignore[no-untyped-def]
         for i in range(n):
             ts = start + i
@@ -73,33 +76,29 @@ def generate(db_path: Path, *, days: float, end: float) -> int:
                 i + 1,
                 ts,
                 ts + 0.05,
-                0,
                 128 * GIB,
                 avail,
                 avail // 2,
                 int(max(0.0, -wave) * 4 * GIB),
+                int((40 + 20 * wave) * GIB),
                 round(max(0.0, -wave) * 20, 2),
                 round(max(0.0, -wave) * 5, 2),
                 1.5,
                 0.4,
                 0.1,
-                0.7,
                 round(50 + 50 * wave, 1),
-                int((40 + 20 * wave) * GIB),
-                90.0,
                 float(i % 8),
                 float(i % 3),
                 round(0.5 + 0.4 * wave, 4),
-                "{}",
+                empty,
             )
 
     conn.executemany(
-        "INSERT INTO samples (host_id, boot_pk, seq, ts, received_at, burst,"
-        " mem_total, mem_available, mem_free, swap_used,"
+        "INSERT INTO samples (host_id, boot_pk, seq, ts, received_at,"
+        " mem_total, mem_available, mem_free, swap_used, gpu_mem_used,"
         " psi_mem_some_avg10, psi_mem_full_avg10, psi_cpu_some_avg10, psi_io_some_avg10,"
-        " psi_io_full_avg10, load1, gpu_util, gpu_mem_used, gpu_power_w,"
-        " vllm_running, vllm_waiting, vllm_kv_usage, data)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " psi_io_full_avg10, gpu_util, vllm_running, vllm_waiting, vllm_kv_usage, packed)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         rows(),
     )
     conn.executemany(
