@@ -115,7 +115,7 @@ def hosts_page(
     session: SessionDep,
     templates: TemplatesDep,
     _: AdminDep,
-    status: HostStatus | None = None,
+    status: Text = None,  # the form sends "" for any
     name: Text = None,
     label: Text = None,
     page: Annotated[int, Query(ge=1, le=2**31 // HOSTS_PAGE)] = 1,
@@ -123,7 +123,7 @@ def hosts_page(
     """The overview, a page of ``HOSTS_PAGE`` hosts that the filters select (a fleet is
     hundreds); its script refreshes the same page."""
     try:
-        where = HostFilter.parse(statuses=[status] if status else None, name=name,
+        where = HostFilter.parse(statuses=[HostStatus(status)] if status else None, name=name,
                                  labels=[label] if label else None)  # fmt: skip
     except ValueError as exc:
         raise BadRequest(str(exc)) from None

@@ -121,4 +121,7 @@ def test_the_hosts_page_filters_and_pages(sqlite_collector: Collector) -> None:
     assert "Hosts 1–50 of 60" in first and 'rel="next"' in first
     second = c.client.get("/", params={"page": 2}, headers=html).text
     assert "Hosts 51–60 of 60" in second and "zz-54" in second and "gb200-01" not in second
+    form = {"name": "", "status": "", "label": "lab=b"}  # the form sends every field
+    assert "Hosts 1–2 of 2" in c.client.get("/", params=form, headers=html).text
     assert c.client.get("/", params={"label": "=a"}, headers=html).status_code == 400
+    assert c.client.get("/", params={"status": "asleep"}, headers=html).status_code == 400
