@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -103,13 +104,18 @@ def run(url: str, token: str, kind: str) -> float:
                 resp.raise_for_status()
                 counts[c] += resp.json()["stored"][kind]
 
+    return sum(counts) / in_threads(worker)
+
+
+def in_threads(worker: Callable[[int], None]) -> float:
+    """Seconds ``worker(c)`` took, run at once for each of the CLIENTS."""
     started = time.monotonic()
     threads = [threading.Thread(target=worker, args=(c,)) for c in range(CLIENTS)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return sum(counts) / (time.monotonic() - started)
+    return time.monotonic() - started
 
 
 def line_rows(db_url: str, count: int) -> list[list[list[tuple[Any, ...]]]]:
@@ -146,13 +152,7 @@ def driver_run(db_url: str, batches: list[list[list[tuple[Any, ...]]]]) -> float
             with db.session_scope(factory) as session:
                 counts[c] += db.insert_ignoring_duplicates(session, table, LINE_COLUMNS, rows)
 
-    started = time.monotonic()
-    threads = [threading.Thread(target=worker, args=(c,)) for c in range(CLIENTS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.monotonic() - started
+    elapsed = in_threads(worker)
     engine.dispose()
     return sum(counts) / elapsed
 
