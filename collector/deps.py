@@ -67,6 +67,12 @@ def get_scheduler(request: Request) -> BaseScheduler | None:
     return getattr(request.app.state, "scheduler", None)
 
 
+def is_leader(request: Request) -> bool:
+    """Whether this process runs the singleton jobs (``collector.leader``)."""
+    state = request.app.state
+    return state.scheduler is not None and state.leadership is not None and state.leadership.held
+
+
 def get_arrivals(request: Request) -> Arrivals:
     return cast(Arrivals, request.app.state.arrivals)
 
@@ -106,6 +112,7 @@ ClockDep = Annotated[Callable[[], float], Depends(get_clock)]
 RunnerDep = Annotated[MatrixRunner | None, Depends(get_runner)]
 NetconsoleDep = Annotated[NetconsoleChannel | None, Depends(get_netconsole)]
 SchedulerDep = Annotated[BaseScheduler | None, Depends(get_scheduler)]
+LeaderDep = Annotated[bool, Depends(is_leader)]
 VllmStatesDep = Annotated[VllmStates, Depends(get_vllm_states)]
 ArrivalsDep = Annotated[Arrivals, Depends(get_arrivals)]
 StoreSlotsDep = Annotated[asyncio.Semaphore, Depends(get_store_slots)]

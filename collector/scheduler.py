@@ -1,4 +1,9 @@
-"""The background jobs: APScheduler only calls the idempotent steps of the domains."""
+"""The background jobs: APScheduler only calls the idempotent steps of the domains.
+
+Most jobs are singletons: with replicas on one PostgreSQL only the leader runs them
+(``collector.leader``), and a replica that takes over starts them on its next tick. Every
+process ticks its own run's sign of life, trims its heap and keeps trying for the lead.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from collector import heap
 from collector.alerts.delivery import deliver_due_alerts
 from collector.incidents.lifecycle import settle_incidents
 from collector.incidents.postmortem import collect_postmortems
+from collector.leader import Leadership
 from collector.liveness.arrivals import Arrivals
 from collector.liveness.checker import check_heartbeats, prober, start_pre_probes
 from collector.liveness.collector_runs import release_held_alerts, tick_collector_alive
@@ -41,6 +47,15 @@ def _guarded(name: str, step: Callable[[], object]) -> Callable[[], None]:
     return job
 
 
+def _led(leadership: Leadership, step: Callable[[], object]) -> Callable[[], object]:
+    """``step`` run only while this process leads."""
+
+    def job() -> object:
+        return step() if leadership.held else None
+
+    return job
+
+
 def build_scheduler(
     session_factory: sessionmaker[Session],
     *,
@@ -49,11 +64,13 @@ def build_scheduler(
     http_client: httpx.Client,
     ssh: SSHClient,
     clock: Callable[[], float],
+    leadership: Leadership,
     arrivals: Arrivals | None = None,
     stopping: threading.Event | None = None,
 ) -> BackgroundScheduler:
-    """A scheduler with every job added, not yet started. Once ``stopping`` is set (the
-    process no longer takes batches) the liveness jobs judge no host."""
+    """A scheduler with every job added, not yet started. Singleton jobs run while this
+    process holds ``leadership``. Once ``stopping`` is set (the process no longer takes
+    batches) the liveness jobs judge no host and the lead is handed on."""
     scheduler = BackgroundScheduler(
         job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 30}
     )
@@ -61,8 +78,11 @@ def build_scheduler(
     def now() -> datetime:
         return from_epoch(clock())
 
-    def add(name: str, seconds: float, step: Callable[[], object]) -> None:
-        scheduler.add_job(_guarded(name, step), "interval", seconds=seconds, id=name, name=name)
+    def add(
+        name: str, seconds: float, step: Callable[[], object], *, singleton: bool = True
+    ) -> None:
+        job = _guarded(name, _led(leadership, step) if singleton else step)
+        scheduler.add_job(job, "interval", seconds=seconds, id=name, name=name)
 
     def deliver() -> None:
         deliver_due_alerts(session_factory, now=now(), http_client=http_client, settings=settings)
@@ -73,6 +93,16 @@ def build_scheduler(
 
     stopping = stopping or threading.Event()
     told = threading.Event()
+
+    def lead() -> None:
+        if stopping.is_set():
+            leadership.release()  # a replica takes the singleton jobs over now
+            return
+        was = leadership.held
+        if not leadership.refresh() and was:
+            pre_probes.clear()  # the next leader probes its own suspects
+
+    add("leadership", settings.leader_check_s, lead, singleton=False)
 
     def watching() -> bool:
         if not stopping.is_set():
@@ -94,6 +124,7 @@ def build_scheduler(
             ssh=ssh,
             pre_probes=pre_probes,
             arrivals=arrivals,
+            orphans_before=leadership.since,
         )
         settled = settle_incidents(session_factory, now=at, settings=settings)
         released = release_held_alerts(session_factory, now=at, settings=settings)
@@ -122,8 +153,9 @@ def build_scheduler(
         "collector_alive",
         settings.alive_tick_s,
         lambda: tick_collector_alive(session_factory, run_id=run_id, now=now()),
+        singleton=False,
     )
-    add("trim_heap", heap.TRIM_INTERVAL_S, heap.trim)
+    add("trim_heap", heap.TRIM_INTERVAL_S, heap.trim, singleton=False)
     add(
         "postmortems",
         settings.postmortem_interval_s,

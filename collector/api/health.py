@@ -10,7 +10,14 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 from collector import auth, db
-from collector.deps import IngestMetricsDep, NetconsoleDep, NowDep, SessionDep, SettingsDep
+from collector.deps import (
+    IngestMetricsDep,
+    LeaderDep,
+    NetconsoleDep,
+    NowDep,
+    SessionDep,
+    SettingsDep,
+)
 from collector.errors import AuthFailed
 from collector.metrics.exposition import render
 
@@ -19,13 +26,16 @@ router = APIRouter(tags=["health"])
 
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
+    # Whether this process runs the singleton jobs (the heartbeat checker, alert delivery);
+    # with replicas on one PostgreSQL exactly one does.
+    leader: bool = False
 
 
 @router.get("/healthz")
-def healthz(session: SessionDep) -> Health:
+def healthz(session: SessionDep, leader: LeaderDep) -> Health:
     """``ok`` once the database answers."""
     db.ping(session)
-    return Health()
+    return Health(leader=leader)
 
 
 @router.get("/metrics", response_class=Response)

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from collector.db import changed_rows, session_scope
 from collector.incidents import lifecycle
 from collector.liveness.arrivals import Arrivals
-from collector.liveness.collector_runs import current_run
+from collector.liveness.collector_runs import watch_started_at
 from collector.liveness.planned import reboot_expected
 from collector.liveness.preprobes import PreProbes, lead_s
 from collector.liveness.status import WATCHED, grace_s, transition
@@ -55,13 +55,16 @@ def check_heartbeats(
     ssh: SSHClient | None = None,
     pre_probes: PreProbes | None = None,
     arrivals: Arrivals | None = None,
+    orphans_before: datetime | None = None,
 ) -> list[int]:
     """One sweep: suspect hosts start probing, every overdue host goes late and gets its incident.
 
     Returns the ids of the incidents opened by this call. Without ``pre_probes`` the probes of
     an overdue host run here, after grace. ``probe_runner`` defaults to the real probes over
     ``ssh`` (an ``SSHClient()`` unless given). A host with a batch in ``arrivals`` (arrived,
-    not stored yet) is not silent and is skipped.
+    not stored yet) is not silent and is skipped. A ``late`` claim made before
+    ``orphans_before`` (when this process became the leader) is its dead predecessor's: it is
+    taken over now rather than after ``late_reclaim_s``.
     """
     ssh = ssh or SSHClient()
     run = probe_runner or prober(settings, ssh)
@@ -75,6 +78,8 @@ def check_heartbeats(
             arrivals=arrivals,
         )
     reclaim = now - timedelta(seconds=settings.late_reclaim_s)
+    if orphans_before is not None:
+        reclaim = max(reclaim, min(orphans_before, now))
     with session_scope(session_factory) as session:
         due = list(
             session.scalars(
@@ -98,6 +103,7 @@ def check_heartbeats(
             run=run,
             ssh=ssh,
             pre_probes=pre_probes,
+            reclaim=reclaim,
         )
         if incident_id is not None:
             opened.append(incident_id)
@@ -200,12 +206,15 @@ def check_host(
     run: ProbeRunner,
     ssh: SSHClient,
     pre_probes: PreProbes | None = None,
+    reclaim: datetime | None = None,
 ) -> int | None:
     """Claim one overdue host (up/unknown → late), probe it, open its incident (late → lost).
 
     The probes are this silence's pre-probes when ``pre_probes`` holds them, else run here.
+    A ``late`` claim from ``reclaim`` or before (default: ``late_reclaim_s`` ago) is re-taken.
     """
-    reclaim = now - timedelta(seconds=settings.late_reclaim_s)
+    if reclaim is None:
+        reclaim = now - timedelta(seconds=settings.late_reclaim_s)
     with session_scope(session_factory) as session:
         claimed = transition(
             session, host_id, WATCHED, HostStatus.LATE, now, Host.overdue_at <= now
@@ -237,8 +246,7 @@ def check_host(
             if pre_probes is not None and host.overdue_at is not None
             else None
         )
-        collector_run = current_run(session)
-        started_at = collector_run.started_at if collector_run else None
+        started_at = watch_started_at(session)
         log.info("host %s: late (last heartbeat %s)", host.name, host.last_seen_at)
 
     probing_started = time.monotonic()
