@@ -21,6 +21,7 @@ from collector.errors import AuthFailed
 from collector.liveness.arrivals import Arrivals
 from collector.matrix.runner import MatrixRunner
 from collector.metrics.ingest import IngestMetrics
+from collector.metrics.jobs import JobMetrics
 from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
 from collector.settings import Settings
@@ -99,6 +100,10 @@ def get_ingest_metrics(request: Request) -> IngestMetrics:
     return cast(IngestMetrics, request.app.state.ingest_metrics)
 
 
+def get_job_metrics(request: Request) -> JobMetrics:
+    return cast(JobMetrics, request.app.state.job_metrics)
+
+
 def get_templates(request: Request) -> Jinja2Templates:
     return cast(Jinja2Templates, request.app.state.templates)
 
@@ -120,6 +125,7 @@ SSHDep = Annotated[SSHClient, Depends(get_ssh)]
 TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
 HttpClientDep = Annotated[httpx.Client, Depends(get_http_client)]
 IngestMetricsDep = Annotated[IngestMetrics, Depends(get_ingest_metrics)]
+JobMetricsDep = Annotated[JobMetrics, Depends(get_job_metrics)]
 
 
 def require_admin(request: Request, session: SessionDep) -> None:

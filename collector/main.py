@@ -36,6 +36,7 @@ from collector.liveness.collector_runs import start_collector_run, stop_collecto
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.schedule import register_matrix_schedules, register_pickup
 from collector.metrics.ingest import IngestMetrics, IngestMetricsMiddleware
+from collector.metrics.jobs import JobMetrics
 from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
 from collector.scheduler import build_scheduler
@@ -92,6 +93,7 @@ def create_app(
                 ssh=ssh,
                 clock=clock,
                 leadership=leadership,
+                jobs=app.state.job_metrics,
                 arrivals=app.state.arrivals,
                 stopping=app.state.stopping,
             )
@@ -140,6 +142,7 @@ def create_app(
     app.state.store_slots = asyncio.Semaphore(settings.ingest_concurrency)
     app.state.templates = make_templates(clock)
     app.state.ingest_metrics = IngestMetrics()
+    app.state.job_metrics = JobMetrics()
     app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)
     for api in (
         ingest,

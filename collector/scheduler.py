@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -26,6 +27,7 @@ from collector.liveness.arrivals import Arrivals
 from collector.liveness.checker import check_heartbeats, prober, start_pre_probes
 from collector.liveness.collector_runs import release_held_alerts, tick_collector_alive
 from collector.liveness.preprobes import PreProbes
+from collector.metrics.jobs import JobMetrics
 from collector.remote.ssh import SSHClient
 from collector.retention.prune import prune
 from collector.retention.usage import measure_if_due
@@ -35,23 +37,22 @@ from collector.timeutil import from_epoch
 log = logging.getLogger(__name__)
 
 
-def _guarded(name: str, step: Callable[[], object]) -> Callable[[], None]:
-    """A failing step is logged and tried again on the next tick, never kills the scheduler."""
+def _guarded(
+    name: str, step: Callable[[], object], jobs: JobMetrics, leadership: Leadership | None
+) -> Callable[[], None]:
+    """A failing step is logged and tried again on the next tick, never kills the scheduler.
+    With ``leadership`` the step runs only while this process leads. Each run is timed."""
+    took = jobs.duration.labels(name)
 
     def job() -> None:
+        if leadership is not None and not leadership.held:
+            return
+        started = time.perf_counter()
         try:
             step()
         except Exception:
             log.exception("job %s failed", name)
-
-    return job
-
-
-def _led(leadership: Leadership, step: Callable[[], object]) -> Callable[[], object]:
-    """``step`` run only while this process leads."""
-
-    def job() -> object:
-        return step() if leadership.held else None
+        took.observe(time.perf_counter() - started)
 
     return job
 
@@ -65,6 +66,7 @@ def build_scheduler(
     ssh: SSHClient,
     clock: Callable[[], float],
     leadership: Leadership,
+    jobs: JobMetrics | None = None,
     arrivals: Arrivals | None = None,
     stopping: threading.Event | None = None,
 ) -> BackgroundScheduler:
@@ -78,10 +80,12 @@ def build_scheduler(
     def now() -> datetime:
         return from_epoch(clock())
 
+    jobs = jobs or JobMetrics()
+
     def add(
         name: str, seconds: float, step: Callable[[], object], *, singleton: bool = True
     ) -> None:
-        job = _guarded(name, _led(leadership, step) if singleton else step)
+        job = _guarded(name, step, jobs, leadership if singleton else None)
         scheduler.add_job(job, "interval", seconds=seconds, id=name, name=name)
 
     def deliver() -> None:

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from collector import auth, db
 from collector.deps import (
     IngestMetricsDep,
+    JobMetricsDep,
     LeaderDep,
     NetconsoleDep,
     NowDep,
@@ -45,16 +46,20 @@ def metrics(
     settings: SettingsDep,
     netconsole: NetconsoleDep,
     ingest_metrics: IngestMetricsDep,
+    job_metrics: JobMetricsDep,
+    leader: LeaderDep,
     now: NowDep,
 ) -> Response:
     """Prometheus exposition (OpenMetrics when asked); see the README's metrics table."""
     if not auth.scrape_allowed(settings.metrics_token, request.headers.get("authorization")):
         raise AuthFailed("metrics token required (Authorization: Bearer ...)")
+    job_metrics.leader.set(1 if leader else 0)
     body, content_type = render(
         session,
         now=now.timestamp(),
         ingest=ingest_metrics,
         netconsole=netconsole.stats().model_dump() if netconsole is not None else None,
         accept=request.headers.get("accept", ""),
+        jobs=job_metrics,
     )
     return Response(body, media_type=content_type)
