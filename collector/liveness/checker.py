@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.db import changed_rows, session_scope
+from collector.db import changed_rows, read_scope, session_scope
 from collector.incidents import lifecycle
 from collector.liveness.arrivals import Arrivals
 from collector.liveness.collector_runs import watch_started_at
@@ -80,7 +80,7 @@ def check_heartbeats(
     reclaim = now - timedelta(seconds=settings.late_reclaim_s)
     if orphans_before is not None:
         reclaim = max(reclaim, min(orphans_before, now))
-    with session_scope(session_factory) as session:
+    with read_scope(session_factory) as session:  # no write lock (SQLite) until a host is due
         due = list(
             session.scalars(
                 select(Host.id).where(
@@ -147,7 +147,7 @@ def start_pre_probes(
     """
     pending = pre_probes.pending()
     started = []
-    with session_scope(session_factory) as session:
+    with read_scope(session_factory) as session:
         if pending:
             rows = {
                 row.id: row

@@ -21,7 +21,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.db import changed_rows, session_scope
+from collector.db import changed_rows, read_scope, session_scope
 from collector.incidents.payload import enqueue_incident_alert
 from collector.liveness.status import watch_again
 from collector.models import CollectorRun, Host, HostStatus, Incident, IncidentState
@@ -117,7 +117,7 @@ def release_held_alerts(
 ) -> list[int]:
     """Queue the opened alert of every held incident whose host is still silent at the end of
     its hold; the ids released. (A resolved one stays quiet: ``lifecycle.resolve``.)"""
-    with session_scope(session_factory) as session:
+    with read_scope(session_factory) as session:
         due = list(
             session.scalars(
                 select(Incident.id).where(
