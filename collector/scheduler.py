@@ -129,6 +129,7 @@ def build_scheduler(
             pre_probes=pre_probes,
             arrivals=arrivals,
             orphans_before=leadership.since,
+            start_suspects=False,  # the pre_probes job does, and never waits on probes
         )
         settled = settle_incidents(session_factory, now=at, settings=settings)
         released = release_held_alerts(session_factory, now=at, settings=settings)

@@ -28,7 +28,7 @@ from collector.db import changed_rows, read_scope, session_scope
 from collector.incidents import lifecycle
 from collector.liveness.arrivals import Arrivals
 from collector.liveness.collector_runs import watch_started_at
-from collector.liveness.planned import reboot_expected
+from collector.liveness.planned import reboot_expected, reboots_expected
 from collector.liveness.preprobes import PreProbes, lead_s
 from collector.liveness.status import WATCHED, grace_s, transition
 from collector.models import Host, HostSilence, HostStatus, Incident, IncidentKind
@@ -56,6 +56,7 @@ def check_heartbeats(
     pre_probes: PreProbes | None = None,
     arrivals: Arrivals | None = None,
     orphans_before: datetime | None = None,
+    start_suspects: bool = True,
 ) -> list[int]:
     """One sweep: suspect hosts start probing, every overdue host goes late and gets its incident.
 
@@ -64,11 +65,12 @@ def check_heartbeats(
     ``ssh`` (an ``SSHClient()`` unless given). A host with a batch in ``arrivals`` (arrived,
     not stored yet) is not silent and is skipped. A ``late`` claim made before
     ``orphans_before`` (when this process became the leader) is its dead predecessor's: it is
-    taken over now rather than after ``late_reclaim_s``.
+    taken over now rather than after ``late_reclaim_s``. ``start_suspects=False``: the caller
+    starts the suspects' pre-probes itself (``start_pre_probes``).
     """
     ssh = ssh or SSHClient()
     run = probe_runner or prober(settings, ssh)
-    if pre_probes is not None:
+    if pre_probes is not None and start_suspects:
         start_pre_probes(
             session_factory,
             now=now,
@@ -146,7 +148,7 @@ def start_pre_probes(
     host's probes never delays another host's start. Returns the ids of the hosts started now.
     """
     pending = pre_probes.pending()
-    started = []
+    started: list[int] = []
     with read_scope(session_factory) as session:
         if pending:
             rows = {
@@ -168,23 +170,35 @@ def start_pre_probes(
                 else:
                     # gone, or late elsewhere
                     pre_probes.discard(host_id, overdue_at, cleared=False)
+        # A few queries a tick however many hosts are suspect: hosts whose probes for this
+        # silence already run are left out before anything else is looked up.
         horizon = now + timedelta(seconds=settings.probe_lead_s)
-        suspects = session.scalars(
-            select(Host).where(Host.status.in_(WATCHED), Host.overdue_at <= horizon)
-        )
+        running = pre_probes.pending()
+        fresh = [
+            host_id
+            for host_id, overdue_at in session.execute(
+                select(Host.id, Host.overdue_at).where(
+                    Host.status.in_(WATCHED), Host.overdue_at <= horizon
+                )
+            )
+            if running.get(host_id) != overdue_at
+            and not (arrivals is not None and arrivals.pending(host_id))
+        ]
+        if not fresh:
+            return started
+        suspects = list(session.scalars(select(Host).where(Host.id.in_(fresh))))
+        silences = {
+            s.host_id: s
+            for s in session.scalars(select(HostSilence).where(HostSilence.host_id.in_(fresh)))
+        }
+        rebooting = reboots_expected(session, hosts=suspects, now=now)
         for host in suspects:
             assert host.overdue_at is not None
             lead = lead_s(grace_s(host, settings), settings.probe_lead_s)
             if host.overdue_at - timedelta(seconds=lead) > now:
                 continue
-            if (
-                host.paused
-                or _planned(host, session.get(HostSilence, host.id))
-                or reboot_expected(session, host=host, now=now)
-            ):
+            if host.paused or _planned(host, silences.get(host.id)) or host.id in rebooting:
                 continue  # planned silence is not probed
-            if arrivals is not None and arrivals.pending(host.id):
-                continue
             silent_s = _silent_s(host, now)
             target = probes.ProbeTarget.of(host)
             if pre_probes.start(host.id, host.overdue_at, partial(_stamped, run, target, silent_s)):
