@@ -32,11 +32,12 @@ import asyncio
 import json
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -52,7 +53,7 @@ from collector import db
 from collector.hosts import registry as hosts
 from collector.incidents.lifecycle import settle_incidents
 from collector.ingest.batch import ingest_batch
-from collector.liveness import checker
+from collector.liveness import checker, suspects
 from collector.liveness.collector_runs import release_held_alerts
 from collector.liveness.preprobes import PreProbes
 from collector.models import Host
@@ -63,6 +64,7 @@ from tests.collector.freeze_support import SECRET
 from tests.support.http_receiver import serve_posts
 from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.real_corpus import kernel_files
+from tests.support.rr_proxy import RoundRobinProxy
 
 BOOT = "7d3c1a52-8c1e-4d4e-9f8a-000000000000"
 MTP_LOG = ROOT / "tests" / "fixtures" / "vllm" / "v0.20.2_mtp_gb10.log"
@@ -215,19 +217,25 @@ def register(db_url: str, names: list[str]) -> dict[str, str]:
         engine.dispose()
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, in clock ticks
+def cpu_seconds(procs: list[subprocess.Popen[bytes]]) -> float:
+    """utime + stime of the collector processes (clock ticks of 1/100 s)."""
+    total = 0
+    for proc in procs:
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / 100.0
 
 
-def tick_seconds(url: str) -> tuple[float, int]:
-    """(sum, count) of the checker job's run times so far, from /metrics."""
-    text = httpx.get(url + "/metrics", timeout=30).text
+def tick_seconds(urls: list[str]) -> tuple[float, int]:
+    """(sum, count) of the checker job's run times so far, from /metrics (only the leader
+    among replicas runs it)."""
     found = {"sum": 0.0, "count": 0.0}
-    for line in text.splitlines():
-        for key in found:
-            if line.startswith(f'freezewatch_job_duration_seconds_{key}{{job="check_heartbeats"}}'):
-                found[key] = float(line.rsplit(" ", 1)[1])
+    for url in urls:
+        for line in httpx.get(url + "/metrics", timeout=30).text.splitlines():
+            for key in found:
+                name = f'freezewatch_job_duration_seconds_{key}{{job="check_heartbeats"}}'
+                if line.startswith(name):
+                    found[key] += float(line.rsplit(" ", 1)[1])
     return found["sum"], int(found["count"])
 
 
@@ -237,12 +245,17 @@ def run_fleet(db_url: str, n: int, args: argparse.Namespace) -> dict[str, float]
     benign, faults = corpus()
     sample = real_sample()
     silent = names[:: max(1, n // args.silent)][: args.silent]
-    port = free_port()
-    with webhooks() as (hook, received):
-        proc = start_collector(
-            db_url, port, args.log, FREEZEWATCH_WEBHOOK_URLS=f"{hook}|json|{SECRET}"
-        )
-        url = f"http://127.0.0.1:{port}"
+    replicas = args.replicas if db_url.startswith("postgresql") else 1
+    ports = [free_port() for _ in range(replicas)]
+    with webhooks() as (hook, received), ExitStack() as stack:
+        procs = [
+            start_collector(db_url, p, args.log, FREEZEWATCH_WEBHOOK_URLS=f"{hook}|json|{SECRET}")
+            for p in ports
+        ]
+        urls = [f"http://127.0.0.1:{p}" for p in ports]
+        port = ports[0]
+        if len(ports) > 1:  # replicas on one database behind a round-robin proxy
+            port = stack.enter_context(RoundRobinProxy(urls)).port
         try:
             start = time.time()
             window = (start + WARMUP_S, start + WARMUP_S + args.duration)
@@ -263,11 +276,13 @@ def run_fleet(db_url: str, n: int, args: argparse.Namespace) -> dict[str, float]
 
             async def measure() -> None:
                 await asyncio.sleep(window[0] - time.time())
-                marks["cpu0"], marks["t0"] = cpu_seconds(proc.pid), time.monotonic()
-                marks["tick0"] = await asyncio.to_thread(tick_seconds, url)
+                marks["cpu0"], marks["t0"] = cpu_seconds(procs), time.monotonic()
+                marks["answered"] = -sum(len(a.latencies) for a in [*agents, storm])
+                marks["tick0"] = await asyncio.to_thread(tick_seconds, urls)
                 await asyncio.sleep(window[1] - time.time())
-                marks["cpu1"], marks["t1"] = cpu_seconds(proc.pid), time.monotonic()
-                marks["tick1"] = await asyncio.to_thread(tick_seconds, url)
+                marks["cpu1"], marks["t1"] = cpu_seconds(procs), time.monotonic()
+                marks["answered"] += sum(len(a.latencies) for a in [*agents, storm])
+                marks["tick1"] = await asyncio.to_thread(tick_seconds, urls)
 
             async def load() -> None:
                 stop_at = window[1] + args.detect_wait
@@ -281,8 +296,10 @@ def run_fleet(db_url: str, n: int, args: argparse.Namespace) -> dict[str, float]
             asyncio.run(load())
             client_cpu = time.process_time() - client_cpu
         finally:
-            proc.terminate()
-            proc.wait(30)
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(30)
     opened: dict[str, tuple[float, dict[str, Any]]] = {}
     for at, body in received:
         if body.get("event") == "incident.opened":
@@ -304,6 +321,9 @@ def run_fleet(db_url: str, n: int, args: argparse.Namespace) -> dict[str, float]
         "requests_per_s": round(len(latencies) / (window[1] + args.detect_wait - start), 1),
         "errors": sum(a.errors for a in [*agents, storm]),
         "collector_cpu_percent": round((marks["cpu1"] - marks["cpu0"]) / in_window * 100, 1),
+        "collector_cpu_ms_per_request": round(
+            (marks["cpu1"] - marks["cpu0"]) / max(marks["answered"], 1) * 1000, 1
+        ),
         "client_cpu_percent": round(client_cpu / (time.time() - start) * 100, 1),
         "detection_p50_s": round(statistics.median(detections), 2) if detections else -1.0,
         "detection_p99_s": round(percentile(detections, 0.99), 2) if detections else -1.0,
@@ -328,7 +348,7 @@ def tick_growth(db_url: str, n: int, bulk_lines: int) -> dict[str, float]:
 
     def one() -> None:
         now = utcnow()
-        checker.start_pre_probes(sf, now=now, settings=settings, pre_probes=pre, run=lambda t: [])
+        suspects.start_pre_probes(sf, now=now, settings=settings, pre_probes=pre, run=lambda t: [])
         checker.check_heartbeats(
             sf, now=now, settings=settings, probe_runner=lambda t: [], pre_probes=pre
         )
@@ -401,6 +421,9 @@ def main() -> int:
     parser.add_argument("--storm-rate", type=float, default=200.0)
     parser.add_argument("--bulk-lines", type=int, default=500_000)
     parser.add_argument("--no-vllm", action="store_true", help="samples without a vLLM entry")
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="collector processes behind a round-robin proxy"
+    )
     parser.add_argument("--log", type=Path, default=Path(tempfile.gettempdir()) / "fleet.log")
     args = parser.parse_args()
     result: dict[str, float] = {}

@@ -32,6 +32,7 @@ from collector.api import (
 from collector.errors import AppError, AuthFailed
 from collector.leader import Leadership, held_elsewhere
 from collector.liveness.arrivals import Arrivals
+from collector.liveness.backlog import BacklogMiddleware, IngestBacklog
 from collector.liveness.collector_runs import start_collector_run, stop_collector_run
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.schedule import register_matrix_schedules, register_pickup
@@ -94,6 +95,7 @@ def create_app(
                 clock=clock,
                 leadership=leadership,
                 jobs=app.state.job_metrics,
+                backlog=app.state.ingest_backlog,
                 arrivals=app.state.arrivals,
                 stopping=app.state.stopping,
             )
@@ -137,6 +139,7 @@ def create_app(
     app.state.scheduler = None
     app.state.vllm_states = VllmStates(hang_stall_s=settings.vllm_hang_s)
     app.state.arrivals = Arrivals()
+    app.state.ingest_backlog = IngestBacklog()
     # Set when the process starts to stop (cli.StoppingServer): silence judged no more.
     app.state.stopping = threading.Event()
     app.state.store_slots = asyncio.Semaphore(settings.ingest_concurrency)
@@ -144,6 +147,7 @@ def create_app(
     app.state.ingest_metrics = IngestMetrics()
     app.state.job_metrics = JobMetrics()
     app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)
+    app.add_middleware(BacklogMiddleware, backlog=app.state.ingest_backlog)
     for api in (
         ingest,
         hosts,

@@ -681,6 +681,8 @@ class CollectorRun(Base):
     # Started while another collector process watched the hosts (a replica, a restart of a
     # standby): no downtime before it, and its start changes nothing for the hosts.
     joined: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # How far behind this process's ingest was at its last sign of life (liveness.backlog).
+    ingest_lag_s: Mapped[float | None] = mapped_column(Float)
 
 
 class Incident(Base):

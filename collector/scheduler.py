@@ -24,9 +24,11 @@ from collector.incidents.lifecycle import settle_incidents
 from collector.incidents.postmortem import collect_postmortems
 from collector.leader import Leadership
 from collector.liveness.arrivals import Arrivals
-from collector.liveness.checker import check_heartbeats, prober, start_pre_probes
+from collector.liveness.backlog import IngestBacklog
+from collector.liveness.checker import check_heartbeats, prober
 from collector.liveness.collector_runs import release_held_alerts, tick_collector_alive
 from collector.liveness.preprobes import PreProbes
+from collector.liveness.suspects import start_pre_probes
 from collector.metrics.jobs import JobMetrics
 from collector.remote.ssh import SSHClient
 from collector.retention.prune import prune
@@ -67,6 +69,7 @@ def build_scheduler(
     clock: Callable[[], float],
     leadership: Leadership,
     jobs: JobMetrics | None = None,
+    backlog: IngestBacklog | None = None,
     arrivals: Arrivals | None = None,
     stopping: threading.Event | None = None,
 ) -> BackgroundScheduler:
@@ -97,6 +100,21 @@ def build_scheduler(
 
     stopping = stopping or threading.Event()
     told = threading.Event()
+    backlog = backlog or IngestBacklog()
+    fleet_lag = [0.0]  # the largest ingest lag of the live processes, as of the last alive tick
+
+    def lag_s() -> float:
+        return max(fleet_lag[0], backlog.lag_s())
+
+    def alive() -> None:
+        own = backlog.lag_s()
+        fleet_lag[0] = tick_collector_alive(
+            session_factory, run_id=run_id, now=now(), lag_s=own, stale_s=settings.alive_tick_s * 3
+        )
+        if fleet_lag[0] > settings.grace_s:
+            log.warning(
+                "ingest is %.1f s behind: silences are judged that much later", fleet_lag[0]
+            )
 
     def lead() -> None:
         if stopping.is_set():
@@ -130,6 +148,7 @@ def build_scheduler(
             arrivals=arrivals,
             orphans_before=leadership.since,
             start_suspects=False,  # the pre_probes job does, and never waits on probes
+            lag_s=lag_s(),
         )
         settled = settle_incidents(session_factory, now=at, settings=settings)
         released = release_held_alerts(session_factory, now=at, settings=settings)
@@ -150,16 +169,12 @@ def build_scheduler(
                 pre_probes=pre_probes,
                 run=run_probes,
                 arrivals=arrivals,
+                lag_s=lag_s(),
             )
         ),
     )
     add("deliver_alerts", settings.delivery_interval_s, deliver)
-    add(
-        "collector_alive",
-        settings.alive_tick_s,
-        lambda: tick_collector_alive(session_factory, run_id=run_id, now=now()),
-        singleton=False,
-    )
+    add("collector_alive", settings.alive_tick_s, alive, singleton=False)
     add("trim_heap", heap.TRIM_INTERVAL_S, heap.trim, singleton=False)
     add(
         "postmortems",

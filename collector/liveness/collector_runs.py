@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -93,12 +93,28 @@ def start_collector_run(
 
 
 def tick_collector_alive(
-    session_factory: sessionmaker[Session], *, run_id: int, now: datetime
-) -> None:
+    session_factory: sessionmaker[Session],
+    *,
+    run_id: int,
+    now: datetime,
+    lag_s: float = 0.0,
+    stale_s: float = 10.0,
+) -> float:
+    """This process is alive and ``lag_s`` behind on ingest; returns the largest lag of the
+    processes alive (heard from within ``stale_s``): the one silences are judged with."""
     with session_scope(session_factory) as session:
         session.execute(
-            update(CollectorRun).where(CollectorRun.id == run_id).values(last_alive_at=now)
+            update(CollectorRun)
+            .where(CollectorRun.id == run_id)
+            .values(last_alive_at=now, ingest_lag_s=round(lag_s, 3))
         )
+        lags = session.scalars(
+            select(CollectorRun.ingest_lag_s).where(
+                CollectorRun.stopped_at.is_(None),
+                CollectorRun.last_alive_at >= now - timedelta(seconds=stale_s),
+            )
+        )
+        return max((lag or 0.0 for lag in lags), default=0.0)
 
 
 def stop_collector_run(

@@ -20,6 +20,7 @@ def upgrade() -> None:
         "collector_runs",
         sa.Column("joined", sa.Boolean(), server_default=sa.false(), nullable=False),
     )
+    op.add_column("collector_runs", sa.Column("ingest_lag_s", sa.Float(), nullable=True))
     op.create_table(
         "vllm_states",
         sa.Column("host_id", sa.Integer(), nullable=False),
@@ -39,4 +40,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("vllm_states")
     with op.batch_alter_table("collector_runs") as batch_op:
+        batch_op.drop_column("ingest_lag_s")
         batch_op.drop_column("joined")

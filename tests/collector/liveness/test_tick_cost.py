@@ -17,7 +17,7 @@ from sqlalchemy import event, func, select
 
 from collector import db
 from collector.incidents.lifecycle import settle_incidents
-from collector.liveness import checker
+from collector.liveness import checker, suspects
 from collector.liveness.collector_runs import release_held_alerts
 from collector.liveness.preprobes import PreProbes
 from collector.models import Line, Sample
@@ -52,7 +52,7 @@ def tick(c: Collector, pre: PreProbes) -> Callable[[], None]:
 
     def run() -> None:
         now = utcnow()
-        checker.start_pre_probes(sf, now=now, settings=settings, pre_probes=pre, run=no_probes)
+        suspects.start_pre_probes(sf, now=now, settings=settings, pre_probes=pre, run=no_probes)
         checker.check_heartbeats(
             sf, now=now, settings=settings, probe_runner=no_probes, pre_probes=pre
         )
