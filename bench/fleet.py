@@ -284,8 +284,9 @@ def run_fleet(db_url: str, n: int, args: argparse.Namespace) -> dict[str, float]
                 marks["answered"] += sum(len(a.latencies) for a in [*agents, storm])
                 marks["tick1"] = await asyncio.to_thread(tick_seconds, urls)
 
+            stop_at = window[1] + args.detect_wait
+
             async def load() -> None:
-                stop_at = window[1] + args.detect_wait
                 await asyncio.gather(
                     measure(),
                     storm.run(port, stop_at, sample, faults),
@@ -304,13 +305,19 @@ def run_fleet(db_url: str, n: int, args: argparse.Namespace) -> dict[str, float]
     for at, body in received:
         if body.get("event") == "incident.opened":
             opened.setdefault(body["host"]["name"], (at, body["incident"]))
+    stopped = [a for a in agents if a.went_silent]
     detections = [
         opened[a.name][0] - opened[a.name][1]["last_heartbeat_at"]
-        for a in agents
+        for a in stopped
         if a.name in opened
     ]
-    missed = [a.name for a in agents if a.went_silent and a.name not in opened]
-    false_alarms = sorted(set(opened) - {a.name for a in agents if a.went_silent})
+    missed = [a.name for a in stopped if a.name not in opened]
+    # While every agent still posts: once they stop at the end, every host is silent for real.
+    false_alarms = sorted(
+        name
+        for name, (at, _incident) in opened.items()
+        if at < stop_at and name not in {a.name for a in stopped}
+    )
     latencies = [x for a in [*agents, storm] for x in a.latencies]
     in_window = marks["t1"] - marks["t0"]
     ticks = marks["tick1"][1] - marks["tick0"][1]

@@ -33,18 +33,20 @@ LEADER_LOCK = 0x66776C64  # "fwld"; the migration lock is another key
 # How long the server keeps a silent leader's session (and lock): keepalive idle 5 s, then
 # 3 probes 2 s apart; a write unanswered for 10 s also ends it.
 DEAD_PEER_S = 11.0
-_SESSION = (
-    "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; "
-    "SET tcp_keepalives_count = 3; SET tcp_user_timeout = 10000; SET statement_timeout = 5000"
+_SESSION = (  # each on its own: a server too old for one still takes the others
+    "SET tcp_keepalives_idle = 5",
+    "SET tcp_keepalives_interval = 2",
+    "SET tcp_keepalives_count = 3",
+    "SET tcp_user_timeout = 10000",
+    "SET statement_timeout = 5000",
 )
-# The same on our side of the connection (libpq), so a dead server is noticed too.
+# Keepalive on our side of the connection too (libpq), so a dead server is noticed.
 _CLIENT = {
     "connect_timeout": 5,
     "keepalives": 1,
     "keepalives_idle": 5,
     "keepalives_interval": 2,
     "keepalives_count": 3,
-    "tcp_user_timeout": 10000,
 }
 _HELD_ELSEWHERE = text(
     "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
@@ -85,7 +87,9 @@ class Leadership:
                     self._conn = self._engine.connect().execution_options(
                         isolation_level="AUTOCOMMIT"
                     )
-                    self._conn.exec_driver_sql(_SESSION)
+                    for setting in _SESSION:
+                        with contextlib.suppress(SQLAlchemyError):
+                            self._conn.exec_driver_sql(setting)
                 if self.since is not None:
                     self._conn.exec_driver_sql("SELECT 1")  # our session, so our lock, stands
                     return True
