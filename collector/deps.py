@@ -15,9 +15,9 @@ from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector import auth
+from collector import auth, origin, sessions
 from collector.db import session_scope
-from collector.errors import AuthFailed
+from collector.errors import AuthFailed, Forbidden
 from collector.liveness.arrivals import Arrivals
 from collector.matrix.runner import MatrixRunner
 from collector.metrics.ingest import IngestMetrics
@@ -25,6 +25,7 @@ from collector.metrics.jobs import JobMetrics
 from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
 from collector.settings import Settings
+from collector.throttle import LoginThrottle
 from collector.timeutil import from_epoch
 from collector.vllm.state import VllmStates
 
@@ -128,12 +129,25 @@ IngestMetricsDep = Annotated[IngestMetrics, Depends(get_ingest_metrics)]
 JobMetricsDep = Annotated[JobMetrics, Depends(get_job_metrics)]
 
 
+def get_login_throttle(request: Request) -> LoginThrottle:
+    return cast(LoginThrottle, request.app.state.login_throttle)
+
+
+LoginThrottleDep = Annotated[LoginThrottle, Depends(get_login_throttle)]
+
+
 def require_admin(request: Request, session: SessionDep) -> None:
-    """Admin API and pages: a Bearer admin token, or the signed login cookie of the UI."""
+    """Admin API and pages: a Bearer admin token, or the UI's login session (whose state
+    changes must come from the collector's own pages: ``collector.origin``)."""
     token = auth.bearer_token(request.headers.get("authorization"))
     if token is not None and auth.is_admin_token(session, token=token):
         return
-    if auth.valid_login_cookie(request):
+    cookie = request.cookies.get(sessions.COOKIE_NAME)
+    if sessions.is_valid(session, value=cookie, now=get_now(request)):
+        if request.method not in origin.SAFE_METHODS:
+            refused = origin.foreign_origin(request, get_settings(request).public_url)
+            if refused is not None:
+                raise Forbidden(refused)
         return
     raise AuthFailed("admin token required")
 

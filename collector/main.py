@@ -9,12 +9,15 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel
 
 from collector import auth, db
 from collector.alerts.targets import sync_env_targets
@@ -29,6 +32,7 @@ from collector.api import (
     netconsole,
     webhooks,
 )
+from collector.api.openapi_doc import document_ingest_body, errors_as_json
 from collector.errors import AppError, AuthFailed
 from collector.leader import Leadership, held_elsewhere
 from collector.liveness.arrivals import Arrivals
@@ -42,6 +46,7 @@ from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
 from collector.scheduler import build_scheduler
 from collector.settings import Settings
+from collector.throttle import LoginThrottle
 from collector.timeutil import from_epoch
 from collector.vllm.state import VllmStates
 from collector.web import pages
@@ -49,6 +54,11 @@ from collector.web.templates import make_templates
 
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+class WeakAdminToken(ValueError):
+    """The configured admin token is too weak to start with (the message says how to make
+    one)."""
 
 
 def create_app(
@@ -59,6 +69,8 @@ def create_app(
 ) -> FastAPI:
     """The app; ``clock`` (epoch seconds) and ``ssh`` are the world it runs in."""
     settings = settings or Settings()
+    if settings.admin_token and (weak := auth.admin_token_problem(settings.admin_token)):
+        raise WeakAdminToken(weak)
     ssh = ssh or SSHClient()
 
     @asynccontextmanager
@@ -70,7 +82,6 @@ def create_app(
         app.state.sessionmaker = factory
         with db.session_scope(factory) as session:
             generated = auth.ensure_admin_token(session, configured=settings.admin_token)
-            app.state.cookie_secret = settings.session_secret or auth.cookie_secret(session)
             sync_env_targets(session, settings=settings)
         if generated:
             # Printed once: only its hash is kept.
@@ -130,6 +141,7 @@ def create_app(
         lifespan=lifespan,
         description="Heartbeats, kernel lines and telemetry from GPU inference hosts.",
         generate_unique_id_function=operation_id,
+        responses=ERROR_RESPONSES,
     )
     app.state.settings = settings
     app.state.clock = clock
@@ -146,6 +158,7 @@ def create_app(
     app.state.templates = make_templates(clock)
     app.state.ingest_metrics = IngestMetrics()
     app.state.job_metrics = JobMetrics()
+    app.state.login_throttle = LoginThrottle(clock)
     app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)
     app.add_middleware(BacklogMiddleware, backlog=app.state.ingest_backlog)
     for api in (
@@ -165,11 +178,22 @@ def create_app(
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = errors_as_json(document_ingest_body(FastAPI.openapi(app)))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
     @app.exception_handler(AppError)
     async def app_error(request: Request, exc: AppError) -> Response:
         if isinstance(exc, AuthFailed) and pages.wants_html(request):
             return pages.login_redirect(request)
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def request_invalid(request: Request, exc: RequestValidationError) -> Response:
+        return parameter_error(exc) or body_error(exc)
 
     @app.exception_handler(ingest.BatchInvalid)
     async def batch_invalid(request: Request, exc: ingest.BatchInvalid) -> Response:
@@ -184,6 +208,50 @@ def create_app(
         return matrix.spec_invalid_response(exc)
 
     return app
+
+
+class FieldError(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorOut(BaseModel):
+    """Why a request was refused (4xx): ``detail`` says it in words, or (a body that does not
+    validate, FastAPI's shape) lists each field; ``errors`` names them where it is words."""
+
+    detail: str | list[FieldError]
+    errors: list[FieldError] | None = None
+
+
+# Every route may answer these with an ``ErrorOut``.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "a parameter out of range, or a refused request"},
+    401: {"model": ErrorOut, "description": "no valid admin token or session"},
+    403: {"model": ErrorOut, "description": "a cross-origin request with the session cookie"},
+    404: {"model": ErrorOut, "description": "no such host, run, incident or target"},
+    409: {"model": ErrorOut, "description": "conflicts with the current state"},
+    422: {"model": ErrorOut, "description": "a body that does not validate, or cannot be acted on"},
+}
+
+
+def named_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """Where and why, without the refused input (which may not even be JSON: ``1e400``)."""
+    return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+
+
+def body_error(exc: RequestValidationError) -> JSONResponse:
+    """FastAPI's 422 shape (``detail``: the errors)."""
+    return JSONResponse({"detail": named_errors(exc)}, status_code=422)
+
+
+def parameter_error(exc: RequestValidationError) -> JSONResponse | None:
+    """A query or path parameter out of range is a 400 naming it (a body stays a 422)."""
+    named = named_errors(exc)
+    if not named or any(e["loc"][0] not in ("query", "path", "header") for e in named):
+        return None
+    where = "; ".join(f"{e['loc'][0]} parameter {e['loc'][-1]}: {e['msg']}" for e in named)
+    return JSONResponse({"detail": f"invalid {where}", "errors": named}, status_code=400)
 
 
 def operation_id(route: APIRoute) -> str:

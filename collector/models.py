@@ -168,6 +168,17 @@ class Meta(Base):
     value: Mapped[str] = mapped_column(Text)
 
 
+class UiSession(Base):
+    """A browser's login: the UI cookie holds its id (only the hash is kept), valid until
+    ``expires_at``, logout, or a new admin token (``admin_hash`` is the one it was opened with)."""
+
+    __tablename__ = "ui_sessions"
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    admin_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime]
+
+
 # What retention prunes, oldest first (see collector.retention): raw 1 s samples, their minute
 # rollups, log lines, kernel lines at priority <= KERNEL_KEEP_PRIORITY (kept longer), classified
 # kernel events, agent and collector events, and resolved incidents with their evidence. Matrix

@@ -1,7 +1,7 @@
 """leases: collector replicas on one database (a run that joined a live peer, vLLM state rows)
 
 Revision ID: 0018_leases
-Revises: 0015_retention
+Revises: 0016_sessions
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018_leases"
-down_revision = "0015_retention"
+down_revision = "0016_sessions"
 branch_labels = None
 depends_on = None
 
