@@ -45,6 +45,19 @@ def test_the_lag_is_the_age_of_the_oldest_request_in_progress() -> None:
     assert backlog.lag_s() == 0.0
 
 
+def test_a_client_stuck_mid_body_delays_nothing() -> None:
+    """An agent whose host froze mid-POST: the wait is on it, not on us."""
+    clock = Clock()
+    backlog = IngestBacklog(clock)
+    stuck = backlog.arrived()
+    backlog.waiting_for_client(stuck, True)
+    clock.t += 60.0
+    assert backlog.lag_s() == 0.0
+    backlog.waiting_for_client(stuck, False)  # the body came after all: now it waits on us
+    clock.t += 1.0
+    assert backlog.lag_s() == 1.0
+
+
 def test_an_ingest_request_counts_from_the_moment_it_reaches_the_app() -> None:
     backlog = IngestBacklog()
     seen: list[float] = []
