@@ -34,11 +34,14 @@ from collector.api import (
 )
 from collector.api.openapi_doc import document_ingest_body, errors_as_json
 from collector.errors import AppError, AuthFailed
+from collector.leader import Leadership, held_elsewhere
 from collector.liveness.arrivals import Arrivals
+from collector.liveness.backlog import BacklogMiddleware, IngestBacklog
 from collector.liveness.collector_runs import start_collector_run, stop_collector_run
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.schedule import register_matrix_schedules, register_pickup
 from collector.metrics.ingest import IngestMetrics, IngestMetricsMiddleware
+from collector.metrics.jobs import JobMetrics
 from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
 from collector.scheduler import build_scheduler
@@ -83,11 +86,17 @@ def create_app(
         if generated:
             # Printed once: only its hash is kept.
             print(f"freezewatch: generated admin token (shown once): {generated}", flush=True)
-        run_id = start_collector_run(factory, now=from_epoch(clock()), settings=settings)
+        leadership = app.state.leadership = Leadership(settings.db_url, clock=clock)
+        with db.session_scope(factory) as session:
+            joined = held_elsewhere(session)  # another replica watches the hosts
+        run_id = start_collector_run(
+            factory, now=from_epoch(clock()), settings=settings, joined=joined
+        )
         http_client = httpx.Client(follow_redirects=False)
         app.state.http_client = http_client
         app.state.scheduler = None
         if settings.run_scheduler:
+            leadership.refresh()  # a lone collector leads from its first tick
             app.state.scheduler = build_scheduler(
                 factory,
                 settings=settings,
@@ -95,6 +104,9 @@ def create_app(
                 http_client=http_client,
                 ssh=ssh,
                 clock=clock,
+                leadership=leadership,
+                jobs=app.state.job_metrics,
+                backlog=app.state.ingest_backlog,
                 arrivals=app.state.arrivals,
                 stopping=app.state.stopping,
             )
@@ -118,6 +130,7 @@ def create_app(
             runner.shutdown()
             if app.state.netconsole is not None:
                 app.state.netconsole.stop()
+            leadership.close()
             stop_collector_run(factory, run_id=run_id, now=from_epoch(clock()))
             http_client.close()
             engine.dispose()
@@ -134,15 +147,20 @@ def create_app(
     app.state.clock = clock
     app.state.ssh = ssh
     app.state.netconsole = None
+    app.state.leadership = None
+    app.state.scheduler = None
     app.state.vllm_states = VllmStates(hang_stall_s=settings.vllm_hang_s)
     app.state.arrivals = Arrivals()
+    app.state.ingest_backlog = IngestBacklog()
     # Set when the process starts to stop (cli.StoppingServer): silence judged no more.
     app.state.stopping = threading.Event()
     app.state.store_slots = asyncio.Semaphore(settings.ingest_concurrency)
     app.state.templates = make_templates(clock)
     app.state.ingest_metrics = IngestMetrics()
+    app.state.job_metrics = JobMetrics()
     app.state.login_throttle = LoginThrottle(clock)
     app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)
+    app.add_middleware(BacklogMiddleware, backlog=app.state.ingest_backlog)
     for api in (
         ingest,
         hosts,
@@ -253,10 +271,11 @@ def start_matrix_runner(app: FastAPI, settings: Settings) -> MatrixRunner:
         settle_s=settings.matrix_settle_s,
         lease_s=settings.matrix_lease_s,
         clock=app.state.clock,
+        leading=lambda: app.state.scheduler is not None and app.state.leadership.held,
     )
     app.state.matrix_runner = runner
     runner.pick_up_work()
     if app.state.scheduler is not None:
         register_matrix_schedules(app.state.scheduler, factory, runner)
-        register_pickup(app.state.scheduler, runner, every_s=settings.matrix_lease_s / 2)
+        register_pickup(app.state.scheduler, factory, runner, every_s=settings.matrix_lease_s / 2)
     return runner

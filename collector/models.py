@@ -628,6 +628,21 @@ class HostSilence(Base):
     boot_id: Mapped[str | None] = mapped_column(String(64))
 
 
+class VllmState(Base):
+    """A host's vLLM log parser and hang detectors between batches, so that whichever collector
+    process stores the next batch continues where the last one stopped (``version`` says
+    whether a process's copy in memory is still the latest)."""
+
+    __tablename__ = "vllm_states"
+
+    host_id: Mapped[int] = mapped_column(
+        ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True
+    )
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    stream: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    hang: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
 class PlannedReboot(Base):
     """A reboot the collector asked for (a matrix cold boot): the silence it causes is planned
     (no alert) while the host still runs ``boot_id``, the boot it had when asked, and until
@@ -794,6 +809,11 @@ class CollectorRun(Base):
     # The downtime before this run: previous run's last sign of life → started_at.
     down_since: Mapped[datetime | None]
     pid: Mapped[int | None] = mapped_column(Integer)
+    # Started while another collector process watched the hosts (a replica, a restart of a
+    # standby): no downtime before it, and its start changes nothing for the hosts.
+    joined: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # How far behind this process's ingest was at its last sign of life (liveness.backlog).
+    ingest_lag_s: Mapped[float | None] = mapped_column(Float)
 
 
 class Incident(Base):

@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     # A "late" claim older than this is re-taken (its checker died mid-probe).
     late_reclaim_s: float = Field(30.0, gt=0)
     alive_tick_s: float = Field(2.0, gt=0)
+    # Replicas on one PostgreSQL: how often each tries to become (or checks it still is) the
+    # one running the singleton jobs; a dead leader's successor starts within about this long.
+    leader_check_s: float = Field(1.0, gt=0)
     # The agents' longest wait between two tries while the collector is unreachable: after a
     # collector start each host gets this plus its grace to reconnect (the startup grace).
     agent_retry_max_s: float = Field(MAX_RETRY_DELAY_S, ge=0)

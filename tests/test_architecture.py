@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = (
     ("errors", "settings", "timeutil", "heap", "packing"),
     ("models",),
-    ("db", "schemas", "links", "auth", "sessions", "origin", "throttle"),
+    ("db", "schemas", "links", "auth", "sessions", "origin", "throttle", "leader"),
     ("remote",),
     ("hosts",),
     ("readback",),
