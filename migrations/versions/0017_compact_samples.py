@@ -4,7 +4,7 @@ surrogate id; load1 and gpu_power_w read from the data (not charted, so not colu
 hosts.labels (key=value pairs to filter a fleet by)
 
 Revision ID: 0017_compact_samples
-Revises: 0016_sessions
+Revises: 0018_leases
 
 Every stored sample is converted, a batch of rows at a time, into a new table that replaces
 the old one: the rows come back byte for byte as they went in (``collector.packing``).
@@ -22,7 +22,7 @@ from alembic import op
 from collector.packing import Template, flatten, header, pack, shape_digest, unpack
 
 revision = "0017_compact_samples"
-down_revision = "0016_sessions"
+down_revision = "0018_leases"
 branch_labels = None
 depends_on = None
 
