@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -160,6 +159,8 @@ def journal_lines(
     plan: CatchupPlan, journalctl: str, errors: list[str]
 ) -> Iterator[dict[str, Any]]:
     """The previous boot's kernel records after ``plan.usec_acked``, in journal order."""
+    import subprocess  # here: only a start after a reboot runs journalctl (RSS)
+
     cmd = [journalctl, "-b", _boot_hex(plan.boot_id), "-k", "-o", "json", "--no-pager"]
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

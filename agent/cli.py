@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -18,7 +17,6 @@ from agent import catchup
 from agent.burst import BurstController, is_trigger_line
 from agent.canary import Canary
 from agent.config import AgentConfig, parse_args
-from agent.netconsole import remove_target, setup_target
 from agent.outbox import Outbox
 from agent.sampler import Sampler
 from agent.shipper import Shipper
@@ -38,6 +36,8 @@ def system_shutting_down(run_dir: Path = Path("/run/systemd")) -> bool:
     """Is the whole system going down (vs. only the agent being stopped)? Forks only at stop."""
     if (run_dir / "shutdown/scheduled").exists():
         return True
+    import subprocess  # here: it is only needed at stop (RSS)
+
     try:
         out = subprocess.run(
             ["systemctl", "is-system-running"], capture_output=True, text=True, timeout=2
@@ -150,7 +150,7 @@ def run(
     outbox: Outbox | None = None,
     shutting_down: Callable[[], bool] = system_shutting_down,
     nvml: Any = None,
-    netconsole_setup: Callable[..., Any] = setup_target,
+    netconsole_setup: Callable[..., Any] | None = None,
 ) -> int:
     outbox = outbox or Outbox()
 
@@ -227,6 +227,8 @@ def run(
             )
         )
     if config.netconsole:
+        if netconsole_setup is None:
+            from agent.netconsole import setup_target as netconsole_setup
         threads.append(
             threading.Thread(
                 target=setup_netconsole,
@@ -245,6 +247,8 @@ def run(
 
 
 def remove_netconsole(config: AgentConfig) -> int:
+    from agent.netconsole import remove_target
+
     report = remove_target(config.netconsole_name, str(config.sys_root))
     for action in report.actions:
         print(f"netconsole: {action}")

@@ -8,7 +8,7 @@ collector keeps the largest totals per ledger and takes losses as differences be
 
 from __future__ import annotations
 
-import uuid
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ def _zero() -> dict[str, int]:
 
 @dataclass
 class DropLedger:
-    ledger: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    ledger: str = field(default_factory=lambda: os.urandom(8).hex())
     totals: dict[str, int] = field(default_factory=_zero)
     reported: dict[str, int] = field(default_factory=_zero)
     # the drops not yet reported: when they happened and why

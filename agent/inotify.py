@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import select
 import time
@@ -62,7 +61,8 @@ class InotifyWaiter:
     """Blocks until inotify reports an event on the watched path (a directory watches its files)."""
 
     def __init__(self, path: str, mask: int = FOLLOW_MASK, libc: ctypes.CDLL | None = None) -> None:
-        libc = libc or ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        # The process's own symbols hold libc's (no ctypes.util: it forks ldconfig, loads more)
+        libc = libc or ctypes.CDLL(None, use_errno=True)
         self._fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if self._fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1 failed")
