@@ -163,6 +163,12 @@ class Connection:
         self.sock = sock
         self.file = io.BufferedReader(socket.SocketIO(sock, "rb"), 65536)  # sock.makefile("rb")
 
+    def settimeout(self, timeout: float | None) -> None:
+        """The timeout of each socket operation from now on (this connection and the next)."""
+        self.timeout = timeout
+        if self.sock is not None:
+            self.sock.settimeout(timeout)
+
     def close(self) -> None:
         self._busy = None
         if self.file is not None:

@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 PERMANENT = (400, 401, 403, 413, 422)  # this batch will never be accepted: drop it, don't spool it
 GZIP_MIN_BYTES = 16 * 1024
 GZIP_LEVEL = 1
+# A big batch gets longer than ``timeout``: this many bytes a second is the least a busy
+# collector is expected to take in and store. Without it, a burst's 8 MiB batch could time
+# out on every retry (and be retried, the same, for ever).
+SLOWEST_BYTES_PER_S = 1 << 20
 
 
 class Unavailable(Exception):
@@ -79,6 +83,7 @@ class Transport:
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"collector URL must be http(s)://host[:port]: {collector_url!r}")
         self._path = url.path.rstrip("/") + INGEST_PATH
+        self._timeout = timeout
         self._conn = Connection(
             url.hostname,
             url.port,
@@ -113,6 +118,7 @@ class Transport:
         if self.compress and len(body) >= GZIP_MIN_BYTES:
             body = gzip_bytes(body)
             headers = {**headers, "Content-Encoding": "gzip"}
+        self._conn.settimeout(self._timeout + len(body) / SLOWEST_BYTES_PER_S)
         reused = self._conn.sock is not None
         error = None
         try:

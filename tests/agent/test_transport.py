@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from typing import Any
 
 import pytest
 
 from agent.transport import (
     GZIP_MIN_BYTES,
+    SLOWEST_BYTES_PER_S,
     Rejected,
     Transport,
     Unavailable,
@@ -104,3 +106,13 @@ def test_records_encoded_ahead_are_reused_only_for_the_same_list() -> None:
     assert json.loads(encode(changed, ahead)) == changed  # another list: encoded anew
     assert json.loads(encode_records([])) == []
     assert json.loads(encode_records([{"a": "é"}] * 2001)) == [{"a": "é"}] * 2001
+
+
+def test_a_big_batch_gets_time_in_proportion_to_its_size(collector: FakeCollector) -> None:
+    collector.refuse = lambda body: time.sleep(1.0)  # a busy collector: 1 s per batch
+    transport = Transport(collector.url, TOKEN, timeout=0.3)
+    big = batch(20_000, text="y" * 100)  # ~2.6 MB: 0.3 s + 2.6 s
+    assert len(encode(big)) > 2 * SLOWEST_BYTES_PER_S
+    assert transport.post(big)["stored"]["lines"] == 20_000
+    with pytest.raises(Unavailable, match="timed out"):
+        transport.post(batch(1))  # 0.3 s is all a small one gets
