@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -30,6 +31,18 @@ from agent.transport import Transport
 log = logging.getLogger("agent")
 
 LINE_SOURCE_RETRY = 5.0
+# The cyclic GC at Python's default (a collection every 700 new containers) was half the
+# agent's CPU at 10 lines/s: every POST allocates dozens of dicts and lists, and a burst
+# parked in the outbox is walked again and again. Nearly all of it is freed by reference
+# counting; the rare cycle waits for a rarer collection.
+GC_THRESHOLDS = (20_000, 20, 20)
+
+
+def tune_gc() -> None:
+    """Freeze what startup allocated (never scanned again) and collect less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def system_shutting_down(run_dir: Path = Path("/run/systemd")) -> bool:
@@ -239,6 +252,7 @@ def run(
         )
     for thread in threads:
         thread.start()
+    tune_gc()
     shipper.run(stop)
     shutdown = shutting_down()
     log.info("agent stopping (system shutdown: %s)", shutdown)

@@ -165,9 +165,9 @@ class Connection:
 
     def settimeout(self, timeout: float | None) -> None:
         """The timeout of each socket operation from now on (this connection and the next)."""
+        if timeout != self.timeout and self.sock is not None:
+            self.sock.settimeout(timeout)  # a syscall: only when it changes
         self.timeout = timeout
-        if self.sock is not None:
-            self.sock.settimeout(timeout)
 
     def close(self) -> None:
         self._busy = None

@@ -118,7 +118,8 @@ class Transport:
         if self.compress and len(body) >= GZIP_MIN_BYTES:
             body = gzip_bytes(body)
             headers = {**headers, "Content-Encoding": "gzip"}
-        self._conn.settimeout(self._timeout + len(body) / SLOWEST_BYTES_PER_S)
+        # whole seconds: the timeout changes (a syscall) only for a big body
+        self._conn.settimeout(self._timeout + len(body) // SLOWEST_BYTES_PER_S)
         reused = self._conn.sock is not None
         error = None
         try:
