@@ -134,6 +134,7 @@ class NullCollector:
     def __init__(self) -> None:
         self.lines: list[bytes] = []
         self.requests = 0
+        self.lost = 0  # kmsg_overrun events' losses
         self.busy = 0.0
         self.first = 0
         self.lock = threading.Lock()
@@ -153,6 +154,9 @@ class NullCollector:
                 with owner.lock:
                     owner.lines += [ln["text"] for ln in batch.get("lines", ())]
                     owner.requests += 1
+                    for event in batch.get("events", ()):
+                        if event.get("kind") == "kmsg_overrun":
+                            owner.lost += int(event["data"].get("lost", 0))
                 answer = {"stored": {}, "duplicates": {}, "resume": {"kseq": None}}
                 data = json.dumps(answer).encode()
                 self.send_response(200)
@@ -180,7 +184,8 @@ class NullCollector:
         return [int(t.rsplit(" ", 1)[1]) for t in texts if t.startswith(marker + " ")]
 
     def losses_reported(self) -> int:
-        return 0
+        with self.lock:
+            return self.lost
 
     def posts(self) -> tuple[float, float]:
         return float(self.requests), self.busy
