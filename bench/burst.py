@@ -39,7 +39,14 @@ from sqlalchemy import func, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import add_host, database, free_port, start_agent, start_collector
+from bench._common import (
+    add_host,
+    cpu_seconds,
+    database,
+    free_port,
+    start_agent,
+    start_collector,
+)
 from collector import db
 from collector.models import AgentEvent, Line
 
@@ -48,12 +55,6 @@ POLL_S = 0.01
 QUIET_S = 15.0  # no new line for this long: what is missing is lost
 DEVKMSG = Path("/dev/kmsg")
 PRINTK_DEVKMSG = Path("/proc/sys/kernel/printk_devkmsg")
-
-
-def cpu_seconds(pid: int) -> float:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Records:
