@@ -29,9 +29,8 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent.diskio import write_atomic
 
@@ -46,8 +45,7 @@ UNKNOWN_BOOT = "unknown"
 Deliver = Callable[[dict[str, Any]], None]
 
 
-@dataclass(frozen=True)
-class CatchupPlan:
+class CatchupPlan(NamedTuple):
     """The previous boot and where its shipping stopped; persisted before the first send."""
 
     host: str
@@ -58,13 +56,15 @@ class CatchupPlan:
     event_seq: int
 
 
-@dataclass
 class CatchupResult:
-    boot_id: str
-    journal_lines: int = 0
-    pstore_files: int = 0
-    pstore_lines: int = 0
-    error: str | None = None
+    """What a catch-up shipped (a plain class: see ``agent.config.AgentConfig``)."""
+
+    def __init__(self, boot_id: str) -> None:
+        self.boot_id = boot_id
+        self.journal_lines = 0
+        self.pstore_files = 0
+        self.pstore_lines = 0
+        self.error: str | None = None
 
     def summary(self) -> str:
         text = (
@@ -113,7 +113,7 @@ def prepare(state_dir: Path, host: str, boot_id: str) -> CatchupPlan | None:
     )
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(plan_path, json.dumps(asdict(plan), sort_keys=True).encode())
+        write_atomic(plan_path, json.dumps(plan._asdict(), sort_keys=True).encode())
     except OSError as exc:  # a full disk: catch up anyway (a rerun derives the same plan)
         log.warning("cannot save the catch-up plan (%s)", exc)
     return plan
