@@ -42,7 +42,9 @@ FOLLOW_MASK = (
     | IN_DELETE_SELF
     | IN_MOVE_SELF
 )
-FILE_MASK = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF
+# A followed file itself: written or truncated (both IN_MODIFY), deleted, renamed. Not
+# IN_CLOSE_WRITE: a writer that opens and closes the file per line would wake us twice a line.
+FILE_MASK = IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF
 NAME_MASK = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO  # in a directory, by name
 EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len; then the name
 
@@ -172,10 +174,10 @@ class FileWaiter(InotifyWaiter):
             self.remove(old)
 
 
-def make_waiter(path: str, poll_interval: float = 0.25) -> ChangeWaiter:
+def make_waiter(path: str, poll_interval: float = 0.25, mask: int = FOLLOW_MASK) -> ChangeWaiter:
     """An inotify waiter on ``path`` (a file, or a directory for its files), else a poll waiter."""
     try:
-        return InotifyWaiter(path)
+        return InotifyWaiter(path, mask)
     except (OSError, AttributeError):  # no inotify (non-Linux libc), or path missing
         return PollWaiter(poll_interval)
 

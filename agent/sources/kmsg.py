@@ -226,10 +226,10 @@ class KmsgSource:
             yield [pending]
 
     def _file_chunks(self, stop: threading.Event) -> Iterator[bytes | None]:
-        from agent.inotify import make_waiter  # here: /dev/kmsg itself needs no ctypes (RSS)
+        from agent.inotify import FILE_MASK, make_waiter  # here: /dev/kmsg needs no ctypes
 
         # The watch exists before the first read, so a write between read and wait still wakes.
-        waiter = make_waiter(str(self.path), poll_interval=0.05)
+        waiter = make_waiter(str(self.path), poll_interval=0.05, mask=FILE_MASK)
         try:
             with open(self.path, "rb", buffering=0) as f:
                 while not stop.is_set():
