@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import os
 import sys
@@ -151,6 +152,8 @@ class NullCollector:
             def do_POST(self) -> None:
                 t0 = time.perf_counter()
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
                 batch = json.loads(body)
                 with owner.lock:
                     owner.lines += [ln["text"] for ln in batch.get("lines", ())]
