@@ -16,7 +16,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-ADMIN = "fwa_bench-admin"
+ADMIN = "fwa_bench-admin-_nGW6Rj8nGTHDn-ulvWQDaIQdnz8sWsf"
 FIXTURE_PROC = ROOT / "tests" / "fixtures" / "proc"
 
 

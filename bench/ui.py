@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from collector import db
 from collector.readback.downsample import nice_step, refresh_rollups
 
-ADMIN = "fwa_bench-admin-token"
+ADMIN = "fwa_bench-admin-token-8fxPceYgJfL6GDYk26cIJXv6ZxNu8bsq"
 HOST = "spark-bench"
 WIDTH_PX = 1500
 GIB = 2**30

@@ -1,26 +1,30 @@
-"""Who may talk to the collector: per-host agent tokens, the admin token, the UI's login cookie.
+"""Who may talk to the collector: per-host agent tokens and the admin token (the UI's login
+sessions are ``collector.sessions``).
 
 Tokens are generated with enough entropy that a plain SHA-256 is the right stored form; only
-hashes are kept (the admin token's in ``meta``, each host's on its row).
+hashes are kept (the admin token's in ``meta``, each host's on its row). A configured admin
+token must be as strong (``admin_token_problem``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
+from collections import Counter
 
-from fastapi import Request
-from itsdangerous import BadSignature, SignatureExpired, TimestampSigner
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from collector.models import Host, Meta
+from collector.models import Host, Meta, UiSession
 
 ADMIN_KEY = "admin_token_sha256"
-COOKIE_SECRET_KEY = "cookie_secret"
-COOKIE_NAME = "freezewatch_session"
-COOKIE_MAX_AGE_S = 14 * 24 * 3600
+# A configured admin token at least this long, with at least this many bits by the Shannon
+# estimate of its characters (a 128-bit hex token has ~115; a dictionary word has far less).
+ADMIN_TOKEN_MIN_CHARS = 24
+ADMIN_TOKEN_MIN_BITS = 96.0
+MAKE_ADMIN_TOKEN = """python3 -c 'import secrets; print("fwa_" + secrets.token_urlsafe(32))'"""
 
 
 def new_token(prefix: str) -> str:
@@ -55,8 +59,25 @@ def host_for_token(session: Session, *, token: str) -> Host | None:
     return session.scalar(select(Host).where(Host.token_hash == hash_token(token)))
 
 
+def admin_token_problem(token: str) -> str | None:
+    """Why ``token`` is too weak to be the admin token (None: strong enough)."""
+    counts = Counter(token)
+    bits = -sum(n * math.log2(n / len(token)) for n in counts.values()) if token else 0.0
+    if len(token) < ADMIN_TOKEN_MIN_CHARS:
+        why = f"it has {len(token)} characters, at least {ADMIN_TOKEN_MIN_CHARS} are needed"
+    elif bits < ADMIN_TOKEN_MIN_BITS:
+        why = f"it is too predictable (about {bits:.0f} bits, at least {ADMIN_TOKEN_MIN_BITS:.0f})"
+    else:
+        return None
+    return (
+        f"FREEZEWATCH_ADMIN_TOKEN is too weak: {why}. Make one with: {MAKE_ADMIN_TOKEN}"
+        " (or leave it unset and the collector generates one on first start)"
+    )
+
+
 def ensure_admin_token(session: Session, *, configured: str | None) -> str | None:
-    """Store the configured admin token, or create one on first start.
+    """Store the configured admin token, or create one on first start; a changed token ends
+    every UI session.
 
     Returns a token to print when one was generated now, else None.
     """
@@ -64,8 +85,9 @@ def ensure_admin_token(session: Session, *, configured: str | None) -> str | Non
     if configured:
         if row is None:
             session.add(Meta(key=ADMIN_KEY, value=hash_token(configured)))
-        else:
+        elif row.value != hash_token(configured):
             row.value = hash_token(configured)
+            session.execute(delete(UiSession))
         return None
     if row is not None:
         return None
@@ -77,28 +99,3 @@ def ensure_admin_token(session: Session, *, configured: str | None) -> str | Non
 def is_admin_token(session: Session, *, token: str) -> bool:
     row = session.get(Meta, ADMIN_KEY)
     return token_matches(token, row.value if row else None)
-
-
-def cookie_secret(session: Session) -> str:
-    row = session.get(Meta, COOKIE_SECRET_KEY)
-    if row is None:
-        row = Meta(key=COOKIE_SECRET_KEY, value=secrets.token_urlsafe(32))
-        session.add(row)
-        session.flush()
-    return row.value
-
-
-def login_cookie_value(secret: str) -> str:
-    return TimestampSigner(secret).sign(b"admin").decode()
-
-
-def valid_login_cookie(request: Request) -> bool:
-    value = request.cookies.get(COOKIE_NAME)
-    secret = getattr(request.app.state, "cookie_secret", None)
-    if not value or not secret:
-        return False
-    try:
-        TimestampSigner(secret).unsign(value, max_age=COOKIE_MAX_AGE_S)
-    except (BadSignature, SignatureExpired):
-        return False
-    return True

@@ -26,7 +26,7 @@ from collector.guard.cli import add_guard_parser, run_guard_cli
 from collector.hosts import registry
 from collector.hosts.config import HostPatch, PowerControl, configure_host, set_power, set_retention
 from collector.inspect import add_inspect_parser, run_inspect
-from collector.main import create_app
+from collector.main import WeakAdminToken, create_app
 from collector.matrix.cli import add_matrix_parser, run_matrix_cli
 from collector.remote.ssh import SSHClient
 from collector.retention.cli import add_storage_parser, run_storage_cli
@@ -159,7 +159,11 @@ def tune_gc() -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     heap.tune()  # before the worker threads exist: they take their malloc arenas as they start
     settings = settings_from(args)
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except WeakAdminToken as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     tune_gc()
     config = uvicorn.Config(
         app,

@@ -15,15 +15,17 @@ from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector import auth
+from collector import auth, origin, sessions
 from collector.db import session_scope
-from collector.errors import AuthFailed
+from collector.errors import AuthFailed, Forbidden
 from collector.liveness.arrivals import Arrivals
 from collector.matrix.runner import MatrixRunner
 from collector.metrics.ingest import IngestMetrics
+from collector.metrics.jobs import JobMetrics
 from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
 from collector.settings import Settings
+from collector.throttle import LoginThrottle
 from collector.timeutil import from_epoch
 from collector.vllm.state import VllmStates
 
@@ -67,6 +69,12 @@ def get_scheduler(request: Request) -> BaseScheduler | None:
     return getattr(request.app.state, "scheduler", None)
 
 
+def is_leader(request: Request) -> bool:
+    """Whether this process runs the singleton jobs (``collector.leader``)."""
+    state = request.app.state
+    return state.scheduler is not None and state.leadership is not None and state.leadership.held
+
+
 def get_arrivals(request: Request) -> Arrivals:
     return cast(Arrivals, request.app.state.arrivals)
 
@@ -93,6 +101,10 @@ def get_ingest_metrics(request: Request) -> IngestMetrics:
     return cast(IngestMetrics, request.app.state.ingest_metrics)
 
 
+def get_job_metrics(request: Request) -> JobMetrics:
+    return cast(JobMetrics, request.app.state.job_metrics)
+
+
 def get_templates(request: Request) -> Jinja2Templates:
     return cast(Jinja2Templates, request.app.state.templates)
 
@@ -106,6 +118,7 @@ ClockDep = Annotated[Callable[[], float], Depends(get_clock)]
 RunnerDep = Annotated[MatrixRunner | None, Depends(get_runner)]
 NetconsoleDep = Annotated[NetconsoleChannel | None, Depends(get_netconsole)]
 SchedulerDep = Annotated[BaseScheduler | None, Depends(get_scheduler)]
+LeaderDep = Annotated[bool, Depends(is_leader)]
 VllmStatesDep = Annotated[VllmStates, Depends(get_vllm_states)]
 ArrivalsDep = Annotated[Arrivals, Depends(get_arrivals)]
 StoreSlotsDep = Annotated[asyncio.Semaphore, Depends(get_store_slots)]
@@ -113,14 +126,28 @@ SSHDep = Annotated[SSHClient, Depends(get_ssh)]
 TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
 HttpClientDep = Annotated[httpx.Client, Depends(get_http_client)]
 IngestMetricsDep = Annotated[IngestMetrics, Depends(get_ingest_metrics)]
+JobMetricsDep = Annotated[JobMetrics, Depends(get_job_metrics)]
+
+
+def get_login_throttle(request: Request) -> LoginThrottle:
+    return cast(LoginThrottle, request.app.state.login_throttle)
+
+
+LoginThrottleDep = Annotated[LoginThrottle, Depends(get_login_throttle)]
 
 
 def require_admin(request: Request, session: SessionDep) -> None:
-    """Admin API and pages: a Bearer admin token, or the signed login cookie of the UI."""
+    """Admin API and pages: a Bearer admin token, or the UI's login session (whose state
+    changes must come from the collector's own pages: ``collector.origin``)."""
     token = auth.bearer_token(request.headers.get("authorization"))
     if token is not None and auth.is_admin_token(session, token=token):
         return
-    if auth.valid_login_cookie(request):
+    cookie = request.cookies.get(sessions.COOKIE_NAME)
+    if sessions.is_valid(session, value=cookie, now=get_now(request)):
+        if request.method not in origin.SAFE_METHODS:
+            refused = origin.foreign_origin(request, get_settings(request).public_url)
+            if refused is not None:
+                raise Forbidden(refused)
         return
     raise AuthFailed("admin token required")
 

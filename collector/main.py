@@ -9,12 +9,15 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel
 
 from collector import auth, db
 from collector.alerts.targets import sync_env_targets
@@ -29,16 +32,21 @@ from collector.api import (
     netconsole,
     webhooks,
 )
+from collector.api.openapi_doc import document_ingest_body, errors_as_json
 from collector.errors import AppError, AuthFailed
+from collector.leader import Leadership, held_elsewhere
 from collector.liveness.arrivals import Arrivals
+from collector.liveness.backlog import BacklogMiddleware, IngestBacklog
 from collector.liveness.collector_runs import start_collector_run, stop_collector_run
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.schedule import register_matrix_schedules, register_pickup
 from collector.metrics.ingest import IngestMetrics, IngestMetricsMiddleware
+from collector.metrics.jobs import JobMetrics
 from collector.netconsole.channel import NetconsoleChannel
 from collector.remote.ssh import SSHClient
 from collector.scheduler import build_scheduler
 from collector.settings import Settings
+from collector.throttle import LoginThrottle
 from collector.timeutil import from_epoch
 from collector.vllm.state import VllmStates
 from collector.web import pages
@@ -46,6 +54,11 @@ from collector.web.templates import make_templates
 
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+class WeakAdminToken(ValueError):
+    """The configured admin token is too weak to start with (the message says how to make
+    one)."""
 
 
 def create_app(
@@ -56,6 +69,8 @@ def create_app(
 ) -> FastAPI:
     """The app; ``clock`` (epoch seconds) and ``ssh`` are the world it runs in."""
     settings = settings or Settings()
+    if settings.admin_token and (weak := auth.admin_token_problem(settings.admin_token)):
+        raise WeakAdminToken(weak)
     ssh = ssh or SSHClient()
 
     @asynccontextmanager
@@ -67,16 +82,21 @@ def create_app(
         app.state.sessionmaker = factory
         with db.session_scope(factory) as session:
             generated = auth.ensure_admin_token(session, configured=settings.admin_token)
-            app.state.cookie_secret = settings.session_secret or auth.cookie_secret(session)
             sync_env_targets(session, settings=settings)
         if generated:
             # Printed once: only its hash is kept.
             print(f"freezewatch: generated admin token (shown once): {generated}", flush=True)
-        run_id = start_collector_run(factory, now=from_epoch(clock()), settings=settings)
+        leadership = app.state.leadership = Leadership(settings.db_url, clock=clock)
+        with db.session_scope(factory) as session:
+            joined = held_elsewhere(session)  # another replica watches the hosts
+        run_id = start_collector_run(
+            factory, now=from_epoch(clock()), settings=settings, joined=joined
+        )
         http_client = httpx.Client(follow_redirects=False)
         app.state.http_client = http_client
         app.state.scheduler = None
         if settings.run_scheduler:
+            leadership.refresh()  # a lone collector leads from its first tick
             app.state.scheduler = build_scheduler(
                 factory,
                 settings=settings,
@@ -84,6 +104,9 @@ def create_app(
                 http_client=http_client,
                 ssh=ssh,
                 clock=clock,
+                leadership=leadership,
+                jobs=app.state.job_metrics,
+                backlog=app.state.ingest_backlog,
                 arrivals=app.state.arrivals,
                 stopping=app.state.stopping,
             )
@@ -107,6 +130,7 @@ def create_app(
             runner.shutdown()
             if app.state.netconsole is not None:
                 app.state.netconsole.stop()
+            leadership.close()
             stop_collector_run(factory, run_id=run_id, now=from_epoch(clock()))
             http_client.close()
             engine.dispose()
@@ -117,19 +141,26 @@ def create_app(
         lifespan=lifespan,
         description="Heartbeats, kernel lines and telemetry from GPU inference hosts.",
         generate_unique_id_function=operation_id,
+        responses=ERROR_RESPONSES,
     )
     app.state.settings = settings
     app.state.clock = clock
     app.state.ssh = ssh
     app.state.netconsole = None
+    app.state.leadership = None
+    app.state.scheduler = None
     app.state.vllm_states = VllmStates(hang_stall_s=settings.vllm_hang_s)
     app.state.arrivals = Arrivals()
+    app.state.ingest_backlog = IngestBacklog()
     # Set when the process starts to stop (cli.StoppingServer): silence judged no more.
     app.state.stopping = threading.Event()
     app.state.store_slots = asyncio.Semaphore(settings.ingest_concurrency)
     app.state.templates = make_templates(clock)
     app.state.ingest_metrics = IngestMetrics()
+    app.state.job_metrics = JobMetrics()
+    app.state.login_throttle = LoginThrottle(clock)
     app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)
+    app.add_middleware(BacklogMiddleware, backlog=app.state.ingest_backlog)
     for api in (
         ingest,
         hosts,
@@ -147,11 +178,22 @@ def create_app(
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = errors_as_json(document_ingest_body(FastAPI.openapi(app)))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
     @app.exception_handler(AppError)
     async def app_error(request: Request, exc: AppError) -> Response:
         if isinstance(exc, AuthFailed) and pages.wants_html(request):
             return pages.login_redirect(request)
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def request_invalid(request: Request, exc: RequestValidationError) -> Response:
+        return parameter_error(exc) or body_error(exc)
 
     @app.exception_handler(ingest.BatchInvalid)
     async def batch_invalid(request: Request, exc: ingest.BatchInvalid) -> Response:
@@ -166,6 +208,50 @@ def create_app(
         return matrix.spec_invalid_response(exc)
 
     return app
+
+
+class FieldError(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorOut(BaseModel):
+    """Why a request was refused (4xx): ``detail`` says it in words, or (a body that does not
+    validate, FastAPI's shape) lists each field; ``errors`` names them where it is words."""
+
+    detail: str | list[FieldError]
+    errors: list[FieldError] | None = None
+
+
+# Every route may answer these with an ``ErrorOut``.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "a parameter out of range, or a refused request"},
+    401: {"model": ErrorOut, "description": "no valid admin token or session"},
+    403: {"model": ErrorOut, "description": "a cross-origin request with the session cookie"},
+    404: {"model": ErrorOut, "description": "no such host, run, incident or target"},
+    409: {"model": ErrorOut, "description": "conflicts with the current state"},
+    422: {"model": ErrorOut, "description": "a body that does not validate, or cannot be acted on"},
+}
+
+
+def named_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """Where and why, without the refused input (which may not even be JSON: ``1e400``)."""
+    return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+
+
+def body_error(exc: RequestValidationError) -> JSONResponse:
+    """FastAPI's 422 shape (``detail``: the errors)."""
+    return JSONResponse({"detail": named_errors(exc)}, status_code=422)
+
+
+def parameter_error(exc: RequestValidationError) -> JSONResponse | None:
+    """A query or path parameter out of range is a 400 naming it (a body stays a 422)."""
+    named = named_errors(exc)
+    if not named or any(e["loc"][0] not in ("query", "path", "header") for e in named):
+        return None
+    where = "; ".join(f"{e['loc'][0]} parameter {e['loc'][-1]}: {e['msg']}" for e in named)
+    return JSONResponse({"detail": f"invalid {where}", "errors": named}, status_code=400)
 
 
 def operation_id(route: APIRoute) -> str:
@@ -185,10 +271,11 @@ def start_matrix_runner(app: FastAPI, settings: Settings) -> MatrixRunner:
         settle_s=settings.matrix_settle_s,
         lease_s=settings.matrix_lease_s,
         clock=app.state.clock,
+        leading=lambda: app.state.scheduler is not None and app.state.leadership.held,
     )
     app.state.matrix_runner = runner
     runner.pick_up_work()
     if app.state.scheduler is not None:
         register_matrix_schedules(app.state.scheduler, factory, runner)
-        register_pickup(app.state.scheduler, runner, every_s=settings.matrix_lease_s / 2)
+        register_pickup(app.state.scheduler, factory, runner, every_s=settings.matrix_lease_s / 2)
     return runner

@@ -168,6 +168,17 @@ class Meta(Base):
     value: Mapped[str] = mapped_column(Text)
 
 
+class UiSession(Base):
+    """A browser's login: the UI cookie holds its id (only the hash is kept), valid until
+    ``expires_at``, logout, or a new admin token (``admin_hash`` is the one it was opened with)."""
+
+    __tablename__ = "ui_sessions"
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    admin_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime]
+
+
 # What retention prunes, oldest first (see collector.retention): raw 1 s samples, their minute
 # rollups, log lines, kernel lines at priority <= KERNEL_KEEP_PRIORITY (kept longer), classified
 # kernel events, agent and collector events, and resolved incidents with their evidence. Matrix
@@ -497,6 +508,21 @@ class HostSilence(Base):
     boot_id: Mapped[str | None] = mapped_column(String(64))
 
 
+class VllmState(Base):
+    """A host's vLLM log parser and hang detectors between batches, so that whichever collector
+    process stores the next batch continues where the last one stopped (``version`` says
+    whether a process's copy in memory is still the latest)."""
+
+    __tablename__ = "vllm_states"
+
+    host_id: Mapped[int] = mapped_column(
+        ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True
+    )
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    stream: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    hang: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
 class PlannedReboot(Base):
     """A reboot the collector asked for (a matrix cold boot): the silence it causes is planned
     (no alert) while the host still runs ``boot_id``, the boot it had when asked, and until
@@ -663,6 +689,11 @@ class CollectorRun(Base):
     # The downtime before this run: previous run's last sign of life → started_at.
     down_since: Mapped[datetime | None]
     pid: Mapped[int | None] = mapped_column(Integer)
+    # Started while another collector process watched the hosts (a replica, a restart of a
+    # standby): no downtime before it, and its start changes nothing for the hosts.
+    joined: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # How far behind this process's ingest was at its last sign of life (liveness.backlog).
+    ingest_lag_s: Mapped[float | None] = mapped_column(Float)
 
 
 class Incident(Base):

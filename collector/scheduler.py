@@ -1,9 +1,15 @@
-"""The background jobs: APScheduler only calls the idempotent steps of the domains."""
+"""The background jobs: APScheduler only calls the idempotent steps of the domains.
+
+Most jobs are singletons: with replicas on one PostgreSQL only the leader runs them
+(``collector.leader``), and a replica that takes over starts them on its next tick. Every
+process ticks its own run's sign of life, trims its heap and keeps trying for the lead.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -16,10 +22,14 @@ from collector import heap
 from collector.alerts.delivery import deliver_due_alerts
 from collector.incidents.lifecycle import settle_incidents
 from collector.incidents.postmortem import collect_postmortems
+from collector.leader import Leadership
 from collector.liveness.arrivals import Arrivals
-from collector.liveness.checker import check_heartbeats, prober, start_pre_probes
+from collector.liveness.backlog import IngestBacklog
+from collector.liveness.checker import check_heartbeats, prober
 from collector.liveness.collector_runs import release_held_alerts, tick_collector_alive
 from collector.liveness.preprobes import PreProbes
+from collector.liveness.suspects import start_pre_probes
+from collector.metrics.jobs import JobMetrics
 from collector.remote.ssh import SSHClient
 from collector.retention.prune import prune
 from collector.retention.usage import measure_if_due
@@ -29,14 +39,22 @@ from collector.timeutil import from_epoch
 log = logging.getLogger(__name__)
 
 
-def _guarded(name: str, step: Callable[[], object]) -> Callable[[], None]:
-    """A failing step is logged and tried again on the next tick, never kills the scheduler."""
+def _guarded(
+    name: str, step: Callable[[], object], jobs: JobMetrics, leadership: Leadership | None
+) -> Callable[[], None]:
+    """A failing step is logged and tried again on the next tick, never kills the scheduler.
+    With ``leadership`` the step runs only while this process leads. Each run is timed."""
+    took = jobs.duration.labels(name)
 
     def job() -> None:
+        if leadership is not None and not leadership.held:
+            return
+        started = time.perf_counter()
         try:
             step()
         except Exception:
             log.exception("job %s failed", name)
+        took.observe(time.perf_counter() - started)
 
     return job
 
@@ -49,11 +67,15 @@ def build_scheduler(
     http_client: httpx.Client,
     ssh: SSHClient,
     clock: Callable[[], float],
+    leadership: Leadership,
+    jobs: JobMetrics | None = None,
+    backlog: IngestBacklog | None = None,
     arrivals: Arrivals | None = None,
     stopping: threading.Event | None = None,
 ) -> BackgroundScheduler:
-    """A scheduler with every job added, not yet started. Once ``stopping`` is set (the
-    process no longer takes batches) the liveness jobs judge no host."""
+    """A scheduler with every job added, not yet started. Singleton jobs run while this
+    process holds ``leadership``. Once ``stopping`` is set (the process no longer takes
+    batches) the liveness jobs judge no host and the lead is handed on."""
     scheduler = BackgroundScheduler(
         job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 30}
     )
@@ -61,8 +83,13 @@ def build_scheduler(
     def now() -> datetime:
         return from_epoch(clock())
 
-    def add(name: str, seconds: float, step: Callable[[], object]) -> None:
-        scheduler.add_job(_guarded(name, step), "interval", seconds=seconds, id=name, name=name)
+    jobs = jobs or JobMetrics()
+
+    def add(
+        name: str, seconds: float, step: Callable[[], object], *, singleton: bool = True
+    ) -> None:
+        job = _guarded(name, step, jobs, leadership if singleton else None)
+        scheduler.add_job(job, "interval", seconds=seconds, id=name, name=name)
 
     def deliver() -> None:
         deliver_due_alerts(session_factory, now=now(), http_client=http_client, settings=settings)
@@ -73,6 +100,31 @@ def build_scheduler(
 
     stopping = stopping or threading.Event()
     told = threading.Event()
+    backlog = backlog or IngestBacklog()
+    fleet_lag = [0.0]  # the largest ingest lag of the live processes, as of the last alive tick
+
+    def lag_s() -> float:
+        return max(fleet_lag[0], backlog.lag_s())
+
+    def alive() -> None:
+        own = backlog.lag_s()
+        fleet_lag[0] = tick_collector_alive(
+            session_factory, run_id=run_id, now=now(), lag_s=own, stale_s=settings.alive_tick_s * 3
+        )
+        if fleet_lag[0] > settings.grace_s:
+            log.warning(
+                "ingest is %.1f s behind: silences are judged that much later", fleet_lag[0]
+            )
+
+    def lead() -> None:
+        if stopping.is_set():
+            leadership.release()  # a replica takes the singleton jobs over now
+            return
+        was = leadership.held
+        if not leadership.refresh() and was:
+            pre_probes.clear()  # the next leader probes its own suspects
+
+    add("leadership", settings.leader_check_s, lead, singleton=False)
 
     def watching() -> bool:
         if not stopping.is_set():
@@ -94,6 +146,9 @@ def build_scheduler(
             ssh=ssh,
             pre_probes=pre_probes,
             arrivals=arrivals,
+            orphans_before=leadership.since,
+            start_suspects=False,  # the pre_probes job does, and never waits on probes
+            lag_s=lag_s(),
         )
         settled = settle_incidents(session_factory, now=at, settings=settings)
         released = release_held_alerts(session_factory, now=at, settings=settings)
@@ -114,16 +169,13 @@ def build_scheduler(
                 pre_probes=pre_probes,
                 run=run_probes,
                 arrivals=arrivals,
+                lag_s=lag_s(),
             )
         ),
     )
     add("deliver_alerts", settings.delivery_interval_s, deliver)
-    add(
-        "collector_alive",
-        settings.alive_tick_s,
-        lambda: tick_collector_alive(session_factory, run_id=run_id, now=now()),
-    )
-    add("trim_heap", heap.TRIM_INTERVAL_S, heap.trim)
+    add("collector_alive", settings.alive_tick_s, alive, singleton=False)
+    add("trim_heap", heap.TRIM_INTERVAL_S, heap.trim, singleton=False)
     add(
         "postmortems",
         settings.postmortem_interval_s,

@@ -71,6 +71,17 @@ Json = Annotated[Any, AfterValidator(check_json)]
 JsonDict = Annotated[dict[str, Any], AfterValidator(check_json)]
 
 
+class InModel(BaseModel):
+    """A request body (API, settings): no NUL in any string or key and no non-finite or
+    64-bit-overflowing number anywhere in it, else a 422 saying where (PostgreSQL's text
+    cannot hold a NUL; a column cannot hold the rest)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        return check_json(data)
+
+
 def escape_nul(text: str) -> str:
     """A line's text without NUL, losslessly: backslash doubled, NUL as ``\\x00`` (the
     line is flagged ``escaped``; PostgreSQL text cannot hold a NUL, SQLite would)."""

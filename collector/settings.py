@@ -22,7 +22,8 @@ class Settings(BaseSettings):
     bind: str = "127.0.0.1"
     port: int = 8080
     admin_token: str | None = None
-    # Where links in alerts point; defaults to http://<bind>:<port>.
+    # Where links in alerts point; defaults to http://<bind>:<port>. Also the origin the UI's
+    # state changes may come from (behind a proxy), and https here makes the cookie Secure.
     public_url: str | None = None
     grace_s: float = Field(3.0, gt=0)
     max_body_bytes: int = 16 * 1024 * 1024
@@ -39,7 +40,6 @@ class Settings(BaseSettings):
     # Raw datagrams are evidence for re-parsing a burst; pruned after this many days.
     netconsole_keep_days: float = Field(7.0, gt=0)
     netconsole_fragment_timeout_s: float = Field(2.0, gt=0)
-    session_secret: str | None = None
     # Matrix runs keep their per-request JSONL records under here.
     data_dir: str = "./freezewatch-data"
     # How long a finished matrix run waits for the agent's last batches before its report.
@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     # A "late" claim older than this is re-taken (its checker died mid-probe).
     late_reclaim_s: float = Field(30.0, gt=0)
     alive_tick_s: float = Field(2.0, gt=0)
+    # Replicas on one PostgreSQL: how often each tries to become (or checks it still is) the
+    # one running the singleton jobs; a dead leader's successor starts within about this long.
+    leader_check_s: float = Field(1.0, gt=0)
     # The agents' longest wait between two tries while the collector is unreachable: after a
     # collector start each host gets this plus its grace to reconnect (the startup grace).
     agent_retry_max_s: float = Field(MAX_RETRY_DELAY_S, ge=0)

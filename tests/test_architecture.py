@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = (
     ("errors", "settings", "timeutil", "heap"),
     ("models",),
-    ("db", "schemas", "links", "auth"),
+    ("db", "schemas", "links", "auth", "sessions", "origin", "throttle", "leader"),
     ("remote",),
     ("hosts",),
     ("readback",),
@@ -34,7 +34,7 @@ LAYERS = (
     ("matrix",),
     ("retention",),
     ("metrics", "deploy", "inspect", "demo", "scheduler"),
-    ("deps",),
+    ("deps", "params"),
     ("api", "web"),
     ("main",),
     ("cli", "__main__"),

@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, aliased, sessionmaker
 from sqlalchemy.sql.expression import ColumnElement
 
 from collector.alerts import notify
-from collector.db import changed_rows, session_scope
+from collector.db import changed_rows, read_scope, session_scope
 from collector.models import Delivery, DeliveryState, WebhookTarget
 from collector.schemas import OutModel
 from collector.settings import Settings
@@ -130,7 +130,7 @@ def deliver_due_alerts(
 ) -> list[int]:
     """Send every due outbox row once; returns the ids delivered in this step."""
     rng = rng or random.Random()
-    with session_scope(session_factory) as session:
+    with read_scope(session_factory) as session:  # the claims below take the write lock
         due = list(
             session.scalars(
                 select(Delivery.id).where(_due(now)).order_by(Delivery.next_attempt_at).limit(limit)

@@ -7,16 +7,18 @@ as ``freezewatch-collector deploy-agent`` prints it with ``--json``.
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from collector.deploy.install import DeployOptions, deploy_agent, uninstall_agent
 from collector.deploy.report import InstallReport, UninstallReport
 from collector.deps import AdminBriefDep, ClockDep, SessionFactoryDep, SettingsDep, SSHDep
+from collector.params import HostName
+from collector.schemas import InModel
 
 router = APIRouter(prefix="/api/v1/hosts", tags=["hosts"])
 
 
-class DeployIn(BaseModel):
+class DeployIn(InModel):
     netconsole: bool = False
     netconsole_to: str | None = Field(None, description="HOST:PORT; default: the collector")
     collector_url: str | None = Field(None, pattern=r"^https?://")
@@ -28,7 +30,7 @@ class DeployIn(BaseModel):
 
 @router.post("/{name}/deploy")
 def deploy(
-    name: str,
+    name: HostName,
     body: DeployIn,
     factory: SessionFactoryDep,
     settings: SettingsDep,

@@ -12,6 +12,7 @@ from collector.deps import AdminDep, NowDep, SessionDep
 from collector.guard.report import GuardOut
 from collector.hosts import registry
 from collector.kernel.read import EventOut, OccurrenceOut, list_events, list_occurrences
+from collector.params import Cursor, HostName, Limit, Priority, Since, Step, Text, Until
 from collector.readback import series, timebase, timeline
 from collector.readback.downsample import SeriesOut, bucketed_samples
 from collector.readback.guard_events import GuardFiring, guard_firings
@@ -65,14 +66,14 @@ class OccurrencesPage(OutModel):
 
 @router.get("/{name}/samples")
 def get_samples(
-    name: str,
+    name: HostName,
     session: SessionDep,
     _: AdminDep,
     now: NowDep,
-    since: float | None = None,
-    until: float | None = None,
-    limit: int = 1000,
-    step: int | None = None,
+    since: Since = None,
+    until: Until = None,
+    limit: Limit = 1000,
+    step: Step = None,
 ) -> SamplesPage | BucketedSamples:
     """Raw samples; with ``step`` (seconds) min/max/avg per bucket ``floor(ts/step)*step``
     instead (``since`` defaults to one hour before ``until``, ``until`` to now). Times and
@@ -94,13 +95,13 @@ def get_samples(
 
 @router.get("/{name}/timeline")
 def get_timeline(
-    name: str,
+    name: HostName,
     session: SessionDep,
     _: AdminDep,
     now: NowDep,
-    since: float | None = None,
-    until: float | None = None,
-    step: int | None = None,
+    since: Since = None,
+    until: Until = None,
+    step: Step = None,
 ) -> timeline.TimelineOut:
     """One request for the host page: bucketed series, kernel markers, vLLM phase bands,
     incident spans and matrix-run windows."""
@@ -112,16 +113,16 @@ def get_timeline(
 
 @router.get("/{name}/lines")
 def get_lines(
-    name: str,
+    name: HostName,
     session: SessionDep,
     _: AdminDep,
-    since: float | None = None,
-    until: float | None = None,
-    source: str | None = None,
-    min_priority: int | None = None,
-    q: str | None = None,
-    cursor: str | None = None,
-    limit: int = 500,
+    since: Since = None,
+    until: Until = None,
+    source: Text = None,
+    min_priority: Priority = None,
+    q: Text = None,
+    cursor: Cursor = None,
+    limit: Limit = 500,
     order: Literal["asc", "desc"] = "asc",
     quiet: bool = False,
 ) -> LinesPage | QuietLinesPage:
@@ -163,13 +164,13 @@ def get_lines(
 
 @router.get("/{name}/events")
 def get_events(
-    name: str,
+    name: HostName,
     session: SessionDep,
     _: AdminDep,
-    kind: str | None = None,
-    since: float | None = None,
-    until: float | None = None,
-    limit: int = 500,
+    kind: Text = None,
+    since: Since = None,
+    until: Until = None,
+    limit: Limit = 500,
 ) -> EventsPage:
     """Kernel events (with line text and vLLM correlation) and host events, newest first.
 
@@ -186,12 +187,12 @@ def get_events(
 
 @router.get("/{name}/guard")
 def get_guard(
-    name: str,
+    name: HostName,
     session: SessionDep,
     _: AdminDep,
     now: NowDep,
-    since: float | None = None,
-    until: float | None = None,
+    since: Since = None,
+    until: Until = None,
 ) -> GuardStatus:
     """The guard's state and rules as the agent reported them, and its firings (dry-run
     matches included) in [since, until] (default: the last 7 days), newest last."""
@@ -205,7 +206,7 @@ def get_guard(
 
 @router.get("/{name}/occurrences")
 def get_occurrences(
-    name: str, session: SessionDep, _: AdminDep, since: float | None = None, limit: int = 500
+    name: HostName, session: SessionDep, _: AdminDep, since: Since = None, limit: Limit = 500
 ) -> OccurrencesPage:
     """Kernel faults folded by (kind, code, device): count, first/last seen, severity, action
     (``inspect_hardware`` once a fatal one came back after reboots), most recent first."""
@@ -215,7 +216,7 @@ def get_occurrences(
 
 
 @router.get("/{name}/vllm")
-def get_vllm(name: str, session: SessionDep, _: AdminDep) -> VllmStatus:
+def get_vllm(name: HostName, session: SessionDep, _: AdminDep) -> VllmStatus:
     """Current vLLM phase, health from the latest sample, latest startup plan and history."""
     host = registry.get_host(session, name=name)
     return vllm_status(session, host=host)

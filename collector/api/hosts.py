@@ -22,6 +22,7 @@ from collector.netconsole.health import (
     canary_report,
     netconsole_report,
 )
+from collector.params import HostName
 from collector.readback import series, timebase
 from collector.readback.board import HostBoard, host_board
 from collector.readback.losses import SpoolLosses, spool_losses
@@ -102,7 +103,7 @@ def list_hosts(session: SessionDep, _: AdminDep, now: NowDep) -> list[HostListIt
 
 @router.get("/{name}")
 def get_host(
-    name: str, session: SessionDep, settings: SettingsDep, _: AdminDep, now: NowDep
+    name: HostName, session: SessionDep, settings: SettingsDep, _: AdminDep, now: NowDep
 ) -> HostDetail:
     """The host, its latest sample, its kernel channels' health, its spool losses and its disk
     use (``storage``: rows and estimated bytes per kind, with the days each kind is kept)."""
@@ -124,13 +125,13 @@ def get_host(
 
 
 @router.delete("/{name}", status_code=204)
-def delete_host(name: str, session: SessionDep, _: AdminDep) -> None:
+def delete_host(name: HostName, session: SessionDep, _: AdminDep) -> None:
     registry.delete_host(session, host=registry.get_host(session, name=name))
 
 
 @router.patch("/{name}")
 def patch_host(
-    name: str,
+    name: HostName,
     body: HostPatch,
     session: SessionDep,
     settings: SettingsDep,

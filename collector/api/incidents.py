@@ -14,6 +14,7 @@ from fastapi.responses import PlainTextResponse, Response
 
 from collector.deps import AdminDep, NowDep, SessionDep, SettingsDep
 from collector.incidents import read
+from collector.params import ArtifactName, Limit, RowId, Since, Text, Until
 
 router = APIRouter(prefix="/api/v1/incidents", tags=["incidents"])
 
@@ -24,11 +25,11 @@ def list_incidents(
     _: AdminDep,
     settings: SettingsDep,
     now: NowDep,
-    host: str | None = None,
-    kind: str | None = None,
-    since: float | None = None,
-    until: float | None = None,
-    limit: int = 500,
+    host: Text = None,
+    kind: Text = None,
+    since: Since = None,
+    until: Until = None,
+    limit: Limit = 500,
 ) -> list[read.IncidentListItem]:
     """Newest first, each with its ``cause``; ``since``/``until`` bound the opening time."""
     return read.list_incidents(
@@ -44,13 +45,13 @@ def list_incidents(
 
 
 @router.get("/{incident_id}")
-def get_incident(incident_id: int, session: SessionDep, _: AdminDep) -> read.IncidentDetail:
+def get_incident(incident_id: RowId, session: SessionDep, _: AdminDep) -> read.IncidentDetail:
     return read.incident_detail(session, incident_id=incident_id)
 
 
 @router.get("/{incident_id}/artifacts/{name:path}", response_class=PlainTextResponse)
 def get_artifact(
-    incident_id: int, name: str, session: SessionDep, _: AdminDep, download: bool = False
+    incident_id: RowId, name: ArtifactName, session: SessionDep, _: AdminDep, download: bool = False
 ) -> Response:
     artifact = read.get_artifact(session, incident_id=incident_id, name=name)
     filename = f"incident-{incident_id}-{name.replace('/', '-')}.txt"

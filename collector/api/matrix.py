@@ -22,6 +22,8 @@ from collector.matrix.schedule import schedule_job
 from collector.matrix.spec import MatrixSpec, SpecError
 from collector.matrix.store import Progress, RunSummary, StepOut
 from collector.models import Host, MatrixRun
+from collector.params import Limit, RowId
+from collector.schemas import InModel
 
 router = APIRouter(prefix="/api/v1/matrix-runs", tags=["matrix"])
 presets_router = APIRouter(prefix="/api/v1/matrix-presets", tags=["matrix"])
@@ -63,7 +65,7 @@ def list_presets(_: AdminDep) -> Presets:
     return Presets(presets=preset_summary())
 
 
-class RunRequest(BaseModel):
+class RunRequest(InModel):
     """Either a full spec, or a preset name and the host to run it on."""
 
     model_config = ConfigDict(extra="forbid")
@@ -150,12 +152,12 @@ def create_run(
 
 
 @router.get("")
-def list_runs(session: SessionDep, _: AdminDep, limit: int = 100) -> list[RunOut]:
-    return run_views(session, store.list_runs(session, limit=min(max(limit, 1), 1000)))
+def list_runs(session: SessionDep, _: AdminDep, limit: Limit = 100) -> list[RunOut]:
+    return run_views(session, store.list_runs(session, limit=limit))
 
 
 @router.get("/{run_id}")
-def get_run(run_id: int, session: SessionDep, _: AdminDep) -> RunDetail:
+def get_run(run_id: RowId, session: SessionDep, _: AdminDep) -> RunDetail:
     run = store.get_run(session, run_id=run_id)
     [view] = run_views(session, [run])
     return RunDetail(
@@ -168,7 +170,7 @@ def get_run(run_id: int, session: SessionDep, _: AdminDep) -> RunDetail:
 
 @router.post("/{run_id}/cancel")
 def cancel_run(
-    run_id: int, session: SessionDep, runner: RunnerDep, now: NowDep, _: AdminDep
+    run_id: RowId, session: SessionDep, runner: RunnerDep, now: NowDep, _: AdminDep
 ) -> RunSummary:
     run = store.request_cancel(session, run_id=run_id, now=now)
     if runner is not None:
@@ -177,13 +179,13 @@ def cancel_run(
 
 
 @router.get("/{run_id}/report.json")
-def report_json(run_id: int, session: SessionDep, _: AdminDep) -> MatrixReportOut:
+def report_json(run_id: RowId, session: SessionDep, _: AdminDep) -> MatrixReportOut:
     report = store.run_report(session, run=store.get_run(session, run_id=run_id))
     return MatrixReportOut.model_validate(report)
 
 
 @router.get("/{run_id}/report.md", response_class=PlainTextResponse)
-def report_md(run_id: int, session: SessionDep, _: AdminDep) -> PlainTextResponse:
+def report_md(run_id: RowId, session: SessionDep, _: AdminDep) -> PlainTextResponse:
     data = store.run_report(session, run=store.get_run(session, run_id=run_id))
     data = {k: v for k, v in data.items() if k != "profiles"} | {
         "profiles": [{k: v for k, v in p.items() if k != "label"} for p in data["profiles"]]
@@ -194,7 +196,7 @@ def report_md(run_id: int, session: SessionDep, _: AdminDep) -> PlainTextRespons
 
 
 @router.get("/{run_id}/latencies")
-def latencies(run_id: int, session: SessionDep, _: AdminDep) -> Latencies:
+def latencies(run_id: RowId, session: SessionDep, _: AdminDep) -> Latencies:
     """Per profile x repetition: request latency quantiles and points (s), for plotting."""
     run = store.get_run(session, run_id=run_id)
     path = Path(run.requests_path) if run.requests_path else None
@@ -208,7 +210,7 @@ class NdjsonFile(FileResponse):
 
 
 @router.get("/{run_id}/requests.jsonl", response_class=NdjsonFile)
-def requests_jsonl(run_id: int, session: SessionDep, _: AdminDep) -> NdjsonFile:
+def requests_jsonl(run_id: RowId, session: SessionDep, _: AdminDep) -> NdjsonFile:
     run = store.get_run(session, run_id=run_id)
     if not run.requests_path or not Path(run.requests_path).is_file():
         raise NotFound(f"matrix run {run_id} has no request records")

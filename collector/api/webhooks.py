@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
 from collector.alerts import targets, trial
 from collector.alerts.filters import SEVERITIES
@@ -21,6 +21,8 @@ from collector.deps import (
     SessionFactoryDep,
     SettingsDep,
 )
+from collector.params import RowId
+from collector.schemas import InModel
 
 router = APIRouter(prefix="/api/v1/webhooks", tags=["webhooks"])
 
@@ -28,7 +30,7 @@ Format = Literal["json", "slack", "apprise"]
 Severity = Literal[SEVERITIES]  # type: ignore[valid-type]
 
 
-class WebhookIn(BaseModel):
+class WebhookIn(InModel):
     url: str = Field(min_length=1, description="http(s) URL; for format apprise an Apprise URL")
     format: Format = "json"
     secret: str | None = Field(None, pattern=r"^whsec_[A-Za-z0-9+/=]+$")
@@ -46,7 +48,7 @@ class WebhookIn(BaseModel):
         return self
 
 
-class WebhookPatch(BaseModel):
+class WebhookPatch(InModel):
     url: str | None = Field(None, min_length=1)
     format: Format | None = None
     secret: str | None = Field(None, pattern=r"^(whsec_[A-Za-z0-9+/=]+)?$")
@@ -66,26 +68,26 @@ def create_webhook(body: WebhookIn, session: SessionDep, _: AdminDep) -> TargetO
 
 
 @router.get("/{target_id}")
-def get_webhook(target_id: int, session: SessionDep, _: AdminDep) -> TargetOut:
+def get_webhook(target_id: RowId, session: SessionDep, _: AdminDep) -> TargetOut:
     return TargetOut.of(targets.get_target(session, target_id=target_id))
 
 
 @router.patch("/{target_id}")
 def patch_webhook(
-    target_id: int, body: WebhookPatch, session: SessionDep, _: AdminDep
+    target_id: RowId, body: WebhookPatch, session: SessionDep, _: AdminDep
 ) -> TargetOut:
     changes = body.model_dump(exclude_unset=True)
     return TargetOut.of(targets.update_target(session, target_id=target_id, changes=changes))
 
 
 @router.delete("/{target_id}", status_code=204)
-def delete_webhook(target_id: int, session: SessionDep, _: AdminDep) -> None:
+def delete_webhook(target_id: RowId, session: SessionDep, _: AdminDep) -> None:
     targets.delete_target(session, target_id=target_id)
 
 
 @router.post("/{target_id}/test")
 def test_webhook(
-    target_id: int,
+    target_id: RowId,
     factory: SessionFactoryDep,
     settings: SettingsDep,
     http_client: HttpClientDep,

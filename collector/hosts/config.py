@@ -8,14 +8,14 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.orm import Session
 
 from collector.errors import BadRequest
 from collector.models import RETENTION_KINDS, Host
-from collector.schemas import OutModel
+from collector.schemas import InModel, OutModel
 
 log = logging.getLogger(__name__)
 
@@ -32,21 +32,91 @@ def normalize_addr(addr: str) -> str:
     return str(ip)
 
 
-class HostPatch(BaseModel):
+RetentionKind = Literal[RETENTION_KINDS]  # type: ignore[valid-type]
+# A host's own grace: 0 (the collector's default) or within these bounds.
+GRACE_MIN_S = 0.5
+GRACE_MAX_S = 86400.0
+# Days a host's data may be kept at most (a century): beyond is a typo.
+RETENTION_MAX_DAYS = 36500.0
+
+
+def check_grace(grace_s: float) -> float:
+    """``grace_s`` if it is 0 or within GRACE_MIN_S..GRACE_MAX_S, else BadRequest."""
+    if grace_s != 0 and not GRACE_MIN_S <= grace_s <= GRACE_MAX_S:
+        raise BadRequest(
+            f"grace must be 0 (the collector's default) or {GRACE_MIN_S:g}..{GRACE_MAX_S:g} s, "
+            f"not {grace_s!r}"
+        )
+    return grace_s
+
+
+def parse_ssh_spec(spec: str) -> tuple[str, str, int]:
+    """``user@addr[:port]`` (``user@[v6addr]:port`` for IPv6) → (user, addr, port)."""
+    user, sep, rest = spec.partition("@")
+    if not sep or not user or not rest:
+        raise BadRequest(f"ssh must look like user@host[:port], not {spec!r}")
+    port_text = "22"
+    if rest.startswith("["):
+        addr, _, tail = rest[1:].partition("]")
+        if tail:
+            port_text = tail.removeprefix(":") if tail.startswith(":") else "?"
+    elif rest.count(":") == 1:
+        addr, _, port_text = rest.partition(":")
+    else:
+        addr = rest
+    if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise BadRequest(f"ssh port must be 1..65535 in {spec!r}")
+    if (
+        not addr
+        or len(addr) > 255
+        or len(user) > 64
+        or "\x00" in spec
+        or any(c.isspace() for c in spec)
+    ):
+        raise BadRequest(f"bad ssh address in {spec!r}")
+    return user, addr, int(port_text)
+
+
+def _valid(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A check raising BadRequest as a pydantic validator (its message a 422's)."""
+
+    def validate(value: Any) -> Any:
+        if value is None or value == "":
+            return value
+        try:
+            check(value)
+        except BadRequest as exc:
+            raise ValueError(exc.detail) from None
+        return value
+
+    return validate
+
+
+Text = Annotated[str, Field(max_length=4096, pattern=r"^[^\x00]*$")]
+
+
+class HostPatch(InModel):
     """PATCH /api/v1/hosts/{name}: only the fields sent change; an empty string clears a text
     field."""
 
-    model_config = ConfigDict(extra="forbid")
-    ssh: str | None = Field(None, description="user@addr[:port]; empty clears it")
-    ssh_key_path: str | None = None
-    ssh_host_key: str | None = Field(None, description="stored host key line, ssh-ed25519 AAAA…")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    ssh: Annotated[str | None, AfterValidator(_valid(parse_ssh_spec))] = Field(
+        None, max_length=330, description="user@addr[:port]; empty clears it"
+    )
+    ssh_key_path: Text | None = None
+    ssh_host_key: Text | None = Field(None, description="stored host key line, ssh-ed25519 AAAA…")
     trust_host_key: bool = Field(False, description="fetch and store the current host key (TOFU)")
-    vllm_url: str | None = None
-    grace_s: float | None = Field(None, ge=0, description="0 = the collector default")
+    vllm_url: Text | None = None
+    grace_s: Annotated[float | None, AfterValidator(_valid(check_grace))] = Field(
+        None,
+        ge=0,
+        le=GRACE_MAX_S,
+        description=f"0 = the collector default, else {GRACE_MIN_S:g}..{GRACE_MAX_S:g} s",
+    )
     restart_agent: bool | None = None
     paused: bool | None = None
     netconsole_from: list[str] | None = Field(None, max_length=32)
-    retention: dict[str, float | None] | None = Field(
+    retention: dict[RetentionKind, float | None] | None = Field(
         None,
         description="days kept per kind (samples, rollups, lines, kernel_lines, kernel_events, "
         "events, incidents); 0 keeps until deleted, null returns a kind to the default",
@@ -56,10 +126,8 @@ class HostPatch(BaseModel):
     @classmethod
     def _retention(cls, value: dict[str, float | None] | None) -> dict[str, float | None] | None:
         for kind, days in (value or {}).items():
-            if kind not in RETENTION_KINDS:
-                raise ValueError(f"unknown retention kind {kind!r}: {', '.join(RETENTION_KINDS)}")
-            if days is not None and days < 0:
-                raise ValueError(f"retention of {kind} must be >= 0 days")
+            if days is not None and not 0 <= days <= RETENTION_MAX_DAYS:
+                raise ValueError(f"retention of {kind} must be 0..{RETENTION_MAX_DAYS:g} days")
         return value
 
     @field_validator("netconsole_from")
@@ -104,26 +172,6 @@ def set_power(session: Session, *, host: Host, power: PowerControl | None) -> No
     session.flush()
 
 
-def parse_ssh_spec(spec: str) -> tuple[str, str, int]:
-    """``user@addr[:port]`` (``user@[v6addr]:port`` for IPv6) → (user, addr, port)."""
-    user, sep, rest = spec.partition("@")
-    if not sep or not user or not rest:
-        raise BadRequest(f"ssh must look like user@host[:port], not {spec!r}")
-    port = 22
-    if rest.startswith("["):
-        addr, _, tail = rest[1:].partition("]")
-        if tail.startswith(":"):
-            port = int(tail[1:])
-    elif rest.count(":") == 1:
-        addr, _, port_text = rest.partition(":")
-        port = int(port_text)
-    else:
-        addr = rest
-    if not addr or not 0 < port < 65536:
-        raise BadRequest(f"bad ssh address in {spec!r}")
-    return user, addr, port
-
-
 def configure_host(
     session: Session,
     *,
@@ -139,7 +187,9 @@ def configure_host(
 ) -> dict[str, Any]:
     """Apply the given changes; returns facts worth telling the operator (fingerprint)."""
     facts: dict[str, Any] = {}
-    if ssh is not None:
+    if ssh == "":
+        host.ssh_user = host.ssh_host = host.ssh_host_key = None
+    elif ssh is not None:
         user, addr, port = parse_ssh_spec(ssh)
         if (addr, port) != (host.ssh_host, host.ssh_port):
             host.ssh_host_key = None  # a new address needs its key trusted again
@@ -161,9 +211,7 @@ def configure_host(
     if vllm_url is not None:
         host.vllm_url = vllm_url or None
     if grace_s is not None:
-        if grace_s < 0:
-            raise BadRequest("grace must be positive")
-        host.grace_s = grace_s or None
+        host.grace_s = check_grace(grace_s) or None
     if restart_agent is not None:
         host.restart_agent = restart_agent
     session.flush()

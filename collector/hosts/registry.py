@@ -13,6 +13,7 @@ from collector import db
 from collector.auth import hash_token, new_token
 from collector.errors import Conflict, NotFound
 from collector.hosts.config import HostConfigOut
+from collector.hosts.names import check_host_name
 from collector.models import AgentEvent, Boot, Host, HostStatus, Line, Sample
 from collector.schemas import OutModel
 from collector.timeutil import to_epoch
@@ -77,6 +78,7 @@ def create_host(
     session: Session, *, name: str, simulated: bool = False, netconsole_from: Sequence[str] = ()
 ) -> tuple[Host, str]:
     """Register a host; returns it with its agent token, which is shown only this once."""
+    check_host_name(name)
     if session.scalar(select(Host.id).where(Host.name == name)) is not None:
         raise Conflict(f"host {name!r} already exists")
     token = new_token("fwh")

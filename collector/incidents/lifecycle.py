@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.db import session_scope
+from collector.db import read_scope, session_scope
 from collector.hosts.registry import find_boot_pk
 from collector.incidents.payload import enqueue_incident_alert
 from collector.incidents.snapshot import take_snapshot
@@ -233,7 +233,7 @@ def settle_incidents(
     session_factory: sessionmaker[Session], *, now: datetime, settings: Settings
 ) -> list[int]:
     """Decide partition vs stall for incidents whose host came back on the same boot."""
-    with session_scope(session_factory) as session:
+    with read_scope(session_factory) as session:
         ids = list(
             session.scalars(select(Incident.id).where(Incident.state == IncidentState.RESOLVING))
         )

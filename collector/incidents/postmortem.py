@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.db import changed_rows, session_scope
+from collector.db import changed_rows, read_scope, session_scope
 from collector.kernel.records import log_event_dicts
 from collector.models import Artifact, Host, Incident, PostmortemState
 from collector.remote.connect import SSHTarget
@@ -128,7 +128,7 @@ def collect_postmortems(
 ) -> list[int]:
     """One step: claim each due post-mortem, collect it, store artifacts; returns finished ids."""
     ssh = ssh or SSHClient()
-    with session_scope(session_factory) as session:
+    with read_scope(session_factory) as session:
         due = list(
             session.scalars(
                 select(Incident.id).where(

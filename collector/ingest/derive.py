@@ -23,7 +23,13 @@ from collector.kernel.store import NewKernelEvent, store_kernel_events
 from collector.kernel.vllm_context import recorrelate_around
 from collector.models import KERNEL_SOURCES, HostEvent, Line, VllmStart
 from collector.schemas import Batch, WireLine
-from collector.vllm.state import HostVllmState, VllmStates, observe_samples
+from collector.vllm.state import (
+    HostVllmState,
+    VllmStates,
+    observe_samples,
+    save_shared,
+    sync_shared,
+)
 from collector.vllm.store import StoredLine, VllmStream, load_stream, store_vllm_lines
 
 
@@ -95,6 +101,9 @@ def derive_from_batch(
     state = states.host(host_id)
     with state.lock:
         try:
+            shared = None
+            if vllm_lines or vllm_samples:  # another replica may have moved it on
+                shared = sync_shared(session, host_id=host_id, state=state)
             derived.host_events += _vllm(session, host_id, boot_pk, received_at, vllm_lines, state)
             derived.kernel_events = _kernel_events(
                 session,
@@ -119,6 +128,8 @@ def derive_from_batch(
                 state=state,
                 stall_s=states.hang_stall_s,
             )
+            if shared is not None:
+                save_shared(shared, state, lines=bool(vllm_lines), samples=bool(vllm_samples))
         except BaseException:
             states.forget(host_id)  # in-memory parser state may be ahead of the rollback
             raise

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -24,21 +23,26 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.db import changed_rows, session_scope
+from collector.db import changed_rows, read_scope, session_scope
 from collector.incidents import lifecycle
 from collector.liveness.arrivals import Arrivals
-from collector.liveness.collector_runs import current_run
+from collector.liveness.collector_runs import watch_started_at
 from collector.liveness.planned import reboot_expected
-from collector.liveness.preprobes import PreProbes, lead_s
-from collector.liveness.status import WATCHED, grace_s, transition
+from collector.liveness.preprobes import PreProbes
+from collector.liveness.status import WATCHED, transition
+from collector.liveness.suspects import (
+    ProbeRunner,
+    planned_silence,
+    silent_for,
+    stamped,
+    start_pre_probes,
+)
 from collector.models import Host, HostSilence, HostStatus, Incident, IncidentKind
 from collector.remote import probes
 from collector.remote.ssh import SSHClient
 from collector.settings import Settings
 
 log = logging.getLogger(__name__)
-
-ProbeRunner = Callable[[probes.ProbeTarget], list[dict[str, Any]]]
 
 
 def prober(settings: Settings, ssh: SSHClient) -> ProbeRunner:
@@ -55,17 +59,24 @@ def check_heartbeats(
     ssh: SSHClient | None = None,
     pre_probes: PreProbes | None = None,
     arrivals: Arrivals | None = None,
+    orphans_before: datetime | None = None,
+    start_suspects: bool = True,
+    lag_s: float = 0.0,
 ) -> list[int]:
     """One sweep: suspect hosts start probing, every overdue host goes late and gets its incident.
 
     Returns the ids of the incidents opened by this call. Without ``pre_probes`` the probes of
     an overdue host run here, after grace. ``probe_runner`` defaults to the real probes over
     ``ssh`` (an ``SSHClient()`` unless given). A host with a batch in ``arrivals`` (arrived,
-    not stored yet) is not silent and is skipped.
+    not stored yet) is not silent and is skipped. A ``late`` claim made before
+    ``orphans_before`` (when this process became the leader) is its dead predecessor's: it is
+    taken over now rather than after ``late_reclaim_s``. ``start_suspects=False``: the caller
+    starts the suspects' pre-probes itself (``start_pre_probes``). ``lag_s``: how far behind
+    ingest is (``liveness.backlog``): overdue times are judged against ``now - lag_s``.
     """
     ssh = ssh or SSHClient()
     run = probe_runner or prober(settings, ssh)
-    if pre_probes is not None:
+    if pre_probes is not None and start_suspects:
         start_pre_probes(
             session_factory,
             now=now,
@@ -73,13 +84,17 @@ def check_heartbeats(
             pre_probes=pre_probes,
             run=run,
             arrivals=arrivals,
+            lag_s=lag_s,
         )
+    judged = now - timedelta(seconds=lag_s)
     reclaim = now - timedelta(seconds=settings.late_reclaim_s)
-    with session_scope(session_factory) as session:
+    if orphans_before is not None:
+        reclaim = max(reclaim, min(orphans_before, now))
+    with read_scope(session_factory) as session:  # no write lock (SQLite) until a host is due
         due = list(
             session.scalars(
                 select(Host.id).where(
-                    ((Host.overdue_at <= now) & Host.status.in_(WATCHED))
+                    ((Host.overdue_at <= judged) & Host.status.in_(WATCHED))
                     | ((Host.status == HostStatus.LATE) & (Host.status_since <= reclaim))
                 )
             )
@@ -98,97 +113,12 @@ def check_heartbeats(
             run=run,
             ssh=ssh,
             pre_probes=pre_probes,
+            reclaim=reclaim,
+            judged=judged,
         )
         if incident_id is not None:
             opened.append(incident_id)
     return opened
-
-
-def _stamped(run: ProbeRunner, target: probes.ProbeTarget, silent_s: float | None) -> Any:
-    """Each result says how long the host had been silent when probing began."""
-    found = run(target)
-    if silent_s is not None:
-        for result in found:
-            result.setdefault("silent_s", round(silent_s, 3))
-    return found
-
-
-def _silent_s(host: Host, now: datetime) -> float | None:
-    return None if host.last_seen_at is None else (now - host.last_seen_at).total_seconds()
-
-
-def _planned(host: Host, silence: HostSilence | None) -> bool:
-    """The agent announced this silence (its last batch said it was stopping)."""
-    return silence is not None and (
-        host.last_seen_at is None or silence.announced_at >= host.last_seen_at
-    )
-
-
-def start_pre_probes(
-    session_factory: sessionmaker[Session],
-    *,
-    now: datetime,
-    settings: Settings,
-    pre_probes: PreProbes,
-    run: ProbeRunner,
-    arrivals: Arrivals | None = None,
-) -> list[int]:
-    """Drop the pre-probes of silences that ended; start them for hosts now suspect (not those
-    with a batch in ``arrivals``).
-
-    Never blocks on probes, so the scheduler runs it as its own job: a sweep waiting for one
-    host's probes never delays another host's start. Returns the ids of the hosts started now.
-    """
-    pending = pre_probes.pending()
-    started = []
-    with session_scope(session_factory) as session:
-        if pending:
-            rows = {
-                row.id: row
-                for row in session.execute(
-                    select(Host.id, Host.name, Host.status, Host.overdue_at).where(
-                        Host.id.in_(pending)
-                    )
-                )
-            }
-            for host_id, overdue_at in pending.items():
-                row = rows.get(host_id)
-                if row is not None and row.status in WATCHED:
-                    if row.overdue_at == overdue_at:
-                        continue  # still the same silence
-                    # A heartbeat moved the overdue time on: the host was only slow.
-                    log.info("host %s: heard from again before grace, pre-probes dropped", row.name)
-                    pre_probes.discard(host_id, overdue_at, cleared=True)
-                else:
-                    # gone, or late elsewhere
-                    pre_probes.discard(host_id, overdue_at, cleared=False)
-        horizon = now + timedelta(seconds=settings.probe_lead_s)
-        suspects = session.scalars(
-            select(Host).where(Host.status.in_(WATCHED), Host.overdue_at <= horizon)
-        )
-        for host in suspects:
-            assert host.overdue_at is not None
-            lead = lead_s(grace_s(host, settings), settings.probe_lead_s)
-            if host.overdue_at - timedelta(seconds=lead) > now:
-                continue
-            if (
-                host.paused
-                or _planned(host, session.get(HostSilence, host.id))
-                or reboot_expected(session, host=host, now=now)
-            ):
-                continue  # planned silence is not probed
-            if arrivals is not None and arrivals.pending(host.id):
-                continue
-            silent_s = _silent_s(host, now)
-            target = probes.ProbeTarget.of(host)
-            if pre_probes.start(host.id, host.overdue_at, partial(_stamped, run, target, silent_s)):
-                started.append(host.id)
-                log.info(
-                    "host %s: suspect (%s s silent), probing ahead of grace",
-                    host.name,
-                    None if silent_s is None else round(silent_s, 2),
-                )
-    return started
 
 
 def check_host(
@@ -200,15 +130,21 @@ def check_host(
     run: ProbeRunner,
     ssh: SSHClient,
     pre_probes: PreProbes | None = None,
+    reclaim: datetime | None = None,
+    judged: datetime | None = None,
 ) -> int | None:
     """Claim one overdue host (up/unknown → late), probe it, open its incident (late → lost).
 
     The probes are this silence's pre-probes when ``pre_probes`` holds them, else run here.
+    A ``late`` claim from ``reclaim`` or before (default: ``late_reclaim_s`` ago) is re-taken.
+    ``judged``: the instant overdue times are judged against (default ``now``).
     """
-    reclaim = now - timedelta(seconds=settings.late_reclaim_s)
+    if reclaim is None:
+        reclaim = now - timedelta(seconds=settings.late_reclaim_s)
+    judged = judged or now
     with session_scope(session_factory) as session:
         claimed = transition(
-            session, host_id, WATCHED, HostStatus.LATE, now, Host.overdue_at <= now
+            session, host_id, WATCHED, HostStatus.LATE, now, Host.overdue_at <= judged
         )
         if not claimed:
             # A "late" claim whose checker died mid-probe is taken over.
@@ -229,16 +165,15 @@ def check_host(
         host = session.get(Host, host_id, populate_existing=True)
         assert host is not None
         silence = session.get(HostSilence, host_id)
-        planned = _planned(host, silence) or reboot_expected(session, host=host, now=now)
+        planned = planned_silence(host, silence) or reboot_expected(session, host=host, now=now)
         target = probes.ProbeTarget.of(host)
-        silent_s = _silent_s(host, now)
+        silent_s = silent_for(host, now)
         ahead = (
             pre_probes.take(host_id, host.overdue_at)
             if pre_probes is not None and host.overdue_at is not None
             else None
         )
-        collector_run = current_run(session)
-        started_at = collector_run.started_at if collector_run else None
+        started_at = watch_started_at(session)
         log.info("host %s: late (last heartbeat %s)", host.name, host.last_seen_at)
 
     probing_started = time.monotonic()
@@ -253,7 +188,7 @@ def check_host(
             ready = ahead.done()
             found = ahead.result()  # bounded: run_probes returns at its deadline
         else:
-            found = _stamped(run, target, silent_s)
+            found = stamped(run, target, silent_s)
         kind, status = probes.classify(found), HostStatus.LOST
     # Probes that finished before grace open the incident exactly at grace.
     waited = 0.0 if ready else time.monotonic() - probing_started

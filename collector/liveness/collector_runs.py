@@ -2,21 +2,26 @@
 
 A host's silence that began while the collector was down proves nothing, so a start gives every
 watched host one startup grace (its grace plus the agents' longest retry delay,
-``status.watch_again``); an incident whose silence began before this run's start says so
+``status.watch_again``); an incident whose silence began before that start says so
 (``collector_down``), and its opened alert is held until ``restart_alert_hold_s`` after the
 start (``release_held_alerts``): a host back before then was only waiting to reconnect.
+
+With replicas on one PostgreSQL, a process started while another one leads (``joined``) was
+preceded by no downtime: agents kept reaching the live one. Its start changes nothing for the
+hosts, and a takeover of the singleton jobs is no start at all: the watch began at the last
+start that was not joined (``watch_started_at``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.db import changed_rows, session_scope
+from collector.db import changed_rows, read_scope, session_scope
 from collector.incidents.payload import enqueue_incident_alert
 from collector.liveness.status import watch_again
 from collector.models import CollectorRun, Host, HostStatus, Incident, IncidentState
@@ -25,29 +30,55 @@ from collector.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def current_run(session: Session) -> CollectorRun | None:
-    return session.scalar(select(CollectorRun).order_by(CollectorRun.id.desc()).limit(1))
+# Runs looked at for the last sign of life before a start (replicas stop in any order).
+RECENT_RUNS = 20
+
+
+def watch_started_at(session: Session) -> datetime | None:
+    """When the collector last started after a downtime: a silence older than that began while
+    no collector watched. Replicas joining later and takeovers do not move it."""
+    return session.scalar(
+        select(CollectorRun.started_at)
+        .where(CollectorRun.joined.is_(False))
+        .order_by(CollectorRun.id.desc())
+        .limit(1)
+    )
 
 
 def start_collector_run(
-    session_factory: sessionmaker[Session], *, now: datetime, settings: Settings
+    session_factory: sessionmaker[Session],
+    *,
+    now: datetime,
+    settings: Settings,
+    joined: bool = False,
 ) -> int:
     """Record this process's start and the collector downtime before it; reset host clocks.
 
     Hosts that were up get ``unknown`` and one startup grace from now: they were not watched
     while the collector was down, so their silence so far proves nothing. A host still silent
     after that grace gets its incident (its last heartbeat is kept on it); it alerts once the
-    hold is over.
+    hold is over. ``joined``: another collector process leads (``leader.held_elsewhere``):
+    there was no downtime and the hosts are left as they are.
     """
     with session_scope(session_factory) as session:
-        previous = current_run(session)
         down_since = None
-        if previous is not None:
-            down_since = previous.stopped_at or previous.last_alive_at
+        if not joined:
+            previous = session.scalars(
+                select(CollectorRun).order_by(CollectorRun.id.desc()).limit(RECENT_RUNS)
+            ).all()
+            down_since = max((r.stopped_at or r.last_alive_at for r in previous), default=None)
         run = CollectorRun(
-            started_at=now, last_alive_at=now, down_since=down_since, pid=os.getpid()
+            started_at=now,
+            last_alive_at=now,
+            down_since=down_since,
+            pid=os.getpid(),
+            joined=joined,
         )
         session.add(run)
+        if joined:
+            session.flush()
+            log.info("collector started next to a running one: the hosts stay as they are")
+            return run.id
         old = (HostStatus.UP, HostStatus.LATE, HostStatus.UNKNOWN)
         watch_again(session, old=old, now=now, settings=settings)
         session.flush()
@@ -62,12 +93,28 @@ def start_collector_run(
 
 
 def tick_collector_alive(
-    session_factory: sessionmaker[Session], *, run_id: int, now: datetime
-) -> None:
+    session_factory: sessionmaker[Session],
+    *,
+    run_id: int,
+    now: datetime,
+    lag_s: float = 0.0,
+    stale_s: float = 10.0,
+) -> float:
+    """This process is alive and ``lag_s`` behind on ingest; returns the largest lag of the
+    processes alive (heard from within ``stale_s``): the one silences are judged with."""
     with session_scope(session_factory) as session:
         session.execute(
-            update(CollectorRun).where(CollectorRun.id == run_id).values(last_alive_at=now)
+            update(CollectorRun)
+            .where(CollectorRun.id == run_id)
+            .values(last_alive_at=now, ingest_lag_s=round(lag_s, 3))
         )
+        lags = session.scalars(
+            select(CollectorRun.ingest_lag_s).where(
+                CollectorRun.stopped_at.is_(None),
+                CollectorRun.last_alive_at >= now - timedelta(seconds=stale_s),
+            )
+        )
+        return max((lag or 0.0 for lag in lags), default=0.0)
 
 
 def stop_collector_run(
@@ -86,7 +133,7 @@ def release_held_alerts(
 ) -> list[int]:
     """Queue the opened alert of every held incident whose host is still silent at the end of
     its hold; the ids released. (A resolved one stays quiet: ``lifecycle.resolve``.)"""
-    with session_scope(session_factory) as session:
+    with read_scope(session_factory) as session:
         due = list(
             session.scalars(
                 select(Incident.id).where(

@@ -9,9 +9,10 @@ back on the same boot, or stays away past ``expires_at``, is watched as always.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from collector.models import Host, PlannedReboot
@@ -39,5 +40,13 @@ def clear_reboot(session: Session, *, host_id: int) -> None:
 
 def reboot_expected(session: Session, *, host: Host, now: datetime) -> bool:
     """Is a silence of this host, now, the reboot the collector asked for?"""
-    marker = session.get(PlannedReboot, host.id)
-    return marker is not None and marker.expires_at > now and marker.boot_id == host.current_boot_id
+    return host.id in reboots_expected(session, hosts=[host], now=now)
+
+
+def reboots_expected(session: Session, *, hosts: Sequence[Host], now: datetime) -> set[int]:
+    """The ids of ``hosts`` whose silence, now, is the reboot the collector asked for."""
+    boots = {host.id: host.current_boot_id for host in hosts}
+    if not boots:
+        return set()
+    markers = session.scalars(select(PlannedReboot).where(PlannedReboot.host_id.in_(boots)))
+    return {m.host_id for m in markers if m.expires_at > now and m.boot_id == boots[m.host_id]}

@@ -80,6 +80,12 @@ class PreProbes:
             if cleared:
                 self.cleared += 1
 
+    def clear(self) -> None:
+        """Forget every silence (this process stopped leading; running probes end on their own
+        deadline)."""
+        with self._lock:
+            self._entries.clear()
+
     def shutdown(self) -> None:
         with self._lock:
             self._entries.clear()

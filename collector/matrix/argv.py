@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
 
 from collector.matrix.flags import flag_key, flag_value, item_key, split_args
 from collector.matrix.spec import DockerLauncher, MatrixSpec, Profile, SpecError
+from collector.remote.commands import HomePath, shell_join
 
 
 def _render_set(item: list[str] | None, flag: str, value: object) -> list[str] | None:
@@ -69,7 +69,8 @@ def serve_command(spec: MatrixSpec, profile: str) -> str:
 
 
 def remote_argv(spec: MatrixSpec, profile: str) -> list[str]:
-    """The exact argv the runner starts on the host for this profile."""
+    """The exact argv the runner starts on the host for this profile (a docker volume from
+    ``~`` is a ``HomePath``: the host's shell puts the SSH user's $HOME there)."""
     launcher = spec.launcher
     if not isinstance(launcher, DockerLauncher):
         args = profile_args(spec, profile)
@@ -90,7 +91,9 @@ def remote_argv(spec: MatrixSpec, profile: str) -> list[str]:
     if launcher.ipc:
         argv.append(f"--ipc={launcher.ipc}")
     for volume in launcher.volumes:
-        argv += ["-v", volume]
+        # `~/...` is the SSH user's home on the host, as in a shell there (docker itself
+        # would take `~` for a directory name).
+        argv += ["-v", HomePath(volume) if volume.startswith("~") else volume]
     for key, value in profile_env(spec, profile).items():
         argv += ["-e", f"{key}={value}"]
     for key, value in launcher.labels.items():
@@ -117,18 +120,10 @@ def stop_argv(spec: MatrixSpec) -> list[str]:
     return []
 
 
-def shell_join(argv: Sequence[str]) -> str:
-    """shlex.join, except a leading `~/` stays unquoted so the remote shell expands it."""
-    return " ".join(
-        "~/" + shlex.quote(token[2:])
-        if token.startswith("~/") and len(token) > 2
-        else shlex.quote(token)
-        for token in argv
-    )
-
-
-def remote_command(spec: MatrixSpec, profile: str) -> str:
-    """The one-line shell command the runner sends over SSH for this profile."""
+def command_line(spec: MatrixSpec, profile: str) -> str:
+    """The command line the runner starts for this profile, as the host's shell reads it: the
+    end of its SSH exec request (``remote.commands.remote_command`` of ``remote_argv`` puts
+    the process-group wrapper in front)."""
     return shell_join(remote_argv(spec, profile))
 
 

@@ -7,9 +7,10 @@ import json
 import sys
 from typing import TextIO
 
-from collector.matrix.argv import remote_argv, shell_join
+from collector.matrix.argv import remote_argv
 from collector.matrix.presets import DEFAULT_HOST, preset_names, preset_yaml
 from collector.matrix.spec import SpecError, load_spec
+from collector.remote.commands import remote_command, shell_join
 
 
 def add_matrix_parser(
@@ -21,10 +22,19 @@ def add_matrix_parser(
     preset = sub.add_parser("preset", help="print a built-in preset as YAML")
     preset.add_argument("name", help=f"one of: {', '.join(preset_names())}")
     preset.add_argument("--host", default=DEFAULT_HOST, help="registered host to put in the spec")
-    argv = sub.add_parser("argv", help="print the exact argv a profile starts on the host")
+    argv = sub.add_parser(
+        "argv", help="print the exact command line the runner starts on the host for a profile"
+    )
     argv.add_argument("spec", help="spec file (YAML or JSON)")
     argv.add_argument("profile")
-    argv.add_argument("--json", action="store_true", help="print a JSON list instead")
+    argv.add_argument(
+        "--json", action="store_true", help="print a JSON list instead (~/ as in the spec)"
+    )
+    argv.add_argument(
+        "--exec",
+        action="store_true",
+        help="print the whole SSH exec request (the process-group wrapper included)",
+    )
     return parser
 
 
@@ -42,5 +52,9 @@ def run_matrix_cli(
     except SpecError as exc:
         err.write(f"error: {exc}\n")
         return 2
-    out.write((json.dumps(argv) if args.json else shell_join(argv)) + "\n")
+    if args.json:
+        text = json.dumps(argv)
+    else:
+        text = remote_command(argv) if args.exec else shell_join(argv)
+    out.write(text + "\n")
     return 0

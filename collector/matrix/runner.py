@@ -66,6 +66,7 @@ class MatrixRunner:
         lease_s: float = 30.0,
         clock: Callable[[], float] = time.time,
         owner: str | None = None,
+        leading: Callable[[], bool] | None = None,
     ) -> None:
         self.factory = session_factory
         self.data_dir = Path(data_dir)
@@ -75,6 +76,9 @@ class MatrixRunner:
         self.lease_s = lease_s
         self.clock = clock
         self.owner = owner or process_owner()
+        # Whether this process fires the cron schedules (the leader among replicas): runs
+        # themselves go to whichever process claims them first.
+        self.leading = leading or (lambda: True)
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="matrix")
         self._host_locks: dict[int, threading.Lock] = collections.defaultdict(threading.Lock)
         self._active: dict[int, RunState] = {}

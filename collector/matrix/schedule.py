@@ -19,7 +19,10 @@ log = logging.getLogger(__name__)
 def fire_schedule(
     factory: sessionmaker[Session], runner: MatrixRunner, schedule_id: int
 ) -> int | None:
-    """One firing: queue a run of the schedule (skipped while its last run is active)."""
+    """One firing: queue a run of the schedule (skipped while its last run is active, and in
+    a replica that does not lead: the leader fires it)."""
+    if not runner.leading():
+        return None
     with session_scope(factory) as session:
         run = store.enqueue_scheduled(session, schedule_id=schedule_id)
         run_id = run.id if run is not None else None
@@ -52,18 +55,34 @@ def schedule_job(
 def register_matrix_schedules(
     scheduler: BaseScheduler, factory: sessionmaker[Session], runner: MatrixRunner
 ) -> int:
-    """Add a cron job for every enabled stored schedule; how many."""
+    """Add a cron job for every enabled stored schedule not registered yet (one made through
+    another replica's API); how many were added."""
     with session_scope(factory) as session:
         schedules = [(s.id, s.cron) for s in store.list_schedules(session)]
+    added = 0
     for schedule_id, cron in schedules:
-        schedule_job(scheduler, factory, runner, schedule_id, cron)
-    return len(schedules)
+        if scheduler.get_job(f"matrix-schedule-{schedule_id}") is None:
+            schedule_job(scheduler, factory, runner, schedule_id, cron)
+            added += 1
+    return added
 
 
-def register_pickup(scheduler: BaseScheduler, runner: MatrixRunner, *, every_s: float) -> None:
-    """Every ``every_s``: queued runs and runs nobody drives (an expired lease) get a worker."""
+def register_pickup(
+    scheduler: BaseScheduler,
+    factory: sessionmaker[Session],
+    runner: MatrixRunner,
+    *,
+    every_s: float,
+) -> None:
+    """Every ``every_s``: queued runs and runs nobody drives (an expired lease) get a worker,
+    and schedules stored by another replica get their cron job."""
+
+    def pick_up() -> None:
+        runner.pick_up_work()
+        register_matrix_schedules(scheduler, factory, runner)
+
     scheduler.add_job(
-        runner.pick_up_work,
+        pick_up,
         "interval",
         seconds=every_s,
         id="matrix-pickup",

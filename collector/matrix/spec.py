@@ -65,6 +65,16 @@ def _check_flag(flag: str) -> str:
 FlagName = Annotated[str, AfterValidator(_check_flag)]
 
 
+def tagged_short_form(value: Any, types: tuple[str, ...]) -> Any:
+    """``{docker: {image: ...}}`` is ``{type: docker, image: ...}`` (the form the guard's
+    rules file uses, and the one the error paths suggest: ``launcher.docker.image``)."""
+    if isinstance(value, dict) and len(value) == 1 and "type" not in value:
+        [(key, inner)] = value.items()
+        if key in types and isinstance(inner, dict) and "type" not in inner:
+            return {"type": key, **inner}
+    return value
+
+
 class Profile(Model):
     """One variation of the base args: drop flags, replace values, append args, change env."""
 
@@ -101,6 +111,18 @@ class MatrixSpec(Model):
     # After a freeze: how long to wait for the host to come back, and whether to stop there.
     freeze_wait_s: float = Field(default=1800.0, gt=0)
     abort_on_freeze: bool = False
+
+    @field_validator("launcher", mode="before")
+    @classmethod
+    def _launcher_short(cls, value: Any) -> Any:
+        return tagged_short_form(value, ("docker", "command"))
+
+    @field_validator("workloads", mode="before")
+    @classmethod
+    def _workloads_short(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        return [tagged_short_form(w, ("tool_conversation", "command")) for w in value]
 
     @field_validator("cold_start", mode="before")
     @classmethod

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from agent.kernel.classify import EVENT_KINDS
+from collector.remote.commands import HomePath
 
 KernelKind = Literal[EVENT_KINDS]  # type: ignore[valid-type]
 
@@ -29,17 +30,35 @@ def check_env(env: dict[str, Any]) -> dict[str, Any]:
     return env
 
 
+def check_volume(volume: str) -> str:
+    """A ``-v`` value: one from ``~`` is the SSH user's home on the host (``~/x``, ``~:x``)."""
+    if volume.startswith("~"):
+        HomePath(volume)  # ValueError for ~user
+    if volume.startswith("-"):
+        raise ValueError(f"{volume!r} would be read as a docker option")
+    return volume
+
+
+def check_image(image: str) -> str:
+    if image.startswith("-") or any(c.isspace() for c in image):
+        raise ValueError(
+            f"image {image!r} must not start with '-' or hold spaces "
+            "(docker would read it as an option)"
+        )
+    return image
+
+
 class DockerLauncher(Model):
     """Start the server as ``docker run ... <image> -lc "<serve command>"`` (NemoClaw's way)."""
 
     type: Literal["docker"] = "docker"
-    image: str = Field(min_length=1)
+    image: Annotated[str, AfterValidator(check_image)] = Field(min_length=1)
     container_name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     pull: str | None = "never"
     restart: str | None = "unless-stopped"
     gpus: str | None = "all"
     ipc: str | None = "host"
-    volumes: list[str] = []
+    volumes: list[Annotated[str, AfterValidator(check_volume)]] = []
     env: dict[str, str] = {}
     labels: dict[str, str] = {}
     port: int = Field(default=8000, ge=1, le=65535)

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from collector.metrics.counts import count_metrics
 from collector.metrics.hosts import host_metrics
 from collector.metrics.ingest import IngestMetrics
+from collector.metrics.jobs import JobMetrics
 
 # The netconsole receiver's own figures (this process): (stats key, help).
 RECEIVER_COUNTERS = (
@@ -57,13 +58,14 @@ def render(
     ingest: IngestMetrics,
     netconsole: dict[str, Any] | None,
     accept: str,
+    jobs: JobMetrics | None = None,
 ) -> tuple[bytes, str]:
     """The exposition body and its content type."""
     registry = CollectorRegistry(auto_describe=False)
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
-    for collector in ingest.collectors():
+    for collector in [*ingest.collectors(), *(jobs.collectors() if jobs else ())]:
         registry.register(collector)
     registry.register(_Snapshot(session, now=now, netconsole=netconsole))
     encoder, content_type = choose_encoder(accept)

@@ -4,6 +4,7 @@ quiet pages (without the noise a reader skips) and their one shape (``SampleOut`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Annotated, Any, TypeVar
 
@@ -249,7 +250,7 @@ def list_lines(
     if q:
         query = query.where(Line.text.contains(q, autoescape=True))
     if cursor:
-        ts, line_id = _parse_cursor(cursor)
+        ts, line_id = parse_cursor(cursor)
         key, after = tuple_(Line.ts, Line.id), tuple_(ts, line_id)
         query = query.where(key < after if newest_first else key > after)
     order = (Line.ts.desc(), Line.id.desc()) if newest_first else (Line.ts, Line.id)
@@ -276,7 +277,7 @@ def count_quieted(
     neighbours (the whole range once the page is the last), at most ``QUIETED_COUNT_CAP``;
     [since, until] as in :func:`list_lines`."""
     lo, hi = to_agent(since, offset), to_agent(until, offset)
-    at = _parse_cursor(cursor)[0] if cursor else None
+    at = parse_cursor(cursor)[0] if cursor else None
     edge = page[-1].ts if more and page else None
     if newest_first:
         lo, hi = edge if edge is not None else lo, at if at is not None else hi
@@ -291,12 +292,16 @@ def count_quieted(
     return session.scalar(select(func.count()).select_from(capped)) or 0
 
 
-def _parse_cursor(cursor: str) -> tuple[float, int]:
+def parse_cursor(cursor: str) -> tuple[float, int]:
+    """``(ts, id)`` of a lines page's ``next_cursor``; BadRequest if it cannot be one."""
     try:
         ts, _, line_id = cursor.rpartition(":")
-        return float(ts), int(line_id)
+        at, row = float(ts), int(line_id)
     except ValueError:
         raise BadRequest(f"invalid cursor {cursor!r}") from None
+    if not math.isfinite(at) or not 0 <= row < 2**63:
+        raise BadRequest(f"invalid cursor {cursor!r}")
+    return at, row
 
 
 def check_limit(limit: int) -> int:

@@ -1,7 +1,8 @@
 """Remote commands built from an argv, each in a process group of its own, killable as one.
 
-Commands are built with ``shlex.join``, so every argument arrives verbatim; the remote login
-shell must be POSIX (sh, bash, dash, zsh). Every command runs in a session and process group of
+Commands are built with ``shlex.quote``, so every argument arrives verbatim (a ``HomePath``
+gets the remote ``$HOME`` in front instead of its ``~``); the remote login shell must be POSIX
+(sh, bash, dash, zsh). Every command runs in a session and process group of
 its own (``setsid sh -c 'echo $$; exec "$@"'``); its pgid is the first line of stdout, so a
 timeout, cancel or shutdown kills the whole group with ``kill -s TERM -- -PGID`` (then KILL)
 over a separate exec. A command killed by a signal reports exit status 128 + signal number.
@@ -59,6 +60,29 @@ class RunResult:
         return self.exit_status == 0 and not self.timed_out
 
 
+class HomePath(str):
+    """An argument that starts in the remote user's home: ``~/x`` (or ``~``, ``~:x``) reaches
+    the command as ``$HOME/x``, expanded by the remote login shell (``"$HOME"``, quoted); the
+    rest of it stays verbatim. Every other argument is passed as written."""
+
+    def __new__(cls, value: str) -> HomePath:
+        if not value.startswith("~") or value[1:2] not in ("", "/", ":"):
+            raise ValueError(f"{value!r} does not start with ~/ (~user is not supported)")
+        return super().__new__(cls, value)
+
+
+def quote_arg(arg: str) -> str:
+    """One argument as the remote shell must read it (``HomePath``: its ``~`` as $HOME)."""
+    if isinstance(arg, HomePath):
+        return '"$HOME"' + shlex.quote(arg[1:]) if len(arg) > 1 else '"$HOME"'
+    return shlex.quote(arg)
+
+
+def shell_join(argv: Sequence[str]) -> str:
+    """The command line a POSIX shell turns back into ``argv`` (``HomePath`` expanded)."""
+    return " ".join(quote_arg(arg) for arg in argv)
+
+
 def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
     """The exact string sent as the SSH exec request: argv quoted, in its own process group."""
     if not argv:
@@ -69,7 +93,7 @@ def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
         if bad:
             raise ValueError(f"invalid environment variable names: {bad}")
         prefix = ["env", *(f"{name}={value}" for name, value in env.items())]
-    return shlex.join([*_GROUP_WRAPPER, *prefix, *argv])
+    return shell_join([*_GROUP_WRAPPER, *prefix, *argv])
 
 
 def kill_group_argv(pgid: int, grace_s: float = DEFAULT_KILL_GRACE_S) -> list[str]:

@@ -10,7 +10,8 @@ Requests only waiting (none running, nothing scheduled) while nothing moves is a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
+from typing import Any
 
 LOW_POWER_W = 30.0
 
@@ -53,6 +54,26 @@ class HangDetector:
         self._last: Progress | None = None
         self._progress_ts: float | None = None
         self._hung = False
+
+    def state(self) -> dict[str, Any]:
+        """What the next ``observe`` depends on, as JSON (``restore`` takes it back)."""
+        last = self._last
+        return {
+            "stall_s": self.stall_s,
+            "low_power_w": self.low_power_w,
+            "last": None if last is None else list(astuple(last)),
+            "progress_ts": self._progress_ts,
+            "hung": self._hung,
+        }
+
+    @classmethod
+    def restore(cls, state: dict[str, Any]) -> HangDetector:
+        detector = cls(float(state["stall_s"]), float(state["low_power_w"]))
+        last = state.get("last")
+        detector._last = None if last is None else Progress(*last)
+        detector._progress_ts = state.get("progress_ts")
+        detector._hung = bool(state.get("hung"))
+        return detector
 
     @property
     def hung(self) -> bool:

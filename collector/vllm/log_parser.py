@@ -9,33 +9,16 @@ they arrive from a live stream.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
 from collector.vllm.log_outcome import OutcomeState, hang_signal, opens_start, outcome_of
 from collector.vllm.log_stats import spec_fields, stats_fields
+from collector.vllm.plan import StartupPlan, plan_state
 
 PHASES = VLLM_PHASES  # shared with the agent (its guard can act only in given phases)
-# Plan fields in the order `inspect vllm-log --json` prints them.
-PLAN_FIELDS = (
-    "vllm_version",
-    "model_load_gib",
-    "model_load_s",
-    "drafter_loaded",
-    "cuda_graph_estimate_gib",
-    "kv_cache_gib",
-    "kv_cache_tokens",
-    "max_concurrency",
-    "max_concurrency_tokens",
-    "cuda_graph_pool_actual_gib",
-    "cuda_graph_pool_estimated_gib",
-    "outcome",
-    "error",
-    "phases",
-)
-
 # Where a line is: (its stored ts, its line number, the log's own time text or None).
 Ctx = tuple[float | None, int | None, str | None]
 
@@ -50,48 +33,6 @@ class VllmFact:
     ts: float | None
     line_no: int | None
     plan_index: int
-
-
-@dataclass
-class StartupPlan:
-    """One server start: how vLLM planned its memory, and how the start went."""
-
-    vllm_version: str | None = None
-    model_load_gib: float | None = None
-    model_load_s: float | None = None
-    drafter_loaded: bool = False
-    cuda_graph_estimate_gib: float | None = None
-    kv_cache_gib: float | None = None
-    kv_cache_tokens: int | None = None
-    max_concurrency: float | None = None
-    max_concurrency_tokens: int | None = None
-    cuda_graph_pool_actual_gib: float | None = None
-    cuda_graph_pool_estimated_gib: float | None = None
-    outcome: str = "incomplete"
-    error: str | None = None
-    phases: list[dict[str, Any]] = field(default_factory=list)
-    # Beyond the inspect contract: kept for the API and the human output.
-    anomalies: list[str] = field(default_factory=list)
-    cuda_graph_capture_gib: float | None = None
-    cuda_graph_capture_s: float | None = None
-    init_engine_s: float | None = None
-    kv_cache_blocks: int | None = None  # V0: "# GPU blocks: N" (tokens = N x block_size)
-    block_size: int = fmt.DEFAULT_BLOCK_SIZE
-    first_line_no: int | None = None
-    first_ts: float | None = None
-
-    @property
-    def phase(self) -> str | None:
-        """The phase the server is in now (the last one entered)."""
-        return self.phases[-1]["phase"] if self.phases else None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `inspect vllm-log --json` object: exactly PLAN_FIELDS."""
-        return {name: _copy(getattr(self, name)) for name in PLAN_FIELDS}
-
-
-def _copy(value: Any) -> Any:
-    return [dict(p) for p in value] if isinstance(value, list) else value
 
 
 @dataclass
@@ -123,6 +64,29 @@ class VllmLogParser:
         self._plans: list[StartupPlan] = []
         self._line_count = 0
         self._state = OutcomeState()
+        self._dropped = 0  # starts before the one ``restore`` brought back
+
+    def snapshot(self) -> dict[str, Any]:
+        """What the next line's parsing depends on, as JSON: the current start (the earlier
+        ones are stored and done), the line count and how the start is ending."""
+        plan = self.current
+        return {
+            "lines": self._line_count,
+            "before": self._dropped + max(len(self._plans) - 1, 0),
+            "plan": None if plan is None else plan_state(plan),
+            "outcome": asdict(self._state),
+        }
+
+    @classmethod
+    def restore(cls, snapshot: dict[str, Any]) -> VllmLogParser:
+        """A parser that goes on where the one that took ``snapshot`` stopped."""
+        parser = cls()
+        parser._line_count = int(snapshot["lines"])
+        parser._dropped = int(snapshot["before"])
+        if snapshot["plan"] is not None:
+            parser._plans = [StartupPlan(**snapshot["plan"])]
+        parser._state = OutcomeState(**snapshot["outcome"])
+        return parser
 
     def plans(self) -> list[StartupPlan]:
         """All server starts seen so far, oldest first (the last may still be in progress)."""
@@ -303,7 +267,7 @@ class VllmLogParser:
         facts.append(self._fact("anomaly", {"anomaly": text}, ctx))
 
     def _fact(self, kind: str, data: dict[str, Any], ctx: Ctx) -> VllmFact:
-        return VllmFact(kind, data, ctx[0], ctx[1], max(len(self._plans) - 1, 0))
+        return VllmFact(kind, data, ctx[0], ctx[1], self._dropped + max(len(self._plans) - 1, 0))
 
 
 def parse_vllm_log(lines: Iterable[str]) -> list[StartupPlan]:

@@ -1,7 +1,11 @@
 """Per-host vLLM state kept between batches: the log parser's stream and the hang detectors.
 
-One registry per collector process (reached through ``deps``); the rows are the truth and a
-host's state is rebuilt from storage when it is missing or was dropped after a rollback.
+One registry per collector process (reached through ``deps``); the rows are the truth. Each
+batch with vLLM content takes the host's ``vllm_states`` row under a row lock and writes the
+state back with its version bumped, so replicas behind a round-robin proxy take turns on one
+host: a process whose copy is older than the row's continues from the row (``sync_shared``),
+not from what it saw batches ago. A host without a saved stream has its parser rebuilt from
+its stored lines.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from collector.models import HostEvent
+from collector import db
+from collector.models import HostEvent, VllmState
 from collector.schemas import WireSample, number
 from collector.vllm.hang import HangDetector
-from collector.vllm.store import VllmStream
+from collector.vllm.store import VllmStream, restore_stream, stream_state
 
 
 @dataclass
@@ -30,6 +35,8 @@ class HostVllmState:
     last_sample_ts: dict[str, float] = field(default_factory=dict)
     # Endpoints without vllm:* metrics (hang detection off), already reported.
     unwatchable: set[str] = field(default_factory=set)
+    # The ``vllm_states`` row version this copy matches; -1: never synced.
+    version: int = -1
 
 
 class VllmStates:
@@ -48,6 +55,46 @@ class VllmStates:
         """Drop a host's state; it is rebuilt from storage on its next batch."""
         with self._lock:
             self._hosts.pop(host_id, None)
+
+
+def sync_shared(session: Session, *, host_id: int, state: HostVllmState) -> VllmState:
+    """Lock the host's state row (created empty if missing); if another process wrote it since
+    ``state`` was saved, load ``state`` from it. The caller saves it back (``save_shared``)."""
+    lock = db.is_postgres(session)
+    row = session.get(VllmState, host_id, with_for_update=lock, populate_existing=True)
+    if row is None:
+        session.execute(
+            db.insert(session, VllmState.__table__)
+            .values(host_id=host_id, version=0)
+            .on_conflict_do_nothing()
+        )
+        row = session.get(VllmState, host_id, with_for_update=lock, populate_existing=True)
+        assert row is not None
+    if row.version != state.version:
+        state.stream = None if row.stream is None else restore_stream(row.stream)
+        hang = row.hang or {}
+        state.detectors = {
+            url: HangDetector.restore(d) for url, d in (hang.get("detectors") or {}).items()
+        }
+        state.last_sample_ts = dict(hang.get("last_sample_ts") or {})
+        state.unwatchable = set(hang.get("unwatchable") or ())
+        state.version = row.version
+    return row
+
+
+def save_shared(row: VllmState, state: HostVllmState, *, lines: bool, samples: bool) -> None:
+    """Write what this batch moved (the parser after ``lines``, the detectors after
+    ``samples``) to the row, one version on; the batch's transaction commits it."""
+    if lines:
+        row.stream = None if state.stream is None else stream_state(state.stream)
+    if samples:
+        row.hang = {
+            "detectors": {url: d.state() for url, d in state.detectors.items()},
+            "last_sample_ts": dict(state.last_sample_ts),
+            "unwatchable": sorted(state.unwatchable),
+        }
+    row.version += 1
+    state.version = row.version
 
 
 def observe_samples(

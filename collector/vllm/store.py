@@ -15,7 +15,8 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from collector.models import HostEvent, Line, VllmPhase, VllmStart, fits
-from collector.vllm.log_parser import PLAN_FIELDS, StartupPlan, VllmLogParser
+from collector.vllm.log_parser import VllmLogParser
+from collector.vllm.plan import PLAN_FIELDS, StartupPlan
 
 # The StartupPlan fields stored as columns of vllm_starts (the `inspect --json` contract).
 PLAN_COLUMNS = tuple(f for f in PLAN_FIELDS if f not in ("outcome", "error", "phases"))
@@ -47,6 +48,15 @@ class VllmStream:
 
     parser: VllmLogParser
     start_id: int | None = None
+
+
+def stream_state(stream: VllmStream) -> dict[str, Any]:
+    """The stream as JSON, for the next process to go on from (``restore_stream``)."""
+    return {"parser": stream.parser.snapshot(), "start_id": stream.start_id}
+
+
+def restore_stream(state: dict[str, Any]) -> VllmStream:
+    return VllmStream(VllmLogParser.restore(state["parser"]), state.get("start_id"))
 
 
 def load_stream(session: Session, *, host_id: int, exclude_ids: set[int]) -> VllmStream:

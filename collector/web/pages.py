@@ -1,4 +1,5 @@
-"""HTML pages over the same domain functions as the JSON API; login sets a signed cookie."""
+"""HTML pages over the same domain functions as the JSON API; login opens a server-side
+session (``collector.sessions``) named by a cookie."""
 
 from __future__ import annotations
 
@@ -9,12 +10,22 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 import agent
-from collector import auth
+from collector import auth, origin, sessions
 from collector.alerts.filters import SEVERITIES
-from collector.deps import AdminDep, NowDep, SessionDep, SettingsDep, TemplatesDep
+from collector.deps import (
+    AdminDep,
+    LoginThrottleDep,
+    NowDep,
+    SessionDep,
+    SettingsDep,
+    TemplatesDep,
+)
+from collector.errors import Forbidden
 from collector.hosts import registry
+from collector.params import HostName, RowId
 from collector.readback import series
 from collector.retention.usage import host_storage
+from collector.settings import Settings
 
 router = APIRouter(include_in_schema=False)
 
@@ -41,31 +52,58 @@ def login_form(request: Request, templates: TemplatesDep, next: str = "/") -> Re
 def login(
     request: Request,
     session: SessionDep,
+    settings: SettingsDep,
     templates: TemplatesDep,
+    throttle: LoginThrottleDep,
+    now: NowDep,
     token: str = Form(...),
     next: str = Form("/"),
 ) -> Response:
+    """A right token opens a session; wrong ones from one address are slowed down
+    (``collector.throttle``: 429 with Retry-After)."""
+    address = request.client.host if request.client else "unknown"
+    if wait := throttle.retry_after(address):
+        error = f"Too many wrong tokens from {address}: try again in {wait} s."
+        headers = {"Retry-After": str(wait)}
+        return templates.TemplateResponse(
+            request, "login.html", {"next": next, "error": error}, 429, headers
+        )
     if not auth.is_admin_token(session, token=token):
+        throttle.failed(address)
         return templates.TemplateResponse(
             request, "login.html", {"next": next, "error": "Wrong token."}, status_code=401
         )
+    throttle.succeeded(address)
     target = next if next.startswith("/") and not next.startswith("//") else "/"
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
-        auth.COOKIE_NAME,
-        auth.login_cookie_value(request.app.state.cookie_secret),
-        max_age=auth.COOKIE_MAX_AGE_S,
+        sessions.COOKIE_NAME,
+        sessions.open_session(session, now=now),
+        max_age=sessions.MAX_AGE_S,
         httponly=True,
         samesite="lax",
+        secure=secure_cookie(settings),
     )
     return response
 
 
 @router.post("/logout")
-def logout() -> Response:
+def logout(request: Request, session: SessionDep, settings: SettingsDep) -> Response:
+    """Ends the session on the server (a copy of the cookie stops working too)."""
+    cookie = request.cookies.get(sessions.COOKIE_NAME)
+    if cookie and (refused := origin.foreign_origin(request, settings.public_url)):
+        raise Forbidden(refused)
+    sessions.end_session(session, value=cookie)
     response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(auth.COOKIE_NAME)
+    response.delete_cookie(
+        sessions.COOKIE_NAME, httponly=True, samesite="lax", secure=secure_cookie(settings)
+    )
     return response
+
+
+def secure_cookie(settings: Settings) -> bool:
+    """The cookie only over https when the collector is reached over https."""
+    return (settings.public_url or "").lower().startswith("https://")
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -86,7 +124,7 @@ def hosts_page(
 
 @router.get("/hosts/{name}", response_class=HTMLResponse)
 def host_page(
-    name: str,
+    name: HostName,
     request: Request,
     session: SessionDep,
     settings: SettingsDep,
@@ -112,7 +150,7 @@ def freezes_page(request: Request, templates: TemplatesDep, _: AdminDep) -> Resp
 
 @router.get("/incidents/{incident_id}", response_class=HTMLResponse)
 def incident_page(
-    incident_id: int, request: Request, templates: TemplatesDep, _: AdminDep
+    incident_id: RowId, request: Request, templates: TemplatesDep, _: AdminDep
 ) -> Response:
     return templates.TemplateResponse(request, "incident.html", {"incident_id": incident_id})
 
@@ -124,7 +162,7 @@ def matrix_page(request: Request, templates: TemplatesDep, _: AdminDep) -> Respo
 
 @router.get("/matrix/{run_id}", response_class=HTMLResponse)
 def matrix_run_page(
-    run_id: int, request: Request, templates: TemplatesDep, _: AdminDep
+    run_id: RowId, request: Request, templates: TemplatesDep, _: AdminDep
 ) -> Response:
     return templates.TemplateResponse(request, "matrix_run.html", {"run_id": run_id})
 

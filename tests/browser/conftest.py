@@ -40,7 +40,7 @@ LAUNCH_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-ADMIN_TOKEN = "fwa_browser-test-admin-token"
+ADMIN_TOKEN = "fwa_browser-test-admin-token-4MOuXM-Yi5b-kgNPLjjPDU0OL29Vx6n-"
 HOST = "spark-01"
 BOOT = "0b3c1f52-8c1e-4d4e-9f8a-1b2c3d4e5f60"
 SIM_HOST = "spark-sim"

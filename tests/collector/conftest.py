@@ -15,7 +15,7 @@ from collector.hosts import registry as hosts
 from collector.main import create_app
 from collector.settings import Settings
 
-ADMIN_TOKEN = "fwa_test-admin-token"
+ADMIN_TOKEN = "fwa_test-admin-token-NfiglJ5m7yyPhcothuTUjVBIPrDKjawz"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

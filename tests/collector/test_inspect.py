@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from collector.inspect import add_inspect_parser, inspect_kernel_log, inspect_vllm_log, run_inspect
-from collector.vllm.log_parser import PLAN_FIELDS
+from collector.vllm.plan import PLAN_FIELDS
 
 KERNEL = Path(__file__).parent.parent / "fixtures" / "kernel"
 VLLM = Path(__file__).parent.parent / "fixtures" / "vllm"

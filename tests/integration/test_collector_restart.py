@@ -117,13 +117,18 @@ def test_restart_by_sigterm_and_kill_9_no_false_alarm_and_a_real_freeze_still_al
             collector.stop(signal.SIGKILL)
             agents[FROZEN].send_signal(signal.SIGSTOP)
             time.sleep(DOWN_S)
+            starting = time.time()
             collector.start()
             back, wall = time.monotonic(), time.time()
             found = wait_for(lambda: incidents(collector), 60, 0.5)
             assert len(found) == 1, explain(collector, dirs, wall)
             opened = found[0]
             assert opened["host"] == FROZEN and opened["kind"] == "unreachable"
-            assert opened["collector_down"] is True and opened["alert_held_until"] is not None
+            assert opened["collector_down"] is True
+            # Held, unless the replays kept ingest behind past the hold (then no need to wait).
+            assert opened["alert_held_until"] is not None or (
+                opened["opened_at"] >= starting + HOLD_S
+            )
             wait_for(lambda: rec.received, HOLD_S + 30, 0.2)  # still silent after the hold
             assert time.monotonic() - back >= HOLD_S - 1
             up = statuses(collector)

@@ -31,7 +31,7 @@ from tests.support.ports import free_port
 ROOT = Path(__file__).resolve().parents[2]
 PROC = ROOT / "tests/fixtures/proc"
 BOOT = (PROC / "sys/kernel/random/boot_id").read_text().strip()
-ADMIN = "fwa_e2e-admin-token"
+ADMIN = "fwa_e2e-admin-token-631Mg8ye5-IS-i4Cz2Csv8htmYF8gMxM"
 HOST = "spark-e2e"
 
 

@@ -18,7 +18,7 @@ from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_PROC = ROOT / "tests" / "fixtures" / "proc"
-ADMIN = "fwa_fleet-admin"
+ADMIN = "fwa_fleet-admin-fkAeAtOPyw5lsqDgRknb4DI4rx2g1ZDw"
 
 
 def register(db_url: str, names: list[str]) -> dict[str, str]:

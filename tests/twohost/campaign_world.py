@@ -31,7 +31,7 @@ from tests.twohost import harness
 from tests.twohost.harness import start_collector
 
 ROOT = Path(__file__).resolve().parents[2]
-ADMIN = "fwa_campaign-admin"
+ADMIN = "fwa_campaign-admin-ctF07i8pJuHMI2OGVIAnFRwTA57_ClKi"
 HOST = "spark-lab"
 SPEC_CONFIG = '{"method":"mtp","num_speculative_tokens":3}'
 COLLECTOR_ENV = {

@@ -24,7 +24,7 @@ from collector.settings import Settings
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-ADMIN = "fwa_twohost-admin"
+ADMIN = "fwa_twohost-admin-EYnDAktgOESZAdghXfaqlvEUZu-xfxo-"
 # Freeze detection in seconds rather than minutes, for a `serve` process under test.
 FAST_ENV = {
     "FREEZEWATCH_GRACE_S": "1.5",

@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.netns, pytest.mark.sshd, pytest.mark.timeout(120)]
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-ADMIN = "fwa_netns-admin"
+ADMIN = "fwa_netns-admin-Ef28rLhNQZGSbh-5QwGNgv21Q4cLSWSC"
 HOST = "spark-ns"
 INTERVAL_S = 0.5
 STALL_S = 6.0

@@ -128,4 +128,6 @@ def test_generated_client_lists_hosts_and_incidents(live: Running, tmp_path: Pat
 
     with client_pkg.Client(base_url=live.url) as anonymous:
         response = hosts_api.sync_detailed(client=anonymous)
-    assert response.status_code == 401 and response.parsed is None
+    # Refusals are typed too: every route documents its 4xx as an ErrorOut.
+    assert response.status_code == 401 and isinstance(response.parsed, models.ErrorOut)
+    assert response.parsed.detail == "admin token required"

@@ -269,6 +269,6 @@ def test_patch_host_sets_probe_settings(collector: Collector) -> None:
     bad = collector.client.patch(
         "/api/v1/hosts/spark-01", json={"ssh": "nouser"}, headers=collector.admin
     )
-    assert bad.status_code == 400
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "ssh"]
     with db.session_scope(factory(collector)) as s:
         assert s.scalar(select(Incident.id)) is None

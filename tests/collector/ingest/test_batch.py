@@ -213,7 +213,7 @@ def test_read_api_needs_admin_token(collector: Collector) -> None:
     assert collector.client.get("/api/v1/hosts", headers=bad).status_code == 401
     hosts = collector.client.get("/api/v1/hosts", headers=collector.admin).json()
     assert [h["name"] for h in hosts] == ["spark-01"]
-    assert collector.client.get("/healthz").json() == {"status": "ok"}
+    assert collector.client.get("/healthz").json() == {"status": "ok", "leader": False}
 
 
 def test_host_detail_shows_heartbeat_boot_and_latest_sample(collector: Collector) -> None:

@@ -3,12 +3,11 @@ import json
 import pytest
 
 from collector.matrix.argv import (
+    command_line,
     describe_profile,
     profile_args,
     remote_argv,
-    remote_command,
     served_model,
-    shell_join,
     stop_argv,
 )
 from collector.matrix.presets import (
@@ -18,6 +17,7 @@ from collector.matrix.presets import (
     preset_yaml,
 )
 from collector.matrix.spec import SpecError, load_spec, validate_spec
+from collector.remote.commands import HomePath, remote_command, shell_join
 
 # Issue 5's managed command, written out literally.
 SERVE_A = (
@@ -168,10 +168,37 @@ def test_command_launcher_argv_is_the_argv_with_env_and_pre():
     assert remote_argv(plain, "P") == ["vllm", "serve", "m"]
 
 
-def test_shell_join_leaves_home_tilde_expandable(preset):
-    line = remote_command(preset, "A")
-    assert " -v ~/.cache/huggingface:/root/.cache/huggingface " in line
-    assert shell_join(["a b", "~/x y"]) == "'a b' ~/'x y'"
+def test_a_home_volume_reaches_docker_from_the_remote_home(preset):
+    """The preset's Hugging Face cache: `~` becomes the host's "$HOME" (quoted), in the line
+    `matrix argv` prints and in the exec request the runner sends, which ends with that line."""
+    argv = remote_argv(preset, "A")
+    [volume] = [a for a in argv if isinstance(a, HomePath)]
+    assert volume == "~/.cache/huggingface:/root/.cache/huggingface"
+    line = command_line(preset, "A")
+    assert ' -v "$HOME"/.cache/huggingface:/root/.cache/huggingface ' in line
+    assert remote_command(argv).endswith(" " + line)
+    # Any other `~` is an ordinary character, passed on verbatim.
+    assert shell_join(["a b", "~/x y", HomePath("~/x y"), HomePath("~")]) == (
+        "'a b' '~/x y' \"$HOME\"'/x y' \"$HOME\""
+    )
+
+
+@pytest.mark.parametrize(
+    ("launcher", "message"),
+    [
+        ({"image": "--privileged"}, "image '--privileged' must not start with '-'"),
+        ({"image": "-v/:/host"}, "must not start with '-'"),
+        ({"image": "img --privileged"}, "or hold spaces"),
+        ({"volumes": ["~root/x:/x"]}, "~user is not supported"),
+        ({"volumes": ["--privileged"]}, "would be read as a docker option"),
+    ],
+)
+def test_docker_values_that_would_be_options_are_refused(launcher, message):
+    docker = {"type": "docker", "image": "img", "container_name": "c"} | launcher
+    data = {"host": "h", "launcher": docker, "base_args": ["vllm"], "profiles": {"A": {}}}
+    with pytest.raises(SpecError) as err:
+        validate_spec(data)
+    assert "launcher.docker." in str(err.value) and message in str(err.value)
 
 
 def test_unknown_profile_is_a_spec_error(preset):

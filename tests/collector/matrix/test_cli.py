@@ -25,7 +25,21 @@ def test_preset_and_argv(tmp_path):
     assert code == code_json == 0
     argv = json.loads(listed)
     assert argv[:2] == ["docker", "run"] and "--max-model-len 32768" in argv[-1]
-    assert shlex.split(line) == argv  # `~/` stays unquoted yet splits the same
+    home = [a.replace("~", "$HOME", 1) if a.startswith("~/") else a for a in argv]
+    assert shlex.split(line) == home  # the volume from ~ is the host's "$HOME"
+    code_exec, request, _ = _run(["matrix", "argv", str(spec), "E", "--exec"])
+    assert code_exec == 0 and request.startswith("sh -c ") and request.endswith(" " + line)
+
+
+def test_an_image_that_is_an_option_is_a_clear_error(tmp_path):
+    spec = tmp_path / "m.yaml"
+    spec.write_text(
+        "host: h\nlauncher: {type: docker, image: --privileged, container_name: c}\n"
+        "base_args: [vllm]\nprofiles: {A: {}}\n"
+    )
+    code, out, err = _run(["matrix", "argv", str(spec), "A"])
+    assert code == 2 and out == ""
+    assert "launcher.docker.image: image '--privileged' must not start with '-'" in err
 
 
 def test_errors_exit_2(tmp_path):

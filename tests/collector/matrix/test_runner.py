@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -15,12 +17,14 @@ from typing import Any
 import pytest
 
 from collector import db
+from collector.cli import main as collector_main
 from collector.matrix import store as matrix_runs
 from collector.matrix.argv import remote_argv
 from collector.matrix.presets import get_preset
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.spec import MatrixSpec
 from collector.models import Host, MatrixRun
+from collector.remote.commands import remote_command
 from collector.remote.ssh import SSHClient
 from tests.collector.conftest import Collector, make_collector
 from tests.support.ports import free_port
@@ -284,6 +288,14 @@ def test_cancel_mid_workload_kills_everything(
     assert again.status_code == 409
 
 
+def cli(argv: list[str]) -> str:
+    """``freezewatch-collector ARGV``'s one line of output."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert collector_main(argv) == 0
+    return out.getvalue().removesuffix("\n")
+
+
 DOCKER_SCRIPT = """#!/bin/sh
 {python} -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$@" >> {log}
 if [ "$1" = run ]; then
@@ -294,9 +306,29 @@ exit 0
 """
 
 
+RECORD_ONLY = """#!/bin/sh
+{python} -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$@" >> {log}
+"""
+
+
+class RecordingSSH(SSHClient):
+    """The real SSH layer, remembering each argv started in a process group."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.started: list[list[str]] = []
+
+    def start_group(self, target: Any, argv: Any, **kwargs: Any) -> Any:
+        self.started.append(list(argv))
+        return super().start_group(target, argv, **kwargs)
+
+
 def test_docker_launcher_runs_the_recorded_argv(
     app: Collector, sshd: TestSshd, tmp_path: Path
 ) -> None:
+    """What the runner starts is what ``matrix argv`` prints: the same exec request, and the
+    printed line run through the host's shell hands docker the same argv, the volume from
+    ``~`` in the SSH user's home (the test sshd's ``$HOME``)."""
     register(app, sshd)
     marker = f"fw-matrix-{uuid.uuid4().hex[:12]}"
     bindir = tmp_path / "bin"
@@ -321,12 +353,8 @@ def test_docker_launcher_runs_the_recorded_argv(
     factory = app.client.app.state.sessionmaker  # type: ignore[attr-defined]
     with db.session_scope(factory) as session:
         run_id = matrix_runs.create_run(session, spec=spec).id
-    runner = MatrixRunner(
-        factory,
-        data_dir=tmp_path / "data",
-        ssh=SSHClient(env={"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin"}),
-        settle_s=0,
-    )
+    ssh = RecordingSSH(env={"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin"})
+    runner = MatrixRunner(factory, data_dir=tmp_path / "data", ssh=ssh, settle_s=0)
     try:
         assert runner.execute(run_id) == "succeeded"
     finally:
@@ -334,7 +362,25 @@ def test_docker_launcher_runs_the_recorded_argv(
     assert leftover(marker) == ""
     calls = [json.loads(line) for line in argv_log.read_text().splitlines()]
     remove = ["rm", "-f", marker]
-    assert calls == [remove, remote_argv(spec, "X")[1:], remove]
+    home = f"{sshd.home}/.cache/huggingface:/root/.cache/huggingface"
+    assert calls[0] == calls[2] == remove
+    assert calls[1][:2] == ["run", "--pull=never"] and calls[1][calls[1].index("-v") + 1] == home
+    expected = remote_argv(spec, "X")
+    assert [str(sshd.home) + a[1:] if a.startswith("~") else a for a in expected[1:]] == calls[1]
+
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(data))
+    [started] = [argv for argv in ssh.started if argv[:2] == ["docker", "run"]]
+    assert cli(["matrix", "argv", str(spec_file), "X", "--exec"]) == remote_command(started)
+    line = cli(["matrix", "argv", str(spec_file), "X"])
+    recbin, rec_log = tmp_path / "recbin", tmp_path / "cli-argv.jsonl"
+    recbin.mkdir()
+    (recbin / "docker").write_text(RECORD_ONLY.format(python=sys.executable, log=rec_log))
+    (recbin / "docker").chmod(0o755)
+    path = {"PATH": f"{recbin}:/usr/local/bin:/usr/bin:/bin"}
+    result = SSHClient(env=path).run(sshd.target(), ["sh", "-c", line], timeout=30)
+    assert result.exit_status == 0, result.stderr
+    assert [json.loads(x) for x in rec_log.read_text().splitlines()] == [calls[1]]
     with db.session_scope(factory) as session:
         run = session.get(MatrixRun, run_id)
         assert run is not None and run.report is not None
@@ -358,6 +404,13 @@ def test_spec_errors_are_422_with_field_paths(app: Collector) -> None:
     )
     assert r.status_code == 422
     assert app.client.post("/api/v1/matrix-runs", json={"spec": spec}).status_code == 401
+    docker = {"type": "docker", "image": "--privileged", "container_name": "c"}
+    spec = {"host": HOST, "launcher": docker, "base_args": ["vllm"], "profiles": {"A": {}}}
+    r = app.client.post("/api/v1/matrix-runs", json={"spec": spec}, headers=app.admin)
+    assert r.status_code == 422
+    [error] = r.json()["errors"]
+    assert error["loc"] == ["spec", "launcher", "docker", "image"]
+    assert "must not start with '-'" in error["msg"]
 
 
 def test_a_run_on_a_host_without_ssh_is_422_saying_how_to_add_it(app: Collector) -> None:

@@ -17,11 +17,15 @@ from tests.collector.conftest import Collector
 
 
 class RecordingRunner:
-    def __init__(self) -> None:
+    def __init__(self, *, lead: bool = True) -> None:
         self.submitted: list[int] = []
+        self.lead = lead
 
     def submit(self, run_id: int) -> None:
         self.submitted.append(run_id)
+
+    def leading(self) -> bool:
+        return self.lead
 
 
 def test_scheduled_spec_fires_runs_on_its_cron(sqlite_collector: Collector) -> None:
@@ -48,6 +52,7 @@ def test_scheduled_spec_fires_runs_on_its_cron(sqlite_collector: Collector) -> N
     scheduler = BackgroundScheduler()
     runner = RecordingRunner()
     assert register_matrix_schedules(scheduler, factory, runner) == 1
+    assert register_matrix_schedules(scheduler, factory, runner) == 0  # the periodic re-sync
     (job,) = scheduler.get_jobs()
     assert isinstance(job.trigger, CronTrigger)
     assert str(job.trigger) == str(CronTrigger.from_crontab("30 3 * * *"))
@@ -58,6 +63,8 @@ def test_scheduled_spec_fires_runs_on_its_cron(sqlite_collector: Collector) -> N
     while c.client.get(url, headers=c.admin).json()["status"] in ("queued", "running"):
         assert time.monotonic() < deadline, "the POSTed run did not end"
         time.sleep(0.05)
+    standby = RecordingRunner(lead=False)  # a replica that does not lead fires nothing
+    assert fire_schedule(factory, standby, schedule_id) is None and standby.submitted == []
     first = fire_schedule(factory, runner, schedule_id)
     assert first is not None and runner.submitted == [first]
     assert fire_schedule(factory, runner, schedule_id) is None  # the first is still queued

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from collector.matrix.spec import SpecError, load_spec
+from collector.matrix.spec import SpecError, load_spec, validate_spec
 
 GOOD = """
 host: spark-01
@@ -133,3 +133,31 @@ def test_reboots_of_repetitions_that_never_run_are_an_error():
     with pytest.raises(SpecError) as exc:
         load_spec(text)
     assert "profiles.B.cold_start.reboot: repetitions [4] beyond repeat 3" in str(exc.value)
+
+
+def test_a_launcher_or_workload_may_name_its_type_as_the_key():
+    """`launcher: {docker: {...}}` and `- command: {...}` (the guard file's form, and the one
+    error paths suggest) mean the same as the `type:` form."""
+    base = {"host": "h", "base_args": ["vllm"], "profiles": {"A": {}}}
+    short = validate_spec(
+        base
+        | {
+            "launcher": {"docker": {"image": "img", "container_name": "c"}},
+            "workloads": [{"command": {"name": "w", "argv": ["x"]}}, {"tool_conversation": {}}],
+        }
+    )
+    long = validate_spec(
+        base
+        | {
+            "launcher": {"type": "docker", "image": "img", "container_name": "c"},
+            "workloads": [
+                {"type": "command", "name": "w", "argv": ["x"]},
+                {"type": "tool_conversation"},
+            ],
+        }
+    )
+    assert short == long
+    with pytest.raises(SpecError, match=r"launcher\.docker\.image: Field required"):
+        validate_spec(base | {"launcher": {"docker": {"container_name": "c"}}})
+    with pytest.raises(SpecError, match="launcher"):
+        validate_spec(base | {"launcher": {"podman": {"image": "img"}}})

@@ -7,10 +7,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from collector.main import create_app
+from collector.settings import Settings
 from tests.collector.alerts.test_delivery import lose
-from tests.collector.conftest import Collector, make_collector
+from tests.collector.conftest import ADMIN_TOKEN, Collector, make_collector
 from tests.collector.freeze_support import BOOT_A, BOOT_B, kline, post, sample
 from tests.collector.metrics.families import GPU, VLLM
 
@@ -133,3 +136,19 @@ def test_rejected_batches_are_counted(sqlite_collector: Collector) -> None:
     m = scrape(c)
     assert value(m, "freezewatch_ingest_requests_total", code="401") == 1
     assert value(m, "freezewatch_ingest_records_total", stream="lines", outcome="stored") == 0
+
+
+def test_the_leader_times_its_jobs_and_says_it_leads(sqlite_url: str) -> None:
+    """With its scheduler on, a lone collector leads: its checker ticks are timed."""
+    settings = Settings(db_url=sqlite_url, admin_token=ADMIN_TOKEN)
+    with TestClient(create_app(settings)) as client:
+        c = Collector(client=client, settings=settings)
+        deadline = time.monotonic() + 30
+        tick = ("freezewatch_job_duration_seconds_count", (("job", "check_heartbeats"),))
+        while (m := scrape(c)).get(tick, 0) < 2:
+            assert time.monotonic() < deadline, "no checker tick timed"
+            time.sleep(0.1)
+        assert value(m, "freezewatch_leader") == 1
+        assert client.get("/healthz").json() == {"status": "ok", "leader": True}
+    for quiet in make_collector(sqlite_url):  # no scheduler: it runs no job, leads nothing
+        assert value(scrape(quiet), "freezewatch_leader") == 0

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.vllm.log_parser import PLAN_FIELDS, VllmLogParser, parse_vllm_log
+from collector.vllm.log_parser import VllmLogParser, parse_vllm_log
+from collector.vllm.plan import PLAN_FIELDS
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "vllm"
 
