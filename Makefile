@@ -52,7 +52,9 @@ bench: venv
 	$(PY) bench/ingest.py
 	$(PY) bench/latency.py
 	$(PY) bench/agent_overhead.py
+	$(PY) bench/agent_overhead.py --lines-per-s 10
 	$(PY) bench/agent_overhead.py --guard
+	$(PY) bench/burst.py --db sqlite,postgres,null
 	$(PY) bench/guard.py
 	$(PY) bench/detection.py
 	$(PY) bench/netconsole.py

@@ -27,12 +27,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent.diskio import write_atomic
 
@@ -47,8 +45,7 @@ UNKNOWN_BOOT = "unknown"
 Deliver = Callable[[dict[str, Any]], None]
 
 
-@dataclass(frozen=True)
-class CatchupPlan:
+class CatchupPlan(NamedTuple):
     """The previous boot and where its shipping stopped; persisted before the first send."""
 
     host: str
@@ -59,13 +56,15 @@ class CatchupPlan:
     event_seq: int
 
 
-@dataclass
 class CatchupResult:
-    boot_id: str
-    journal_lines: int = 0
-    pstore_files: int = 0
-    pstore_lines: int = 0
-    error: str | None = None
+    """What a catch-up shipped (a plain class: see ``agent.config.AgentConfig``)."""
+
+    def __init__(self, boot_id: str) -> None:
+        self.boot_id = boot_id
+        self.journal_lines = 0
+        self.pstore_files = 0
+        self.pstore_lines = 0
+        self.error: str | None = None
 
     def summary(self) -> str:
         text = (
@@ -114,7 +113,7 @@ def prepare(state_dir: Path, host: str, boot_id: str) -> CatchupPlan | None:
     )
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(plan_path, json.dumps(asdict(plan), sort_keys=True).encode())
+        write_atomic(plan_path, json.dumps(plan._asdict(), sort_keys=True).encode())
     except OSError as exc:  # a full disk: catch up anyway (a rerun derives the same plan)
         log.warning("cannot save the catch-up plan (%s)", exc)
     return plan
@@ -160,6 +159,8 @@ def journal_lines(
     plan: CatchupPlan, journalctl: str, errors: list[str]
 ) -> Iterator[dict[str, Any]]:
     """The previous boot's kernel records after ``plan.usec_acked``, in journal order."""
+    import subprocess  # here: only a start after a reboot runs journalctl (RSS)
+
     cmd = [journalctl, "-b", _boot_hex(plan.boot_id), "-k", "-o", "json", "--no-pager"]
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

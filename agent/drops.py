@@ -8,8 +8,7 @@ collector keeps the largest totals per ledger and takes losses as differences be
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass, field
+import os
 from typing import Any
 
 from agent.frames import DROP_KEYS
@@ -19,15 +18,23 @@ def _zero() -> dict[str, int]:
     return dict.fromkeys(DROP_KEYS, 0)
 
 
-@dataclass
 class DropLedger:
-    ledger: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
-    totals: dict[str, int] = field(default_factory=_zero)
-    reported: dict[str, int] = field(default_factory=_zero)
-    # the drops not yet reported: when they happened and why
-    first_ts: float | None = None
-    last_ts: float | None = None
-    reasons: list[str] = field(default_factory=list)
+    def __init__(
+        self,
+        ledger: str | None = None,
+        totals: dict[str, int] | None = None,
+        reported: dict[str, int] | None = None,
+        first_ts: float | None = None,
+        last_ts: float | None = None,
+        reasons: list[str] | None = None,
+    ) -> None:
+        self.ledger = ledger if ledger is not None else os.urandom(8).hex()
+        self.totals = totals if totals is not None else _zero()
+        self.reported = reported if reported is not None else _zero()
+        # the drops not yet reported: when they happened and why
+        self.first_ts = first_ts
+        self.last_ts = last_ts
+        self.reasons = reasons if reasons is not None else []
 
     @classmethod
     def from_json(cls, data: Any) -> DropLedger:

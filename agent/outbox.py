@@ -15,13 +15,19 @@ class Outbox:
         self._samples: deque[dict[str, Any]] = deque()
         self._lines: deque[dict[str, Any]] = deque()
         self._events: deque[dict[str, Any]] = deque()
+        self._line_bytes = 0  # the rough JSON size of the queued lines (see ``size``)
         self._woken = False
 
     def put_sample(self, sample: dict[str, Any]) -> None:
         self._put(self._samples, sample)
 
     def put_line(self, line: dict[str, Any]) -> None:
-        self._put(self._lines, line)
+        with self._cond:
+            self._lines.append(line)
+            self._line_bytes += size(line)
+            if not self._woken:
+                self._woken = True
+                self._cond.notify()
 
     def put_event(self, event: dict[str, Any]) -> None:
         """``event`` is ``{"ts", "kind", "data"}`` without seq."""
@@ -30,8 +36,9 @@ class Outbox:
     def _put(self, queue: deque[dict[str, Any]], record: dict[str, Any]) -> None:
         with self._cond:
             queue.append(record)
-            self._woken = True
-            self._cond.notify()
+            if not self._woken:  # else the shipper was told already and has yet to drain
+                self._woken = True
+                self._cond.notify()
 
     def wake(self) -> None:
         with self._cond:
@@ -63,13 +70,29 @@ class Outbox:
             if lines:
                 pairs.append((self._lines, taken))
             for queue, dest in pairs:
+                fits = len(queue) <= budget_records and self._line_bytes <= budget_bytes
+                if queue is self._lines and fits:  # a burst's common case: all of it
+                    dest.extend(queue)
+                    queue.clear()
+                    budget_records -= len(dest)
+                    budget_bytes -= self._line_bytes
+                    self._line_bytes = 0
+                    continue
+                take, append = queue.popleft, dest.append
                 while queue and budget_records > 0:
-                    size = len(queue[0].get("text", "")) + 512  # rough JSON size of a record
-                    if size > budget_bytes and dest:
+                    cost = size(queue[0])
+                    if cost > budget_bytes and dest:
                         break
-                    dest.append(queue.popleft())
+                    append(take())
                     budget_records -= 1
-                    budget_bytes -= size
+                    budget_bytes -= cost
+                    if queue is self._lines:
+                        self._line_bytes -= cost
             # more left: the next wait returns at once; else only a new put wakes it
             self._woken = bool(self._samples or self._lines or self._events)
         return samples, taken, events
+
+
+def size(record: dict[str, Any]) -> int:
+    """A record's rough JSON size, what batches are cut by."""
+    return len(record.get("text", "")) + 512

@@ -1,4 +1,12 @@
-"""Turns queued records into sequenced batches and delivers them: collector first, else spool."""
+"""Turns queued records into sequenced batches and delivers them: collector first, else spool.
+
+Pipelined in a burst: when more records are queued as a batch goes out, the shipper does not
+wait for its answer but builds (sequences and encodes) the next batch meanwhile; the answer
+is read before that next batch is sent. So at most one batch is in flight, nothing is sent
+before the batch ahead of it is stored, and a batch that fails takes the path it always did
+(spooled, retried, split) with every later batch queued behind it: order and exactly-once
+hold as without pipelining.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +23,7 @@ from agent.frames import count, kmsg_position
 from agent.outbox import Outbox
 from agent.spool import Spool
 from agent.state import AgentState
-from agent.transport import Rejected, Unavailable
+from agent.transport import Encoded, Rejected, Unavailable, encode_streams
 from agent.wire import MAX_BATCH_BYTES, MAX_BATCH_RECORDS, MAX_RETRY_DELAY_S
 
 log = logging.getLogger(__name__)
@@ -28,11 +36,19 @@ DROPS_FLUSH_S = 1.0  # the drop ledger, while drops happen: a kill -9 costs at m
 DROPS_LOG_S = 60.0
 SPLIT_AFTER = 5  # 5xx answers in a row to one batch before it is split to find the bad record
 RECORD_FAULTS = (400, 413, 422)  # they blame a record, not the sender: it is found, set aside
+# Records queued behind a batch as it goes out for the next one to be built while it is in
+# flight; fewer cost too little to build for the overlap to matter, and are sent as now.
+PIPELINE_MIN = 256
 
 
 class Poster(Protocol):
-    def post(self, batch: dict[str, Any]) -> dict[str, Any]: ...
+    def send(self, batch: dict[str, Any], ahead: Encoded | None = None) -> None: ...
+    def receive(self) -> dict[str, Any]: ...
     def close(self) -> None: ...
+
+
+# A batch sent and not yet answered: (the batch, its drop report if it carries one).
+InFlight = tuple[dict[str, Any], dict[str, Any] | None]
 
 
 class Shipper:
@@ -88,6 +104,7 @@ class Shipper:
         self._retry_at = 0.0
         self._retry_delay = min(interval, 1.0)
         self._last_send = -1e18
+        self._in_flight: InFlight | None = None
 
     # -- public steps ----------------------------------------------------------------------
 
@@ -96,6 +113,7 @@ class Shipper:
         ``started`` joins its data (e.g. ``guard``: the guard's state and rules)."""
         self.event("agent_started", previous_boot_id=self.state.previous_boot_id, **started)
         self.ship(include_lines=False)
+        self.settle()  # its answer's resume.kseq decides which kernel lines are new
 
     def step(self, timeout: float | None = None) -> None:
         """Wait for queued records or the heartbeat interval, then ship what is queued."""
@@ -111,12 +129,14 @@ class Shipper:
 
     def finish(self, *, shutdown: bool) -> None:
         """SIGTERM: ship everything queued plus ``agent_stopping``, persist state."""
+        self.settle()
         for _ in range(100):  # bounded: a source may still be emitting
             if not len(self.outbox):
                 break
             self.ship()
         self.event("agent_stopping", shutdown=shutdown)
         self.ship()
+        self.settle()
         self.state.kseq_acked = self.kseq_acked
         self.state.kmsg_usec_acked = self.kmsg_usec_acked
         self.state.save(clean=True)
@@ -129,7 +149,8 @@ class Shipper:
     # -- batching --------------------------------------------------------------------------
 
     def ship(self, *, include_lines: bool = True) -> None:
-        """Build one batch from the outbox (empty = heartbeat) and deliver it."""
+        """Build one batch from the outbox (empty = heartbeat) and deliver it; with more
+        records queued behind it, it is left in flight (see the module's docstring)."""
         samples, lines, events = self.outbox.drain(
             MAX_BATCH_RECORDS, BATCH_BYTES, lines=include_lines
         )
@@ -138,13 +159,33 @@ class Shipper:
             "host": self.host,
             "boot_id": self.boot_id,
             "agent": self.agent_info,
-            "samples": [self._seq("samples", s) for s in samples],
-            "lines": [self._seq("lines", ln) for ln in lines],
-            "events": [self._seq("events", e) for e in events],
+            "samples": self._seq("samples", samples),
+            "lines": self._seq("lines", lines),
+            "events": self._seq("events", events),
         }
+        ahead = encode_streams(batch) if self._in_flight is not None else None
+        self.settle()  # the batch ahead is answered (and handled) before this one goes
         self._last_send = self._mono()
-        self.deliver(batch)
+        if self._replay_spool():
+            self._send(batch, backlog=0, ahead=ahead)
+            if len(self.outbox) < PIPELINE_MIN:  # no burst behind it: nothing to overlap
+                self.settle()
+        else:
+            self._hold(batch)
         self._flush_state()
+
+    def settle(self) -> None:
+        """Read the answer to the batch in flight, if any, and handle it as ``deliver`` does."""
+        if self._in_flight is None:
+            return
+        batch = self._in_flight[0]
+        outcome = self._receive()
+        if outcome in (REJECTED, FAILED):
+            outcome = self._refused(batch, outcome)
+        if outcome == STORED:
+            self.failing.clear()
+        else:
+            self._hold(batch)
 
     def _flush_state(self) -> None:
         since = self._mono() - self._flushed_at
@@ -156,18 +197,24 @@ class Shipper:
         self.state.kmsg_usec_acked = self.kmsg_usec_acked
         self._drops_dirty = not self.state.save()
 
-    def _seq(self, stream: str, record: dict[str, Any]) -> dict[str, Any]:
-        return {"seq": self.state.next_seq(stream), **record}
+    def _seq(self, stream: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``records`` numbered in place (the outbox handed them over: they are ours)."""
+        if records:
+            first = self.state.next_seqs(stream, len(records))
+            for seq, record in enumerate(records, first):
+                record["seq"] = seq
+        return records
 
     def _filter_kmsg(
         self, lines: list[dict[str, Any]], events: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         """Drop kernel records already shipped this boot; a hole since the last run: overrun."""
-        kept = []
+        kept: list[dict[str, Any]] = []
+        keep = kept.append
         for line in lines:
             kseq = line.get("kseq")
-            if line.get("source") != "kmsg" or kseq is None:
-                kept.append(line)
+            if kseq is None or line.get("source") != "kmsg":
+                keep(line)
                 continue
             skip = self.kseq_skip
             if skip is not None and kseq <= skip:
@@ -177,18 +224,23 @@ class Shipper:
                 events.append({"ts": round(self._wall(), 6), "kind": "kmsg_overrun", "data": data})
             self._first_line = False
             self.kseq_skip = kseq
-            kept.append(line)
+            keep(line)
         return kept
 
     # -- delivery --------------------------------------------------------------------------
 
     def deliver(self, batch: dict[str, Any]) -> None:
         """Spool first (in order), then this batch; unreachable → it joins the spool."""
+        self.settle()
         if self._replay_spool():
             if (outcome := self._post(batch, backlog=0)) in (REJECTED, FAILED):
                 outcome = self._refused(batch, outcome)
             if outcome == STORED:
                 return self.failing.clear()
+        self._hold(batch)
+
+    def _hold(self, batch: dict[str, Any]) -> None:
+        """``batch`` was not delivered: it joins the spool (the heartbeat still goes)."""
         if batch["samples"] or batch["lines"] or batch["events"]:
             self.spool.append(batch)
             dropped = self.spool.take_dropped()
@@ -250,7 +302,13 @@ class Shipper:
         return True
 
     def _post(self, batch: dict[str, Any], *, backlog: int) -> str:
-        """Send one batch: STORED, DOWN (keep it), FAILED (a 5xx) or REJECTED (for good).
+        """Send one batch and wait: STORED, DOWN (keep it), FAILED (a 5xx) or REJECTED (for
+        good)."""
+        self._send(batch, backlog=backlog)
+        return self._receive()
+
+    def _send(self, batch: dict[str, Any], *, backlog: int, ahead: Encoded | None = None) -> None:
+        """Send one batch; ``_receive`` reads the answer.
 
         Each POST says when it was sent (the collector measures the clock offset) and how much
         spool is left after it; one of the current boot also carries the drop report if the
@@ -265,9 +323,16 @@ class Shipper:
         if batch.get("boot_id") == self.boot_id and self.state.drops.pending():
             report = self.state.drops.report()
             event = {"ts": round(self._wall(), 6), "kind": "spool_dropped", "data": report}
-            body["events"] = [*batch.get("events", ()), self._seq("events", event)]
+            body["events"] = [*batch.get("events", ()), *self._seq("events", [event])]
+        self.transport.send(body, ahead)
+        self._in_flight = (batch, report)
+
+    def _receive(self) -> str:
+        assert self._in_flight is not None
+        batch, report = self._in_flight
+        self._in_flight = None
         try:
-            answer = self.transport.post(body)
+            answer = self.transport.receive()
         except Rejected as exc:
             self._mark_up()
             self._answer = (exc.status, str(exc))

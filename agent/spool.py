@@ -29,7 +29,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +53,11 @@ MAX_SEGMENT = 4 * 1024 * 1024
 RESERVE = 64 * 1024  # left free on the disk for the state file and everyone else
 
 
-@dataclass
 class _Segment:
-    number: int
-    level: int
-    size: int
+    __slots__ = ("level", "number", "size")
+
+    def __init__(self, number: int, level: int, size: int) -> None:
+        self.number, self.level, self.size = number, level, size
 
     @property
     def name(self) -> str:

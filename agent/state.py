@@ -94,13 +94,17 @@ class AgentState:
         self._reserved = {s: n + SEQ_BLOCK for s, n in self._next.items()}
 
     def next_seq(self, stream: str) -> int:
+        return self.next_seqs(stream, 1)
+
+    def next_seqs(self, stream: str, n: int) -> int:
+        """The first of ``n`` consecutive seqs of ``stream`` (n <= SEQ_BLOCK), handed out."""
         seq = self._next[stream]
-        if seq >= self._reserved[stream]:
-            self._reserved[stream] = seq + SEQ_BLOCK
+        if seq + n > self._reserved[stream]:
+            self._reserved[stream] = seq + n - 1 + SEQ_BLOCK
             if not self.save():
                 self._jump()
                 seq = self._next[stream]
-        self._next[stream] = seq + 1
+        self._next[stream] = seq + n
         return seq
 
     def note_canary(self, n: int) -> None:

@@ -1,29 +1,20 @@
-"""HTTP over a unix socket (the Docker Engine API) with the standard library's http.client."""
+"""HTTP over a unix socket (the Docker Engine API)."""
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
 from typing import Any
 
+from agent.http11 import Connection, RemoteDisconnected
 
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """An HTTPConnection whose transport is an AF_UNIX stream socket."""
+
+class UnixHTTPConnection(Connection):
+    """An HTTP/1.1 connection whose transport is an AF_UNIX stream socket."""
 
     def __init__(self, socket_path: str, timeout: float | None = 0.5) -> None:
-        super().__init__("localhost", timeout=timeout)  # Host header only; no TCP involved
+        # "localhost" is the Host header only; no TCP involved
+        super().__init__("localhost", timeout=timeout, unix_path=socket_path)
         self.socket_path = socket_path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.socket_path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
 
 
 class ApiError(Exception):
@@ -47,7 +38,7 @@ class UnixJsonClient:
                 self._conn.request("GET", path)
                 response = self._conn.getresponse()
                 body = response.read()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            except (RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 self.close()
                 if not reused or attempt:
                     raise

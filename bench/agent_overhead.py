@@ -1,13 +1,14 @@
 """The agent's CPU (% of one core) and peak RSS over 60 s at a 1 s interval, every source on.
 
-Real collector (SQLite); the agent follows a kmsg file (a quiet kernel line every 5 s), reads
+Real collector (SQLite); the agent follows a kmsg file (a quiet kernel line every 5 s;
+``--lines-per-s 10``: ten a second), reads
 /proc, polls a vLLM stand-in (/health + /metrics) and follows its log file, watches containers
 through the Docker Engine API stand-in, writes canaries into the kmsg file; no GPU here.
 Measured from /proc/<pid>/stat (utime+stime) and VmHWM of /proc/<pid>/status, after a warm-up.
 ``--guard`` arms the guard with a rule of every kind, evaluated on every sample and kernel
 line, none of them tripping here (this machine's memory is not that low). The last line is
-``{"cpu_percent": .., "rss_mb": .., "guard": "off"|"armed"}`` (targets: < 2 % and < 35 MB,
-the same with the guard armed).
+``{"cpu_percent": .., "rss_mb": .., "guard": "off"|"armed", "lines_per_s": ..}`` (targets:
+<= 0.5 % and <= 20 MB at ten lines a second, guard off).
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ def start_vllm(tmp: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--guard", action="store_true", help="arm the guard (rules never trip)")
-    guard = parser.parse_args().guard
+    parser.add_argument("--lines-per-s", type=float, default=0.2, help="kernel lines a second")
+    args = parser.parse_args()
+    guard, rate = args.guard, args.lines_per_s
     with tempfile.TemporaryDirectory(prefix="fw-overhead-") as tmp_name:
         tmp = Path(tmp_name)
         db_url = f"sqlite:///{tmp / 'fw.db'}"
@@ -109,7 +112,7 @@ def main() -> int:
                                 b"6,%d,%d,-;usb 1-1: quiet kernel line %d\n" % (k, 10**7 + k, k)
                             )
                         k += 1
-                        time.sleep(5)
+                        time.sleep(max(0.0, t0 + k / rate - time.monotonic()))
                     cpu1, t1 = cpu_seconds(agent.pid), time.monotonic()
                     hwm_kb = status_kb(agent.pid, "VmHWM")
                     rss_kb = status_kb(agent.pid, "VmRSS")
@@ -127,11 +130,12 @@ def main() -> int:
     print(agent_log[-1500:])
     state = "armed" if guard else "off"
     print(
-        f"agent over {t1 - t0:.0f} s (guard {state}): CPU {cpu_percent:.2f} % of one core, "
-        f"peak RSS {hwm_kb / 1024:.1f} MB (now {rss_kb / 1024:.1f} MB)"
+        f"agent over {t1 - t0:.0f} s (guard {state}, {rate:g} kernel lines/s): CPU "
+        f"{cpu_percent:.2f} % of one core, peak RSS {hwm_kb / 1024:.1f} MB "
+        f"(now {rss_kb / 1024:.1f} MB)"
     )
     figures = {"cpu_percent": round(cpu_percent, 2), "rss_mb": round(hwm_kb / 1024, 1)}
-    print(json.dumps({**figures, "guard": state}))
+    print(json.dumps({**figures, "guard": state, "lines_per_s": rate}))
     return 0
 
 

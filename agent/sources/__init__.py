@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config import AgentConfig
@@ -17,13 +16,15 @@ OnEvent = Callable[[str, dict[str, Any]], None]
 FAST_SECTIONS = frozenset({"mem", "psi"})
 
 
-@dataclass
 class Sources:
     """What ``build_sources`` made of a config, plus the "off" notes to report once."""
 
-    samples: list[SampleSource] = field(default_factory=list)
-    lines: list[LineSource] = field(default_factory=list)
-    infos: list[tuple[str, str]] = field(default_factory=list)  # (source, info) → source_info
+    def __init__(
+        self, samples: list[SampleSource] | None = None, lines: list[LineSource] | None = None
+    ) -> None:
+        self.samples: list[SampleSource] = samples or []
+        self.lines: list[LineSource] = lines or []
+        self.infos: list[tuple[str, str]] = []  # (source, info) → source_info
 
     @property
     def names(self) -> list[str]:

@@ -74,8 +74,10 @@ class _Follower(threading.Thread):
 
     def close(self) -> None:
         # shutdown() wakes the blocked read; close() alone would not.
-        with contextlib.suppress(OSError, AttributeError):
-            self.conn.sock.shutdown(socket.SHUT_RDWR)
+        sock = self.conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def _chunks(self) -> Iterator[bytes]:
         query = urllib.parse.urlencode(

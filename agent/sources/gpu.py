@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +21,18 @@ log = logging.getLogger(__name__)
 # NVML return codes that mean "this device cannot tell", not "something broke".
 _UNSUPPORTED_CODES = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND")
 _CLOCKS = (("sm", "NVML_CLOCK_SM"), ("mem", "NVML_CLOCK_MEM"), ("graphics", "NVML_CLOCK_GRAPHICS"))
+DRIVER_PATHS = ("/dev/nvidia*", "/proc/driver/nvidia")
 XID_WAIT_MS = 500  # short, so the follower notices stop within half a second
+
+
+def gpu_present(dev: str = "/dev", proc: str = "/proc") -> bool:
+    """Whether the NVIDIA driver shows a device: ``/dev/nvidia*`` or ``/proc/driver/nvidia``."""
+    if os.path.exists(os.path.join(proc, "driver/nvidia")):
+        return True
+    try:
+        return any(name.startswith("nvidia") for name in os.listdir(dev))
+    except OSError:
+        return False
 
 
 def _text(value: Any) -> str:
@@ -48,9 +60,16 @@ class GpuSource:
         self.names = [self._static(h, "nvmlDeviceGetName") for h in self._handles]
 
     @classmethod
-    def create(cls, nvml: Any = None) -> tuple[GpuSource | None, str | None]:
-        """Return ``(source, None)``, or ``(None, "GPU source off: ...")`` to report once."""
+    def create(
+        cls, nvml: Any = None, *, present: Callable[[], bool] | None = None
+    ) -> tuple[GpuSource | None, str | None]:
+        """Return ``(source, None)``, or ``(None, "GPU source off: ...")`` to report once.
+
+        Without ``nvml``, pynvml is imported only where ``present()`` (default: the driver's
+        device files) says an NVIDIA GPU is: it costs the agent ~3 MB of RSS."""
         if nvml is None:
+            if not (present or gpu_present)():
+                return None, f"GPU source off: no NVIDIA GPU ({', '.join(DRIVER_PATHS)} absent)"
             try:
                 # optional: bundled into the zipapp when available
                 nvml = importlib.import_module("pynvml")

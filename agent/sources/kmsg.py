@@ -10,16 +10,25 @@ import select
 import stat
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from agent.inotify import make_waiter
 from agent.sources.base import event
 
 log = logging.getLogger(__name__)
 
 READ_SIZE = 16384  # >= 8 KiB: a smaller buffer gets EINVAL and the kernel skips that record
+# /dev/kmsg in a storm: everything the ring buffer holds is read into memory before any of it
+# is parsed (a read is a few microseconds, a parse ten times that), then at most PARSE_RUN
+# records are parsed and the ring buffer is drained again. So the kernel never waits long for
+# the reader, and a storm outrunning the parser piles up here, up to READ_AHEAD records,
+# rather than being overwritten in the kernel (which would still be counted, as a gap).
+READ_AHEAD = 100_000
+PARSE_RUN = 256
+FILE_CHUNK = 256 * 1024  # a followed file is read in big chunks and split
+EPIPE = None  # in the read-ahead: records were overwritten before this point
 _ESCAPE = re.compile(rb"\\x([0-9a-fA-F]{2})")
 
 
@@ -35,17 +44,24 @@ def _byte(m: re.Match[bytes]) -> bytes:
 def unescape(raw: bytes) -> str:
     """Undo the kernel's ``\\xNN`` escaping, then decode UTF-8 (invalid bytes replaced);
     ``\\x00`` is kept as written."""
+    if b"\\x" not in raw:  # almost every record: no regex pass
+        return raw.decode("utf-8", "replace")
     return _ESCAPE.sub(_byte, raw).decode("utf-8", "replace")
 
 
 def parse_record(
-    record: bytes, *, wall: Callable[[], float] = time.time, mono: Callable[[], float] = monotonic
+    record: bytes,
+    *,
+    wall: Callable[[], float] = time.time,
+    mono: Callable[[], float] = monotonic,
+    offset: float | None = None,
 ) -> dict[str, Any] | None:
     """One kmsg record (header line + `` KEY=VALUE`` lines) → a wire line dict, None if garbled.
 
-    ``ts`` is the record's monotonic usec shifted by the current wall-minus-monotonic offset.
+    ``ts`` is the record's monotonic usec shifted by the current wall-minus-monotonic offset
+    (``offset`` when the caller read the clocks once for a run of records).
     """
-    head, _, rest = record.rstrip(b"\n").partition(b"\n")
+    head, _, rest = record.partition(b"\n")
     header, sep, body = head.partition(b";")
     if not sep:
         return None
@@ -60,12 +76,15 @@ def parse_record(
     for extra in parts[4:]:  # unknown header fields are ignored; caller= is worth keeping
         if extra.startswith(b"caller="):
             fields["_CALLER"] = extra[7:].decode("ascii", "replace")
-    for cont in rest.split(b"\n"):
-        if cont.startswith(b" ") and b"=" in cont:
-            key, _, value = cont[1:].partition(b"=")
-            fields[unescape(key)] = unescape(value)
+    if rest.strip():
+        for cont in rest.split(b"\n"):
+            if cont.startswith(b" ") and b"=" in cont:
+                key, _, value = cont[1:].partition(b"=")
+                fields[unescape(key)] = unescape(value)
+    if offset is None:
+        offset = wall() - mono()
     return {
-        "ts": round(wall() - mono() + usec / 1e6, 6),
+        "ts": round(offset + usec / 1e6, 6),
         "source": "kmsg",
         "priority": prio & 7,
         "facility": prio >> 3,
@@ -118,16 +137,23 @@ class KmsgSource:
     def run(self, emit: Callable[[dict[str, Any]], None], stop: threading.Event) -> None:
         mode = os.stat(self.path).st_mode
         if stat.S_ISCHR(mode):
-            chunks = self._device_records(stop)
+            runs = self._device_runs(stop)
         elif stat.S_ISFIFO(mode):
-            chunks = self._dump_records(self._fifo_chunks(stop))
+            runs = self._dump_records(self._fifo_chunks(stop))
         else:
-            chunks = self._dump_records(self._file_chunks(stop))
-        for record in chunks:
-            self._emit_record(record, emit)
+            runs = self._dump_records(self._file_chunks(stop))
+        for run in runs:
+            offset = self._wall() - self._mono()  # once per run of records, not per record
+            for record in run:
+                if record is EPIPE:
+                    self._epipe = True  # overwritten while we read: next record tells how many
+                else:
+                    self._emit_record(record, emit, offset)
 
-    def _emit_record(self, record: bytes, emit: Callable[[dict[str, Any]], None]) -> None:
-        line = parse_record(record, wall=self._wall, mono=self._mono)
+    def _emit_record(
+        self, record: bytes, emit: Callable[[dict[str, Any]], None], offset: float
+    ) -> None:
+        line = parse_record(record, offset=offset)
         if line is None:
             log.debug("kmsg: unparsable record %r", record[:80])
             return
@@ -145,51 +171,69 @@ class KmsgSource:
         self._last_kseq = kseq
         emit(line)
 
-    def _device_records(self, stop: threading.Event) -> Iterator[bytes]:
+    def _device_runs(self, stop: threading.Event) -> Iterator[list[bytes | None]]:
+        """Runs of at most PARSE_RUN records (EPIPE marks where the kernel overwrote some),
+        the ring buffer drained into the read-ahead before each (see READ_AHEAD)."""
         fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             poller = select.poll()
             poller.register(fd, select.POLLIN | select.POLLPRI)
+            ahead: deque[bytes | None] = deque()
             while not stop.is_set():
-                try:
-                    record = os.read(fd, READ_SIZE)
-                except BlockingIOError:
+                self._drain(fd, ahead)
+                if not ahead:
                     poller.poll(self._poll_timeout * 1000)
                     continue
-                except BrokenPipeError:
-                    self._epipe = True  # overwritten while we read: next record tells how many
-                    continue
-                except OSError as exc:
-                    if exc.errno == errno.EINVAL:
-                        log.warning("kmsg: record longer than %d bytes lost", READ_SIZE)
-                        continue
-                    raise
-                if record:
-                    yield record
+                take = min(PARSE_RUN, len(ahead))
+                yield [ahead.popleft() for _ in range(take)]
         finally:
             os.close(fd)
 
-    def _dump_records(self, chunks: Iterator[bytes | None]) -> Iterator[bytes]:
-        """Records from a chunk stream; ``None`` means "no more data right now": flush."""
+    def _drain(self, fd: int, ahead: deque[bytes | None]) -> None:
+        """Read every record the kernel holds now (up to READ_AHEAD queued)."""
+        read, append = os.read, ahead.append
+        while len(ahead) < READ_AHEAD:
+            try:
+                record = read(fd, READ_SIZE)
+            except BlockingIOError:
+                return
+            except BrokenPipeError:
+                append(EPIPE)
+                continue
+            except OSError as exc:
+                if exc.errno == errno.EINVAL:
+                    log.warning("kmsg: record longer than %d bytes lost", READ_SIZE)
+                    continue
+                raise
+            if not record:
+                return
+            append(record)
+
+    def _dump_records(self, chunks: Iterator[bytes | None]) -> Iterator[list[bytes | None]]:
+        """Runs of records from a chunk stream; ``None`` means "no more data right now":
+        flush."""
         pending = b""
         for chunk in chunks:
             if chunk is None:
                 if pending.strip() and pending.endswith(b"\n"):
-                    yield pending
+                    yield [pending]
                     pending = b""
                 continue
             records, pending = split_records(pending + chunk)
-            yield from records
+            if records:
+                yield list(records)
         if pending.strip():
-            yield pending
+            yield [pending]
 
     def _file_chunks(self, stop: threading.Event) -> Iterator[bytes | None]:
+        from agent.inotify import FILE_MASK, make_waiter  # here: /dev/kmsg needs no ctypes
+
         # The watch exists before the first read, so a write between read and wait still wakes.
-        waiter = make_waiter(str(self.path), poll_interval=0.05)
+        waiter = make_waiter(str(self.path), poll_interval=0.05, mask=FILE_MASK)
         try:
             with open(self.path, "rb", buffering=0) as f:
                 while not stop.is_set():
-                    chunk = f.read(READ_SIZE)
+                    chunk = f.read(FILE_CHUNK)
                     if chunk:
                         yield chunk
                         continue
@@ -207,7 +251,7 @@ class KmsgSource:
         try:
             while not stop.is_set():
                 try:
-                    chunk = os.read(fd, READ_SIZE)
+                    chunk = os.read(fd, FILE_CHUNK)
                 except BlockingIOError:
                     yield None
                     select.select([fd], [], [], self._poll_timeout)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agent.inotify import ChangeWaiter, make_waiter
+from agent.inotify import ChangeWaiter, make_file_waiter
 from agent.sources.lines import level_priority, make_line
 from agent.wire import MAX_LINE_BYTES
 
@@ -33,7 +33,8 @@ class FileFollowSource:
     """LineSource ``vllm_log``: follows PATH like ``tail -F`` from its end.
 
     Handles rotation (rename + new file: the old file is drained first), truncation (copytruncate)
-    and a file that does not exist yet. Wakes on inotify events of the directory, else polls.
+    and a file that does not exist yet. Wakes on inotify events of the file and of its name in
+    the directory (``waiter_factory(path)``), else polls.
     """
 
     def __init__(
@@ -42,7 +43,7 @@ class FileFollowSource:
         *,
         source: str = "vllm",
         clock: Callable[[], float] = time.time,
-        waiter_factory: Callable[[str], ChangeWaiter] = make_waiter,
+        waiter_factory: Callable[[str], ChangeWaiter] = make_file_waiter,
         start_at_end: bool = True,
         wait_s: float = 0.5,
     ) -> None:
@@ -88,14 +89,17 @@ class FileFollowSource:
             return True
 
     def run(self, emit: Emit, stop: threading.Event) -> None:
-        waiter = self._waiter_factory(os.path.dirname(os.path.abspath(self.path)))
+        waiter = self._waiter_factory(self.path)
         f = self._open(at_end=self._start_at_end)
+        waiter.rewatch()
         self.ready.set()
         buffer = b""
         try:
             while not stop.is_set():
                 if f is None:
                     f = self._open(at_end=False)  # appeared after we started: read it whole
+                    if f is not None:
+                        waiter.rewatch()
                 if f is not None:
                     if os.fstat(f.fileno()).st_size < f.tell():  # truncated in place
                         f.seek(0)
@@ -108,6 +112,7 @@ class FileFollowSource:
                             buffer = b""
                         f.close()
                         f = self._open(at_end=False)
+                        waiter.rewatch()
                         continue
                 waiter.wait(self._wait_s)
         finally:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import http.client
 import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
 from agent import prom
+from agent.http11 import Connection, RemoteDisconnected
 
 # Wire key → metric names, first present wins (kv usage was renamed in vLLM 0.11). With data
 # parallelism every engine has its own series: counts add up, the usage ratio is the busiest.
@@ -46,16 +46,20 @@ class _Endpoint:
     def __init__(self, url: str, timeout: float) -> None:
         parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
         self.url = url
-        self._https = parts.scheme == "https"
-        self._netloc = parts.netloc
+        self._parts = parts
         self._prefix = parts.path.rstrip("/")
         self._timeout = timeout
-        self._conn: http.client.HTTPConnection | None = None
+        self._conn: Connection | None = None
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self) -> Connection:
         if self._conn is None:
-            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            self._conn = cls(self._netloc, timeout=self._timeout)
+            try:
+                port = self._parts.port
+            except ValueError as exc:  # reported in the entry, like any unreachable server
+                raise OSError(f"bad URL {self.url!r}: {exc}") from None
+            https = self._parts.scheme == "https"
+            host = self._parts.hostname or ""
+            self._conn = Connection(host, port, timeout=self._timeout, https=https)
         return self._conn
 
     def close(self) -> None:
@@ -72,7 +76,7 @@ class _Endpoint:
                 conn.request("GET", self._prefix + path)
                 response = conn.getresponse()
                 return response.status, response.read()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            except (RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 self.close()
                 if not reused or attempt:
                     raise
@@ -109,14 +113,14 @@ class VllmHttpSource:
         started = self._monotonic()
         try:
             status, _ = endpoint.get("/health")
-        except (OSError, http.client.HTTPException) as exc:
+        except OSError as exc:
             entry["error"] = f"health: {exc or type(exc).__name__}"
             return entry
         entry["health"] = status
         entry["health_ms"] = round((self._monotonic() - started) * 1000.0, 2)
         try:
             status, body = endpoint.get("/metrics")
-        except (OSError, http.client.HTTPException) as exc:
+        except OSError as exc:
             entry["error"] = f"metrics: {exc or type(exc).__name__}"
             return entry
         if status != 200:

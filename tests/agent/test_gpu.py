@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent.sources.gpu import GpuSource
+from agent.sources.gpu import GpuSource, gpu_present
 
 NOT_SUPPORTED, TIMEOUT, GPU_IS_LOST = 3, 10, 15
 XID_CRITICAL = 8
@@ -122,9 +123,32 @@ def test_pynvml_import_failure_is_an_info(monkeypatch: pytest.MonkeyPatch) -> No
     import sys
 
     monkeypatch.setitem(sys.modules, "pynvml", None)  # makes `import pynvml` raise ImportError
-    source, info = GpuSource.create()
+    source, info = GpuSource.create(present=lambda: True)
     assert source is None
     assert info == "GPU source off: nvidia-ml-py (pynvml) is not installed"
+
+
+def test_without_a_gpu_pynvml_is_not_even_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    source, info = GpuSource.create(present=lambda: False)
+    assert source is None
+    assert info is not None and info.startswith("GPU source off: no NVIDIA GPU")
+    assert "pynvml" not in sys.modules
+
+
+def test_gpu_presence_is_read_from_the_driver_files(tmp_path: Path) -> None:
+    dev, proc = tmp_path / "dev", tmp_path / "proc"
+    dev.mkdir()
+    (dev / "null").touch()
+    assert not gpu_present(str(dev), str(proc))
+    (dev / "nvidiactl").touch()
+    assert gpu_present(str(dev), str(proc))
+    (dev / "nvidiactl").unlink()
+    (proc / "driver" / "nvidia").mkdir(parents=True)
+    assert gpu_present(str(dev), str(proc))
+    assert not gpu_present(str(tmp_path / "missing"), str(tmp_path / "missing"))
 
 
 def test_xid_events_become_journal_lines() -> None:

@@ -1,6 +1,7 @@
 import os
 import queue
 import threading
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +153,42 @@ def test_real_dev_kmsg_if_readable() -> None:
         stop.set()
         thread.join(5)
     assert first["source"] == "kmsg" and isinstance(first["kseq"], int)
+
+
+def test_a_storm_is_read_ahead_and_an_overwritten_run_is_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """/dev/kmsg: everything the kernel holds is read before any of it is parsed; a read that
+    found records overwritten (EPIPE) marks the spot, and the next record says how many."""
+    from agent.sources import kmsg as kmsg_module
+
+    answers: list[bytes | Exception] = [
+        b"6,1,1000,-;first\n",
+        b"6,2,2000,-;second\n",
+        BrokenPipeError(),
+        b"6,9,9000,-;after the overwrite\n",
+        BlockingIOError(),
+    ]
+
+    def read(fd: int, size: int) -> bytes:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(kmsg_module.os, "read", read)
+    source = KmsgSource(Path("/dev/null"), **fixed_clock())  # a character device
+    ahead: deque[bytes | None] = deque()
+    source._drain(0, ahead)
+    assert list(ahead) == [b"6,1,1000,-;first\n", b"6,2,2000,-;second\n", None,
+                           b"6,9,9000,-;after the overwrite\n"]  # fmt: skip
+    assert not answers  # read until the kernel had no more
+    monkeypatch.setattr(source, "_device_runs", lambda stop: iter([list(ahead)]))
+    out: list[dict[str, Any]] = []
+    source.run(out.append, threading.Event())
+    assert [o.get("text") or o["data"] for o in out] == [
+        "first",
+        "second",
+        {"lost": 6, "reason": "epipe", "after_kseq": 2},
+        "after the overwrite",
+    ]

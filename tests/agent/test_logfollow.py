@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.inotify import InotifyWaiter, PollWaiter
+from agent.inotify import FileWaiter, PollWaiter
 from agent.sources.logfollow import FileFollowSource, JournalUnitSource, journal_line
 
 LOAD = "(EngineCore pid=168) INFO 05-14 08:21:00 [gpu_model_runner.py:4790] Starting to load model"
@@ -43,7 +43,7 @@ class Runner:
 def follow(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, Runner]]:
     path = tmp_path / "vllm.log"
     path.write_text("old line before start\n")
-    factory = InotifyWaiter if request.param == "inotify" else (lambda d: PollWaiter(0.02))
+    factory = FileWaiter if request.param == "inotify" else (lambda p: PollWaiter(0.02))
     runner = Runner(FileFollowSource(str(path), clock=lambda: 5.0, waiter_factory=factory))
     assert runner.source.ready.wait(5)
     yield path, runner
@@ -169,3 +169,33 @@ def test_missing_journalctl_reports_once(tmp_path: Path) -> None:
     stop.wait = stopping_wait  # type: ignore[method-assign]
     source.run(lambda line: None, stop)
     assert len(events) == 1 and events[0][1]["error"].startswith("cannot start ")
+
+
+def test_the_file_waiter_wakes_for_its_file_only(tmp_path: Path) -> None:
+    log, other = tmp_path / "vllm.log", tmp_path / "collector.db"
+    other.write_bytes(b"x")
+    waiter = FileWaiter(str(log))  # the log does not exist yet
+    try:
+        append(other, "a database next to the log, written all the time\n")
+        assert not waiter.wait(0.2)
+        log.write_text("created\n")
+        assert waiter.wait(5)
+        waiter.rewatch()
+        append(other, "more\n")
+        assert not waiter.wait(0.2)
+        append(log, "written\n")
+        assert waiter.wait(5)
+        os.rename(log, tmp_path / "vllm.log.1")  # rotated away
+        assert waiter.wait(5)
+        append(tmp_path / "vllm.log.1", "late write to the old file\n")
+        assert waiter.wait(5)  # still watched until the follower moves on
+        log.write_text("new file\n")
+        assert waiter.wait(5)
+        waiter.rewatch()
+        append(tmp_path / "vllm.log.1", "the old file is not ours any more\n")
+        assert not waiter.wait(0.2)
+        with open(log, "r+") as f:
+            f.truncate(0)  # copytruncate
+        assert waiter.wait(5)
+    finally:
+        waiter.close()

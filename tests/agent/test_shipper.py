@@ -310,13 +310,13 @@ def test_a_refusing_port_is_retried_every_interval_a_silent_one_backs_off(
     shipper.start()
     collector.stop()  # the port now refuses
     attempts = []
-    real = shipper.transport.post
+    real = shipper.transport.send
 
-    def counting(batch: dict[str, Any]) -> dict[str, Any]:
+    def counting(batch: dict[str, Any], ahead: Any = None) -> None:
         attempts.append(clock.now)
-        return real(batch)
+        real(batch, ahead)
 
-    shipper.transport.post = counting  # type: ignore[method-assign]
+    shipper.transport.send = counting  # type: ignore[method-assign]
     for _ in range(40):
         outbox.put_line(line(len(attempts) + 1))
         shipper.step(timeout=30)
@@ -324,12 +324,12 @@ def test_a_refusing_port_is_retried_every_interval_a_silent_one_backs_off(
     gaps = [b - a for a, b in itertools.pairwise(attempts)]
     assert gaps and max(gaps) <= 1.0  # within an interval of the collector's return
 
-    def timing_out(batch: dict[str, Any]) -> dict[str, Any]:
-        attempts.append(clock.now)
+    def timing_out() -> dict[str, Any]:
         raise Unavailable("timed out")
 
     attempts.clear()
-    shipper.transport.post = timing_out  # type: ignore[method-assign]
+    shipper.transport.send = lambda batch, ahead=None: attempts.append(clock.now)  # type: ignore[method-assign]
+    shipper.transport.receive = timing_out  # type: ignore[method-assign]
     for _ in range(200):
         outbox.put_line(line(1))
         shipper.step(timeout=30)

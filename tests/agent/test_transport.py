@@ -1,0 +1,118 @@
+"""The collector transport: gzip only where it pays, the kept-alive connection, its errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from typing import Any
+
+import pytest
+
+from agent.transport import (
+    GZIP_MIN_BYTES,
+    SLOWEST_BYTES_PER_S,
+    Rejected,
+    Transport,
+    Unavailable,
+    encode,
+    encode_records,
+    encode_streams,
+    gzip_bytes,
+    is_loopback,
+)
+
+from .conftest import TOKEN, FakeCollector
+
+
+def batch(lines: int, text: str = "x" * 40) -> dict[str, Any]:
+    return {
+        "host": "spark-01",
+        "boot_id": "b",
+        "samples": [],
+        "lines": [{"seq": i, "ts": 1.0, "source": "vllm", "text": text} for i in range(lines)],
+        "events": [],
+    }
+
+
+def test_gzip_only_for_big_bodies_and_never_on_loopback(collector: FakeCollector) -> None:
+    big = batch(2000)
+    assert len(encode(big)) > GZIP_MIN_BYTES
+    loopback = Transport(collector.url, TOKEN, timeout=5)
+    assert not loopback.compress  # 127.0.0.1: the bytes cost nothing, compressing does
+    packed = Transport(collector.url, TOKEN, timeout=5, compress=True)
+    sent: list[tuple[int, str | None]] = []
+    real_request = packed._conn.request
+
+    def spy(method: str, path: str, body: bytes = b"", headers: Any = None) -> None:
+        sent.append((len(body), (headers or {}).get("Content-Encoding")))
+        real_request(method, path, body, headers)
+
+    packed._conn.request = spy  # type: ignore[method-assign]
+    packed.post(big)
+    packed.post(batch(3))
+    (big_size, big_encoding), small = sent
+    assert big_encoding == "gzip" and big_size < len(encode(big)) // 4
+    assert small == (len(encode(batch(3))), None)
+    loopback.post(big)
+    assert [len(b["lines"]) for b in collector.batches] == [2000, 3, 2000]  # all arrived
+    assert gzip.decompress(gzip_bytes(b"abc" * 1000)) == b"abc" * 1000
+
+
+def test_loopback_addresses() -> None:
+    assert all(map(is_loopback, ["127.0.0.1", "127.1.2.3", "localhost", "::1"]))
+    assert not any(map(is_loopback, ["10.0.0.2", "collector", "fe80::1", "128.0.0.1"]))
+
+
+def test_a_kept_alive_connection_the_collector_closed_is_retried_once(
+    collector: FakeCollector,
+) -> None:
+    transport = Transport(collector.url, TOKEN, timeout=5)
+    transport.post(batch(1))
+    collector.stop()  # ends the kept-alive connection
+    collector.start()  # same port
+    assert transport.post(batch(2))["stored"]["lines"] == 1  # seq 0 it has: a duplicate
+    assert len(collector.batches) == 2
+
+
+def test_send_then_receive_later(collector: FakeCollector) -> None:
+    transport = Transport(collector.url, TOKEN, timeout=5)
+    body = batch(5)
+    transport.send(body, encode_streams(body))
+    answer = transport.receive()
+    assert answer["stored"]["lines"] == 5
+    assert collector.batches[0]["lines"] == body["lines"]
+
+
+def test_refused_unavailable_and_rejected(collector: FakeCollector) -> None:
+    with pytest.raises(Rejected) as rejected:
+        Transport(collector.url, "wrong-token", timeout=5).post(batch(1))
+    assert rejected.value.status == 401
+    collector.status = 503
+    with pytest.raises(Unavailable) as failed:
+        Transport(collector.url, TOKEN, timeout=5).post(batch(1))
+    assert failed.value.status == 503 and not failed.value.refused
+    collector.stop()
+    with pytest.raises(Unavailable) as down:
+        Transport(collector.url, TOKEN, timeout=5).post(batch(1))
+    assert down.value.refused and down.value.status is None
+
+
+def test_records_encoded_ahead_are_reused_only_for_the_same_list() -> None:
+    body = batch(2500)
+    ahead = encode_streams(body)
+    assert json.loads(encode(body, ahead)) == body
+    changed = {**body, "lines": body["lines"][:1], "agent": {"sent_at": 2.0}}
+    assert json.loads(encode(changed, ahead)) == changed  # another list: encoded anew
+    assert json.loads(encode_records([])) == []
+    assert json.loads(encode_records([{"a": "é"}] * 2001)) == [{"a": "é"}] * 2001
+
+
+def test_a_big_batch_gets_time_in_proportion_to_its_size(collector: FakeCollector) -> None:
+    collector.refuse = lambda body: time.sleep(1.0)  # a busy collector: 1 s per batch
+    transport = Transport(collector.url, TOKEN, timeout=0.3)
+    big = batch(20_000, text="y" * 100)  # ~2.6 MB: 0.3 s + 2.6 s
+    assert len(encode(big)) > 2 * SLOWEST_BYTES_PER_S
+    assert transport.post(big)["stored"]["lines"] == 20_000
+    with pytest.raises(Unavailable, match="timed out"):
+        transport.post(batch(1))  # 0.3 s is all a small one gets
