@@ -69,8 +69,8 @@ def _tune_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        read_only = conn.get_execution_options().get(READ_ONLY, False)
-        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        begin = "BEGIN" if conn.get_execution_options().get(READ_ONLY) else "BEGIN IMMEDIATE"
+        conn.connection.driver_connection.execute(begin)  # direct: cheaper than exec_driver_sql
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -1,11 +1,16 @@
 """FastAPI dependencies: the request's session (its one commit point), auth, and the resources
 the app's lifespan built (matrix runner, netconsole channel, vLLM state, SSH layer, HTTP client,
-clock)."""
+clock).
+
+The getters are ``async def``: FastAPI runs a plain ``def`` dependency in a worker thread, and
+a thread round trip per getter cost more than the whole of a heartbeat's database work.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, cast
 
@@ -18,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from collector import auth
 from collector.db import session_scope
 from collector.errors import AuthFailed
+from collector.ingest.tokens import TokenCache
 from collector.liveness.arrivals import Arrivals
 from collector.matrix.runner import MatrixRunner
 from collector.metrics.ingest import IngestMetrics
@@ -28,7 +34,7 @@ from collector.timeutil import from_epoch
 from collector.vllm.state import VllmStates
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return cast(Settings, request.app.state.settings)
 
 
@@ -39,61 +45,61 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-def get_session_factory(request: Request) -> sessionmaker[Session]:
+async def get_session_factory(request: Request) -> sessionmaker[Session]:
     """For a route that is its own commit point: ingest (each step one transaction, run whole
     in one worker thread) and jobs run to the end (a deploy commits step by step)."""
     return cast("sessionmaker[Session]", request.app.state.sessionmaker)
 
 
-def get_clock(request: Request) -> Callable[[], float]:
+async def get_clock(request: Request) -> Callable[[], float]:
     """The app's clock, epoch seconds (injected by ``create_app``)."""
     return cast("Callable[[], float]", request.app.state.clock)
 
 
-def get_now(request: Request) -> datetime:
+async def get_now(request: Request) -> datetime:
     """One reading of the app's clock."""
-    return from_epoch(get_clock(request)())
+    return from_epoch(cast("Callable[[], float]", request.app.state.clock)())
 
 
-def get_runner(request: Request) -> MatrixRunner | None:
+async def get_runner(request: Request) -> MatrixRunner | None:
     return getattr(request.app.state, "matrix_runner", None)
 
 
-def get_netconsole(request: Request) -> NetconsoleChannel | None:
+async def get_netconsole(request: Request) -> NetconsoleChannel | None:
     return getattr(request.app.state, "netconsole", None)
 
 
-def get_scheduler(request: Request) -> BaseScheduler | None:
+async def get_scheduler(request: Request) -> BaseScheduler | None:
     return getattr(request.app.state, "scheduler", None)
 
 
-def get_arrivals(request: Request) -> Arrivals:
+async def get_arrivals(request: Request) -> Arrivals:
     return cast(Arrivals, request.app.state.arrivals)
 
 
-def get_store_slots(request: Request) -> asyncio.Semaphore:
+async def get_store_slots(request: Request) -> asyncio.Semaphore:
     """How many batches may be stored at once (``ingest_concurrency``)."""
     return cast(asyncio.Semaphore, request.app.state.store_slots)
 
 
-def get_vllm_states(request: Request) -> VllmStates:
+async def get_vllm_states(request: Request) -> VllmStates:
     return cast(VllmStates, request.app.state.vllm_states)
 
 
-def get_ssh(request: Request) -> SSHClient:
+async def get_ssh(request: Request) -> SSHClient:
     return cast(SSHClient, request.app.state.ssh)
 
 
-def get_http_client(request: Request) -> httpx.Client:
+async def get_http_client(request: Request) -> httpx.Client:
     """The app's outgoing HTTP client (alerts, test notifications)."""
     return cast(httpx.Client, request.app.state.http_client)
 
 
-def get_ingest_metrics(request: Request) -> IngestMetrics:
+async def get_ingest_metrics(request: Request) -> IngestMetrics:
     return cast(IngestMetrics, request.app.state.ingest_metrics)
 
 
-def get_templates(request: Request) -> Jinja2Templates:
+async def get_templates(request: Request) -> Jinja2Templates:
     return cast(Jinja2Templates, request.app.state.templates)
 
 
@@ -113,6 +119,38 @@ SSHDep = Annotated[SSHClient, Depends(get_ssh)]
 TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
 HttpClientDep = Annotated[httpx.Client, Depends(get_http_client)]
 IngestMetricsDep = Annotated[IngestMetrics, Depends(get_ingest_metrics)]
+
+
+@dataclass(frozen=True)
+class Ingest:
+    """What the ingest route takes from the app, as one dependency: each dependency costs
+    FastAPI work per request, and a heartbeat has little else to do."""
+
+    factory: sessionmaker[Session]
+    settings: Settings
+    clock: Callable[[], float]
+    vllm_states: VllmStates
+    metrics: IngestMetrics
+    arrivals: Arrivals
+    store_slots: asyncio.Semaphore
+    tokens: TokenCache  # agent tokens this process has seen valid (collector.ingest.tokens)
+
+
+async def get_ingest(request: Request) -> Ingest:
+    state = request.app.state
+    return Ingest(
+        state.sessionmaker,
+        state.settings,
+        state.clock,
+        state.vllm_states,
+        state.ingest_metrics,
+        state.arrivals,
+        state.store_slots,
+        state.agent_tokens,
+    )
+
+
+IngestDep = Annotated[Ingest, Depends(get_ingest)]
 
 
 def require_admin(request: Request, session: SessionDep) -> None:

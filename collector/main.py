@@ -30,6 +30,7 @@ from collector.api import (
     webhooks,
 )
 from collector.errors import AppError, AuthFailed
+from collector.ingest.tokens import TokenCache
 from collector.liveness.arrivals import Arrivals
 from collector.liveness.collector_runs import start_collector_run, stop_collector_run
 from collector.matrix.runner import MatrixRunner
@@ -124,11 +125,13 @@ def create_app(
     app.state.netconsole = None
     app.state.vllm_states = VllmStates(hang_stall_s=settings.vllm_hang_s)
     app.state.arrivals = Arrivals()
+    app.state.agent_tokens = TokenCache()
     # Set when the process starts to stop (cli.StoppingServer): silence judged no more.
     app.state.stopping = threading.Event()
     app.state.store_slots = asyncio.Semaphore(settings.ingest_concurrency)
     app.state.templates = make_templates(clock)
     app.state.ingest_metrics = IngestMetrics()
+    app.add_middleware(ingest.IngestLane)  # inside the metrics: they count what it answers
     app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)
     for api in (
         ingest,
@@ -155,11 +158,7 @@ def create_app(
 
     @app.exception_handler(ingest.BatchInvalid)
     async def batch_invalid(request: Request, exc: ingest.BatchInvalid) -> Response:
-        where = ", ".join(".".join(str(p) for p in e["loc"]) or "body" for e in exc.errors[:5])
-        return JSONResponse(
-            {"detail": f"batch rejected, nothing stored: invalid {where}", "errors": exc.errors},
-            status_code=422,
-        )
+        return exc.response()
 
     @app.exception_handler(matrix.SpecInvalid)
     async def spec_invalid(request: Request, exc: matrix.SpecInvalid) -> Response:
