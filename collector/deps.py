@@ -8,8 +8,8 @@ a thread round trip per getter cost more than the whole of a heartbeat's databas
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, cast
@@ -77,11 +77,6 @@ async def get_arrivals(request: Request) -> Arrivals:
     return cast(Arrivals, request.app.state.arrivals)
 
 
-async def get_store_slots(request: Request) -> asyncio.Semaphore:
-    """How many batches may be stored at once (``ingest_concurrency``)."""
-    return cast(asyncio.Semaphore, request.app.state.store_slots)
-
-
 async def get_vllm_states(request: Request) -> VllmStates:
     return cast(VllmStates, request.app.state.vllm_states)
 
@@ -114,7 +109,6 @@ NetconsoleDep = Annotated[NetconsoleChannel | None, Depends(get_netconsole)]
 SchedulerDep = Annotated[BaseScheduler | None, Depends(get_scheduler)]
 VllmStatesDep = Annotated[VllmStates, Depends(get_vllm_states)]
 ArrivalsDep = Annotated[Arrivals, Depends(get_arrivals)]
-StoreSlotsDep = Annotated[asyncio.Semaphore, Depends(get_store_slots)]
 SSHDep = Annotated[SSHClient, Depends(get_ssh)]
 TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
 HttpClientDep = Annotated[httpx.Client, Depends(get_http_client)]
@@ -132,7 +126,7 @@ class Ingest:
     vllm_states: VllmStates
     metrics: IngestMetrics
     arrivals: Arrivals
-    store_slots: asyncio.Semaphore
+    store_pool: Executor  # the threads that store batches: ingest_concurrency of them
     tokens: TokenCache  # agent tokens this process has seen valid (collector.ingest.tokens)
 
 
@@ -145,7 +139,7 @@ async def get_ingest(request: Request) -> Ingest:
         state.vllm_states,
         state.ingest_metrics,
         state.arrivals,
-        state.store_slots,
+        state.store_pool,
         state.agent_tokens,
     )
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -66,6 +66,9 @@ def create_app(
         factory = db.make_sessionmaker(engine)
         app.state.engine = engine
         app.state.sessionmaker = factory
+        # Batches stored at once; more wait in its queue, not in threads blocked on the database.
+        store_pool = ThreadPoolExecutor(settings.ingest_concurrency, thread_name_prefix="ingest")
+        app.state.store_pool = store_pool
         with db.session_scope(factory) as session:
             generated = auth.ensure_admin_token(session, configured=settings.admin_token)
             app.state.cookie_secret = settings.session_secret or auth.cookie_secret(session)
@@ -108,6 +111,7 @@ def create_app(
             runner.shutdown()
             if app.state.netconsole is not None:
                 app.state.netconsole.stop()
+            store_pool.shutdown(wait=True)
             stop_collector_run(factory, run_id=run_id, now=from_epoch(clock()))
             http_client.close()
             engine.dispose()
@@ -128,7 +132,6 @@ def create_app(
     app.state.agent_tokens = TokenCache()
     # Set when the process starts to stop (cli.StoppingServer): silence judged no more.
     app.state.stopping = threading.Event()
-    app.state.store_slots = asyncio.Semaphore(settings.ingest_concurrency)
     app.state.templates = make_templates(clock)
     app.state.ingest_metrics = IngestMetrics()
     app.add_middleware(ingest.IngestLane)  # inside the metrics: they count what it answers

@@ -17,18 +17,20 @@ from sqlalchemy.orm import Session
 class Prepared:
     """A Core statement compiled once per dialect, run on the driver's cursor: per call no
     statement is built, no cache key computed, no execution context or result object made
-    (the hot path of ingest; ``copy_rows`` goes to the driver the same way). Bind values go
-    through their types' processors as SQLAlchemy's would; results come back as the driver
-    reads them (on SQLite a boolean is 0/1, a datetime text)."""
+    (the hot path of ingest; ``copy_rows`` goes to the driver the same way). Bind values and
+    a query's result values go through their types' processors as SQLAlchemy's would."""
 
     def __init__(self, statement: Executable) -> None:
         self._statement = statement
         self._forms: dict[str, _Form] = {}
+        self._results: dict[str, tuple[Callable[[Any], Any] | None, ...]] = {}
 
     def _form(self, dialect: Any) -> _Form:
         form = self._forms.get(dialect.name)
         if form is None:
             compiled = cast(Any, self._statement).compile(dialect=dialect)
+            # An expanding IN takes its list at execution: write it as ORs of equalities.
+            assert "POSTCOMPILE" not in str(compiled), "no IN (...) in a prepared statement"
             binds = compiled.binds.items()
             form = self._forms[dialect.name] = _Form(
                 sql=str(compiled),
@@ -42,7 +44,18 @@ class Prepared:
             )
         return form
 
-    def _run(self, session: Session, params: dict[str, Any]) -> Any:
+    def _result_processors(self, dialect: Any, cursor: Any) -> tuple[Any, ...]:
+        """Per column of a query, as SQLAlchemy picks them: by type and the driver's type code."""
+        found = self._results.get(dialect.name)
+        if found is None:
+            columns = cast(Any, self._statement).selected_columns
+            found = self._results[dialect.name] = tuple(
+                c.type.dialect_impl(dialect).result_processor(dialect, d[1])
+                for c, d in zip(columns, cursor.description, strict=True)
+            )
+        return found
+
+    def _run(self, session: Session, params: dict[str, Any]) -> tuple[Any, Any]:
         conn = session.connection()
         form = self._form(conn.dialect)
         values = {**form.defaults, **params}
@@ -51,20 +64,23 @@ class Prepared:
         args = values if form.order is None else tuple(values[n] for n in form.order)
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         cursor.execute(form.sql, args)
-        return cursor
+        return cursor, conn.dialect
 
     def first(self, session: Session, **params: Any) -> tuple[Any, ...] | None:
         """The first row of a query."""
-        cursor = self._run(session, params)
+        cursor, dialect = self._run(session, params)
         try:
             row = cursor.fetchone()
+            processors = self._result_processors(dialect, cursor)
         finally:
             cursor.close()
-        return None if row is None else tuple(row)
+        if row is None:
+            return None
+        return tuple(v if p is None else p(v) for v, p in zip(row, processors, strict=True))
 
     def rowcount(self, session: Session, **params: Any) -> int:
         """How many rows a DML statement matched."""
-        cursor = self._run(session, params)
+        cursor, _dialect = self._run(session, params)
         count = int(cursor.rowcount)
         cursor.close()
         return count

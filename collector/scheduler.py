@@ -16,6 +16,7 @@ from collector import heap
 from collector.alerts.delivery import deliver_due_alerts
 from collector.incidents.lifecycle import settle_incidents
 from collector.incidents.postmortem import collect_postmortems
+from collector.liveness import due
 from collector.liveness.arrivals import Arrivals
 from collector.liveness.checker import check_heartbeats, prober, start_pre_probes
 from collector.liveness.collector_runs import release_held_alerts, tick_collector_alive
@@ -67,6 +68,13 @@ def build_scheduler(
     def deliver() -> None:
         deliver_due_alerts(session_factory, now=now(), http_client=http_client, settings=settings)
 
+    # An idle tick costs a comparison in memory: a step runs when something may be due.
+    gate = due.Due(session_factory, settings=settings)
+
+    def deliver_if_due() -> None:
+        if gate(due.DELIVER, now()):
+            deliver()
+
     pre_probes = PreProbes()
     scheduler.add_listener(lambda _event: pre_probes.shutdown(), EVENT_SCHEDULER_SHUTDOWN)
     run_probes = prober(settings, ssh)
@@ -86,18 +94,23 @@ def build_scheduler(
         if not watching():
             return
         at = now()
-        opened = check_heartbeats(
-            session_factory,
-            now=at,
-            settings=settings,
-            probe_runner=run_probes,
-            ssh=ssh,
-            pre_probes=pre_probes,
-            arrivals=arrivals,
-        )
-        settled = settle_incidents(session_factory, now=at, settings=settings)
-        released = release_held_alerts(session_factory, now=at, settings=settings)
+        opened = settled = released = []
+        if gate(due.HEARTBEATS, at):
+            opened = check_heartbeats(
+                session_factory,
+                now=at,
+                settings=settings,
+                probe_runner=run_probes,
+                ssh=ssh,
+                pre_probes=pre_probes,
+                arrivals=arrivals,
+            )
+        if gate(due.SETTLE, at):
+            settled = settle_incidents(session_factory, now=at, settings=settings)
+        if gate(due.RELEASE, at):
+            released = release_held_alerts(session_factory, now=at, settings=settings)
         if opened or settled or released:
+            gate.expire()
             deliver()  # don't wait for the delivery tick: seconds matter here
 
     add("check_heartbeats", settings.check_interval_s, check)
@@ -107,6 +120,7 @@ def build_scheduler(
         settings.check_interval_s,
         lambda: (
             watching()
+            and (bool(pre_probes.pending()) or gate(due.PRE_PROBES, now()))
             and start_pre_probes(
                 session_factory,
                 now=now(),
@@ -117,7 +131,7 @@ def build_scheduler(
             )
         ),
     )
-    add("deliver_alerts", settings.delivery_interval_s, deliver)
+    add("deliver_alerts", settings.delivery_interval_s, deliver_if_due)
     add(
         "collector_alive",
         settings.alive_tick_s,
@@ -127,7 +141,10 @@ def build_scheduler(
     add(
         "postmortems",
         settings.postmortem_interval_s,
-        lambda: collect_postmortems(session_factory, now=now(), settings=settings, ssh=ssh),
+        lambda: (
+            gate(due.POSTMORTEMS, now())
+            and collect_postmortems(session_factory, now=now(), settings=settings, ssh=ssh)
+        ),
     )
 
     def keep_within_retention() -> None:

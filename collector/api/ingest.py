@@ -12,6 +12,7 @@ in hand (``liveness.arrivals``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import zlib
 from functools import partial
@@ -103,14 +104,13 @@ async def answer(request: Request, app: Ingest) -> Response:
     received_at = app.clock()
     store = partial(_store, app, host.id, token_hash, batch, received_at)
     with app.arrivals.holding(host.id):
-        # At most ingest_concurrency at once: the others wait here, not in worker threads
-        # blocked on the database (which would leave none for the token lookups).
-        async with app.store_slots:
-            try:
-                result = await run_in_threadpool(store)
-            except AuthFailed:
-                app.tokens.forget(token_hash)  # rotated, or the host deleted, since it was cached
-                raise
+        # In ingest's own threads (ingest_concurrency): the others wait in its queue, not in
+        # threads blocked on the database, and the token lookups keep the shared pool.
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(app.store_pool, store)
+        except AuthFailed:
+            app.tokens.forget(token_hash)  # rotated, or the host deleted, since it was cached
+            raise
     app.metrics.observe(result)
     # Serialized here, once: the declared response_model is for the API's schema only.
     return Response(result.model_dump_json(), media_type="application/json")

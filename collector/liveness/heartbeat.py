@@ -90,8 +90,7 @@ def read_sender(session: Session, *, host_id: int, boot_id: str) -> Sender | Non
     row = _SENDER.first(session, host_id=host_id, boot_id=boot_id)
     if row is None:
         return None
-    host_id, token_hash, status, boot, grace, offset, silenced, pk = row
-    return Sender(host_id, token_hash, status, boot, grace, offset, bool(silenced), pk)
+    return Sender(*row)
 
 
 def _beat_values(

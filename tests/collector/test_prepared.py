@@ -1,4 +1,5 @@
-"""prepared.py: a statement run on the driver stores what the ORM would, on both databases."""
+"""prepared.py: a statement run on the driver stores and reads what the ORM would, on both
+databases."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ SET = Prepared(
     .values(overdue_at=bindparam("overdue_at"), grace_s=bindparam("grace_s"))
 )
 READ = Prepared(
-    select(hosts.c.id, hosts.c.grace_s, hosts.c.overdue_at).where(hosts.c.name == bindparam("name"))
+    select(hosts.c.grace_s, hosts.c.overdue_at, hosts.c.last_seen_at.is_(None)).where(
+        hosts.c.name == bindparam("name")
+    )
 )
 
 
@@ -41,8 +44,8 @@ def test_values_written_on_the_driver_compare_and_read_as_the_orm_writes_them(
             assert SET.rowcount(session, name="a", overdue_at=at, grace_s=2.5) == 1
             # the literal in the statement (status = 'up') holds: no row for b
             assert SET.rowcount(session, name="b", overdue_at=at, grace_s=2.5) == 0
-            row = READ.first(session, name="a")
-            assert row is not None and row[1] == 2.5
+            # typed as the ORM reads them: an aware datetime, a bool
+            assert READ.first(session, name="a") == (2.5, at, True)
             assert READ.first(session, name="nobody") is None
         with db.read_scope(factory) as session:
             assert session.scalar(select(Host.overdue_at).where(Host.name == "a")) == at
