@@ -6,6 +6,7 @@ the heartbeat the batch is, then the alerts its new GPU faults and guard firings
 
 from __future__ import annotations
 
+import hmac
 from datetime import datetime
 from typing import Any
 
@@ -47,7 +48,9 @@ def ingest_batch(
     caller looked the token up).
     """
     sender = read_sender(session, host_id=host_id, boot_id=batch.boot_id)
-    if sender is None or (token_hash is not None and sender.token_hash != token_hash):
+    if sender is None or (
+        token_hash is not None and not hmac.compare_digest(sender.token_hash, token_hash)
+    ):
         raise AuthFailed("unknown host token")
     boot = sender.boot_pk
     if boot is None:
