@@ -13,14 +13,13 @@ import logging
 import os
 from datetime import datetime
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import changed_rows, session_scope
 from collector.incidents.payload import enqueue_incident_alert
 from collector.liveness.status import watch_again
-from collector.models import CollectorRun, Host, HostStatus, Incident, IncidentState, table_of
-from collector.prepared import Prepared
+from collector.models import CollectorRun, Host, HostStatus, Incident, IncidentState
 from collector.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -62,19 +61,13 @@ def start_collector_run(
         return run.id
 
 
-_ALIVE = Prepared(
-    update(table_of(CollectorRun))
-    .where(table_of(CollectorRun).c.id == bindparam("run_id"))
-    .values(last_alive_at=bindparam("now"))
-)
-
-
 def tick_collector_alive(
     session_factory: sessionmaker[Session], *, run_id: int, now: datetime
 ) -> None:
-    """This run is alive at ``now`` (a statement on the driver: it runs every few seconds)."""
     with session_scope(session_factory) as session:
-        _ALIVE.rowcount(session, run_id=run_id, now=now)
+        session.execute(
+            update(CollectorRun).where(CollectorRun.id == run_id).values(last_alive_at=now)
+        )
 
 
 def stop_collector_run(
