@@ -60,6 +60,7 @@ bench: venv
 	$(PY) bench/replay.py
 	$(PY) bench/retention.py
 	$(PY) bench/memory.py --minutes 10
+	$(PY) bench/peers.py
 
 agent-bundle: venv
 	$(PY) -m collector agent-bundle dist/freezewatch-agent.pyz

@@ -20,6 +20,27 @@ ADMIN = "fwa_bench-admin"
 FIXTURE_PROC = ROOT / "tests" / "fixtures" / "proc"
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` (all its threads) from /proc/<pid>/stat, in seconds."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def status_kb(pid: int, key: str) -> int:
+    """A ``kB`` field of /proc/<pid>/status (``VmRSS``, ``VmHWM``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (0..1) of ``values``."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -50,12 +71,12 @@ def database(kind: str, tmp: Path) -> Iterator[str]:
         yield pg.url
 
 
-def start_collector(
+def spawn_collector(
     db_url: str, port: int, log: Path | None = None, **env: str
 ) -> subprocess.Popen[bytes]:
-    """``python -m collector serve`` (scheduler on) on ``port``; returns once it answers."""
+    """``python -m collector serve`` (scheduler on) on ``port``, not yet answering."""
     out = open(log, "ab") if log is not None else None  # noqa: SIM115 - lives with the process
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "collector", "serve", "--log-level", "warning"],
         cwd=ROOT,
         env={
@@ -68,18 +89,37 @@ def start_collector(
         stdout=out,
         stderr=out,
     )
+
+
+def wait_collector(proc: subprocess.Popen[bytes], port: int, log: Path | None = None) -> None:
+    """Returns once the collector on ``port`` answers /healthz; raises if it exits first or
+    takes longer than a loaded 2-core machine needs (a minute or more)."""
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while True:
         try:
             if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc
+                return
         except httpx.HTTPError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("collector did not start")
+            tail = log.read_text(errors="replace")[-2000:] if log is not None else ""
+            raise RuntimeError(f"collector did not start\n{tail}")
         time.sleep(0.05)
+
+
+def start_collector(
+    db_url: str, port: int, log: Path | None = None, **env: str
+) -> subprocess.Popen[bytes]:
+    """``python -m collector serve`` (scheduler on) on ``port``; returns once it answers."""
+    proc = spawn_collector(db_url, port, log, **env)
+    try:
+        wait_collector(proc, port, log)
+    except BaseException:  # Ctrl-C while waiting included: the caller never got the process
+        proc.kill()
+        proc.wait()
+        raise
+    return proc
 
 
 @contextmanager

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import ROOT, add_host, free_port, running_collector
+from bench._common import (
+    ROOT,
+    add_host,
+    cpu_seconds,
+    free_port,
+    running_collector,
+    status_kb,
+)
 from tests.support.docker_standin import DockerStandin
 
 WARMUP_S = 5.0
@@ -40,19 +46,6 @@ GUARD_RULES = {
     ],
     "actions": [{"docker_stop": {"timeout": "10s"}}],
 }
-
-
-def cpu_seconds(pid: int) -> float:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
-
-def status_kb(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    raise KeyError(key)
 
 
 def start_vllm(tmp: Path) -> tuple[subprocess.Popen[bytes], str, Path]:

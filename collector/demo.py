@@ -90,11 +90,9 @@ def freeze_plan(argv: list[str]) -> str | None:
         return None
 
     def flag(option: str, default: float) -> float:
-        at = argv.index(option) + 1 if option in argv else len(argv)
-        return float(argv[at]) if at < len(argv) else default
+        return float(_option(argv, option) or default)
 
-    at = argv.index("--host-name") + 1 if "--host-name" in argv else len(argv)
-    name = argv[at] if at < len(argv) else "simulated host"
+    name = _option(argv, "--host-name") or "simulated host"
     every = flag("--freeze-every", 180.0)
     first = flag("--first-freeze", min(45.0, every))
     away = flag("--freeze-seconds", 20.0)
@@ -105,6 +103,24 @@ def freeze_plan(argv: list[str]) -> str | None:
         f"  {name}: first freeze (a soft lockup, then silence) after ~{first:g} s{later};"
         f" it stays away {away:g} s and comes back on a new boot (rebooted)\n"
     )
+
+
+def campaign_plan(argv: list[str], url: str) -> str | None:
+    """What a ``tests.support.simlab_demo`` command will show and when (timed on this project's
+    2-core machine); None for another command."""
+    if "tests.support.simlab_demo" not in argv:
+        return None
+    name = _option(argv, "--host-name") or "the lab host"
+    return (
+        f"  {name}: a matrix campaign (2 profiles x 2 repetitions, a reboot before each start)"
+        " from ~15 s; the host freezes once during the second unit (~1.5 min in) and the run"
+        f" goes on; it ends after ~4 min with k-of-N verdicts on {url}/matrix\n"
+    )
+
+
+def _option(argv: list[str], option: str) -> str | None:
+    at = argv.index(option) + 1 if option in argv else len(argv)
+    return argv[at] if at < len(argv) else None
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -234,7 +250,8 @@ def run_demo(
         sims = [subprocess.Popen(argv, env=env) for argv in commands]
         procs += sims
         sim_lines = "".join(f"  simulated:    {name}\n" for name in simulated_hosts or [])
-        plan = "".join(filter(None, map(freeze_plan, commands)))
+        plans = [p for c in commands for p in (freeze_plan(c), campaign_plan(c, url)) if p]
+        plan = "".join(plans)
         watch = (
             f"What you will see:\n{plan}  each freeze opens an incident on {url}/freezes; its"
             " page names the soft lockup first.\n"

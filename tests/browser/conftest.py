@@ -50,6 +50,7 @@ XID_79 = "NVRM: Xid (PCI:000f:01:00): 79, pid=4242, name=python3, GPU has fallen
 PSTORE_DMESG = (
     "Panic#1 Part1\n<0>[ 812.000001] Kernel panic - not syncing: hung_task: blocked tasks\n"
 )
+EMPTY_PSTORE = "console-ramoops-0"
 GIB = 2**30
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 WIDE, PHONE = {"width": 1440, "height": 900}, {"width": 390, "height": 844}  # viewports
@@ -87,7 +88,8 @@ def _free_port() -> int:
 
 
 def _wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
+    # Generous: on a loaded two-core machine the first import of the app alone can take 30 s.
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"collector exited with {proc.returncode}")
@@ -100,7 +102,7 @@ def _wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
     raise RuntimeError("collector did not become ready")
 
 
-def _sample(seq: int, ts: float) -> dict[str, Any]:
+def sample(seq: int, ts: float) -> dict[str, Any]:
     wave = (seq % 120) / 120
     return {
         "seq": seq,
@@ -175,7 +177,7 @@ def _fill(base: str, token: str, now: float) -> LiveCollector:
     ]
     with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
         for start in range(0, 601, 200):
-            samples = [_sample(i + 1, first + i) for i in range(start, min(start + 200, 601))]
+            samples = [sample(i + 1, first + i) for i in range(start, min(start + 200, 601))]
             body = {
                 "host": HOST,
                 "boot_id": BOOT,
@@ -196,6 +198,7 @@ def live_collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCol
     pstore = workdir / "pstore"
     pstore.mkdir()
     (pstore / "dmesg-ramoops-0").write_text(PSTORE_DMESG)
+    (pstore / EMPTY_PSTORE).write_text("")  # an empty artifact, which the page must explain
     env = {
         **os.environ,
         "FREEZEWATCH_DB_URL": db_url,
@@ -253,10 +256,10 @@ def browser() -> Iterator[Any]:
         chromium.close()
 
 
-def login(page: Any, base: str, path: str = "/") -> None:
+def login(page: Any, base: str, path: str = "/", token: str = ADMIN_TOKEN) -> None:
     """Log in through the form, landing on ``path``."""
     page.goto(f"{base}{path}")
-    page.fill("#token", ADMIN_TOKEN)
+    page.fill("#token", token)
     page.click("button[type=submit]")
     page.wait_for_url(f"{base}{path}")
 
@@ -312,7 +315,7 @@ class AgentFeed:
                 "host": HOST,
                 "boot_id": BOOT,
                 "agent": {"version": "0.1.0"},
-                "samples": [_sample(self.seq, time.time())],
+                "samples": [sample(self.seq, time.time())],
                 "lines": lines,
                 "events": [],
             }
@@ -461,7 +464,7 @@ def real_incident(live_collector: LiveCollector, sshd: Any) -> RealIncident:
             "host": SIM_HOST,
             "boot_id": SIM_BOOT_A,
             "agent": {"version": "0.1.0", "pid": 77, "started_at": last - 600},
-            "samples": [_sample(i + 1, last - 149 + i) for i in range(150)],
+            "samples": [sample(i + 1, last - 149 + i) for i in range(150)],
             "lines": [
                 {
                     "seq": 1,
@@ -497,7 +500,7 @@ def real_incident(live_collector: LiveCollector, sshd: Any) -> RealIncident:
             **body,
             "boot_id": SIM_BOOT_B,
             "agent": {"version": "0.1.0", "pid": 78, "started_at": time.time()},
-            "samples": [_sample(1, time.time())],
+            "samples": [sample(1, time.time())],
             "lines": [],
         }
         httpx.post(f"{lc.base_url}{INGEST_PATH}", json=back, headers=agent).raise_for_status()

@@ -57,6 +57,11 @@ def test_an_open_freeze_headline_names_the_soft_lockup_and_turns_resolved_live(
     assert in_first_viewport(page, "#headline-events li")
     assert page.inner_text("#postmortem-state").startswith("waiting for the host")
     assert "silent for" in page.inner_text("#headline .verdict")
+    # The downtime counts while the page is open.
+    page.wait_for_function(
+        "(t) => document.getElementById('downtime').textContent !== t",
+        arg=page.inner_text("#downtime"),
+    )
     # The evidence: newest first, kernel lines and errors by default, the lockup among them.
     lines = page.locator("#inc-lines tbody tr[data-ts]")
     stamps = [float(t) for t in lines.evaluate_all("rows => rows.map(r => r.dataset.ts)")]
@@ -78,6 +83,16 @@ def test_an_open_freeze_headline_names_the_soft_lockup_and_turns_resolved_live(
         "!document.getElementById('postmortem-state').textContent.startsWith('waiting')"
     )
     assert detail["resolution"] == "rebooted"
+    # This host has no SSH: the post-mortem failed, and the page says why and what would help.
+    page.wait_for_function(
+        "document.getElementById('postmortem-state').textContent.startsWith('failed')"
+    )
+    why = page.locator('#inc-artifacts tr.artifact-why[data-artifact="postmortem-error"]')
+    assert why.inner_text() == (
+        "The post-mortem could not run: no SSH configured. Give the host SSH settings "
+        "(freezewatch-collector add-host NAME --ssh USER@ADDR --key PATH --trust-host-key) "
+        "for the next freeze."
+    )
     screenshot(page, "incident-resolved-soft-lockup")
     assert page.console_errors == []
 
@@ -154,6 +169,16 @@ def test_the_hosts_board_tells_a_host_that_froze_from_one_that_never_did(
     # The freeze mark is a link to the incident, with a hover card.
     froze.locator(f'.avail a.freeze[data-incident="{iid}"]').hover()
     assert f"#{iid}" in page.locator(".fw-tip").inner_text()
+    # The current vLLM state; a host without vLLM says so.
+    assert never.locator('td[data-label="vLLM"]').inner_text().startswith("health ok · 4 run / ")
+    # The 7 d strip, remembered by this browser.
+    page.click('#board-ranges button[data-range="7d"]')
+    froze.locator('.avail[data-range="7d"]').wait_for()
+    assert froze.locator(f'.avail a.freeze[data-incident="{iid}"]').count() == 1
+    assert "last 7d" in froze.locator(".avail-meta").inner_text()
+    page.reload()
+    page.locator(f'#hosts tr[data-host="{SIM_HOST}"] .avail[data-range="7d"]').wait_for()
+    assert page.get_attribute('#board-ranges button[data-range="7d"]', "class") == "active"
     assert page.console_errors == []
 
 
@@ -243,3 +268,52 @@ def test_an_artifact_reads_inline_with_line_numbers(
     assert numbered == [str(n + 1) for n in range(len(PSTORE_DMESG.splitlines()))]
     assert text.inner_text().strip() == PSTORE_DMESG.strip()
     assert page.console_errors == []
+
+
+def contrast(a: list[int], b: list[int]) -> float:
+    """WCAG contrast ratio of two sRGB colours."""
+
+    def lum(c: list[int]) -> float:
+        lin = [
+            v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+            for v in (x / 255 for x in c)
+        ]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+PALETTE = """() => {
+  const probe = document.createElement("i");
+  document.body.append(probe);
+  const rgb = (css) => {
+    probe.style.color = css;
+    return getComputedStyle(probe).color.match(/\\d+/g).slice(0, 3).map(Number);
+  };
+  const out = {};
+  for (const [k, v] of Object.entries(window.FW.INCIDENT_COLORS)) out[k] = rgb(v);
+  out["(panel)"] = rgb(getComputedStyle(document.getElementById("lanes")).backgroundColor);
+  probe.remove();
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_incident_colours_stay_visible_in_both_schemes(
+    browser: Any, live_collector: LiveCollector, real_incident: RealIncident, scheme: str
+) -> None:
+    """Every kind and resolution colour of the freezes page stands out from its panel by at
+    least 3:1 (WCAG's contrast for graphics), in light and in dark mode."""
+    context = browser.new_context(color_scheme=scheme)
+    page = context.new_page()
+    try:
+        login(page, live_collector.base_url, "/freezes")
+        page.locator("#lanes .bar").first.wait_for()
+        colours = page.evaluate(PALETTE)
+    finally:
+        context.close()
+    panel = colours.pop("(panel)")
+    assert "unreachable" in colours and len(colours) >= 10
+    faint = {k: round(contrast(c, panel), 2) for k, c in colours.items() if contrast(c, panel) < 3}
+    assert faint == {}

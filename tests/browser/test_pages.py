@@ -327,8 +327,25 @@ def test_matrix_list_and_the_start_form(
     assert "Profiles: A (NemoClaw managed command as shipped)" in page.inner_text("#preset-about")
     screenshot(page, "matrix")
 
-    page.on("dialog", lambda d: d.accept())
+    # The host selector marks the host without SSH and says what it needs.
+    marked = page.locator('#m-host option[value="no-ssh"]')
+    assert (marked.get_attribute("data-ssh"), marked.inner_text()) == ("no", "no-ssh (no SSH)")
+    ready = page.locator(f'#m-host option[value="{HOST}"]')
+    assert (ready.get_attribute("data-ssh"), ready.inner_text()) == ("yes", HOST)
+    page.select_option("#m-host", HOST)
+    help_text = page.locator("#m-host-help")
+    assert (
+        help_text.is_visible()
+        and 'Hosts marked "no SSH" need SSH settings' in help_text.inner_text()
+    )
     page.select_option("#m-host", "no-ssh")
+    assert help_text.inner_text() == (
+        "no-ssh has no SSH settings: a matrix run starts and stops vLLM on the host over SSH. "
+        "Give it a login first: freezewatch-collector add-host no-ssh --update --ssh USER@ADDR "
+        "--key PATH --trust-host-key."
+    )
+
+    page.on("dialog", lambda d: d.accept())
     page.click("#start-form button[type=submit]")
     page.locator("#start-msg", has_text="has no SSH settings").wait_for()
     assert "add-host no-ssh --update --ssh USER@ADDR --key PATH" in page.inner_text("#start-msg")
@@ -387,13 +404,34 @@ def test_cancel_button_cancels_a_running_run(
     spec = standin_spec(free_port(), marker, tmp_path / "kmsg", max_turns=1000, request_s=0.2)
     spec = {**spec, "host": HOST, "profiles": {"X": {}}}
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    with httpx.Client(base_url=live_collector.base_url, headers=admin) as api:
+    base = live_collector.base_url
+    with httpx.Client(base_url=base, headers=admin) as api:
         run_id = api.post("/api/v1/matrix-runs", json={"spec": spec}).json()["id"]
-        login(page, live_collector.base_url, f"/matrix/{run_id}")
+        login(page, base, f"/matrix/{run_id}")
         page.locator('body[data-run-status="running"]').wait_for(timeout=30_000)
         page.locator("#run-cancel").wait_for()
         screenshot(page, "matrix-run-running")
         page.on("dialog", lambda d: d.accept())
+
+        # A second run on the same host waits its turn: its empty steps table says why, and
+        # again once it is cancelled before its first step.
+        queued = api.post("/api/v1/matrix-runs", json={"spec": spec}).json()["id"]
+        page.goto(f"{base}/matrix/{queued}")
+        page.locator('body[data-run-status="queued"]').wait_for()
+        empty = page.locator("#steps-empty")
+        assert empty.is_visible()
+        assert empty.inner_text() == (
+            "No steps yet: the run is queued behind another run on this host."
+        )
+        page.click("#run-cancel")
+        page.locator('body[data-run-status="cancelled"]').wait_for(timeout=30_000)
+        assert empty.inner_text() == "No steps: the run cancelled before its first step."
+        assert page.inner_text("#run-incidents-wrap") == (
+            "The run never started: no window to look in."
+        )
+
+        page.goto(f"{base}/matrix/{run_id}")
+        page.locator("#run-cancel").wait_for()
         page.click("#run-cancel")
         page.wait_for_function("document.body.dataset.runStatus === 'cancelled'", timeout=60_000)
         assert page.locator("#run-cancel").is_hidden()

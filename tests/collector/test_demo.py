@@ -7,7 +7,7 @@ from pathlib import Path
 
 from collector import db
 from collector.auth import host_for_token
-from collector.demo import expand, freeze_plan, port_free, register_hosts
+from collector.demo import campaign_plan, expand, freeze_plan, port_free, register_hosts
 from collector.hosts import registry as hosts
 
 
@@ -62,3 +62,12 @@ def test_freeze_plan_says_when_the_simulated_host_freezes() -> None:
     assert "after ~10 s, once" in (freeze_plan([*sim, "0", "--first-freeze", "10"]) or "")
     assert "never freezes" in (freeze_plan([*sim, "0"]) or "")
     assert freeze_plan(["/bin/true"]) is None
+
+
+def test_campaign_plan_says_what_the_lab_host_runs_and_when() -> None:
+    lab = ["/py", "-m", "tests.support.simlab_demo", "--host-name", "spark-lab"]
+    plan = campaign_plan(lab, "http://127.0.0.1:8080")
+    assert plan is not None and plan.startswith("  spark-lab: a matrix campaign")
+    assert "freezes once during the second unit (~1.5 min in)" in plan
+    assert plan.endswith("k-of-N verdicts on http://127.0.0.1:8080/matrix\n")
+    assert campaign_plan(["/py", "-m", "tests.support.simhost"], "http://x") is None

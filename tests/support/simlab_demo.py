@@ -98,7 +98,7 @@ class Campaign:
     def __init__(self, args: argparse.Namespace, admin: str) -> None:
         self.args = args
         self.api = httpx.Client(
-            base_url=args.collector, headers={"Authorization": f"Bearer {admin}"}, timeout=10
+            base_url=args.collector, headers={"Authorization": f"Bearer {admin}"}, timeout=30
         )
         boot_s = 4.0 if args.quick else 8.0
         self.lab = LabHost(
@@ -173,7 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_id = campaign.start()
         status = "queued"
         while not stop.wait(1.0) and status in ("queued", "running"):
-            status = campaign.tick(run_id)
+            try:
+                status = campaign.tick(run_id)
+            except httpx.HTTPError as exc:  # a busy collector answers late: ask again
+                print(f"demo campaign: {exc!r}; asking again", flush=True)
         if status not in ("queued", "running"):
             print(f"demo campaign: matrix run {run_id} {status}", flush=True)
         stop.wait()

@@ -59,7 +59,7 @@
       el("td", { class: "num" }, `${size(a.size)}${a.truncated ? " (truncated)" : ""}`), el("td", { class: "num" }, secs(a.duration_s)),
       el("td", {}, clock(a.collected_at)), el("td", {}, actions));
     const out = [main];
-    if (reason) out.push(el("tr", { class: "artifact-why" }, el("td", { colspan: 7, class: a.error || a.name === "postmortem-error" || (a.exit_status ?? 0) !== 0 ? "error" : "muted" }, reason)));
+    if (reason) out.push(el("tr", { class: "artifact-why", dataset: { artifact: a.name } }, el("td", { colspan: 7, class: a.error || a.name === "postmortem-error" || (a.exit_status ?? 0) !== 0 ? "error" : "muted" }, reason)));
     out.push(viewRow);
     return out;
   }

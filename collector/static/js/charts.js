@@ -200,12 +200,17 @@
         const ts = u.posToVal(ev.offsetX, "x");
         return this.overlays.incidents.find((i) => i.start <= ts && ts <= (i.end ?? this.until));
       };
-      // While a range is dragged the markers let the pointer through: uPlot extends its
-      // selection only on moves over the plot itself, so one crossed would cut the zoom short.
+      // Once the pointer moves with the button down (a range drag), the markers let it through:
+      // uPlot extends its selection only on moves over the plot itself, so a marker crossed
+      // would cut the zoom short. Not before: a click on a marker must stay on the marker.
       u.over.addEventListener("mousedown", (ev) => {
         downX = ev.clientX;
-        u.over.classList.add("dragging");
-        document.addEventListener("mouseup", () => u.over.classList.remove("dragging"), { once: true });
+        const moved = (m) => { if (Math.abs(m.clientX - downX) > 3) u.over.classList.add("dragging"); };
+        document.addEventListener("mousemove", moved);
+        document.addEventListener("mouseup", () => {
+          document.removeEventListener("mousemove", moved);
+          u.over.classList.remove("dragging");
+        }, { once: true });
       });
       u.over.addEventListener("click", (ev) => {
         if (downX === null || Math.abs(ev.clientX - downX) > 3 || ev.target.closest(".fw-marker")) return;

@@ -84,11 +84,20 @@
     return parts.length ? parts.flatMap((p, i) => (i ? [" · ", ...p] : p)) : el("span", { class: "muted" }, "no vLLM seen on this host");
   }
 
+  /** The matrix run and profile the host was in when it went silent: the run window around
+      the loss, else the unit the runner noted on the snapshot, else the last window before it. */
   function matrixLine(inc) {
     const runs = listOf(inc.matrix, "matrix"), ctx = inc.snapshot && inc.snapshot.context && inc.snapshot.context.matrix_run;
-    const items = runs.map((r) => el("a", { href: r.url }, `run #${r.run_id} profile ${r.profile} (${r.kind === "startup" ? "startup" : r.workload})`));
-    if (!items.length && ctx) items.push(el("a", { href: ctx.url || `/matrix/${ctx.run_id ?? ctx.id}` }, `run #${ctx.run_id ?? ctx.id}${ctx.profile ? ` profile ${ctx.profile}` : ""}`));
-    return items.length ? items.flatMap((a, i) => (i ? [", ", a] : [a])) : null;
+    const unit = (profile, rep) => `${profile}${rep > 1 ? ` #${rep}` : ""}`;
+    const active = runs.filter((r) => r.start <= inc.start && (r.end == null || r.end >= inc.start)).at(-1);
+    if (active) {
+      return el("a", { href: active.url, dataset: { run: active.run_id } },
+        `run #${active.run_id} profile ${unit(active.profile, active.repetition)} (${active.kind === "startup" ? "startup" : `workload ${active.workload}`})`);
+    }
+    if (ctx && ctx.run_id != null) return el("a", { href: `/matrix/${ctx.run_id}`, dataset: { run: ctx.run_id } }, `run #${ctx.run_id} profile ${unit(ctx.profile, ctx.repetition)}`);
+    const before = runs.filter((r) => r.end != null && r.end < inc.start).at(-1);
+    return before ? [el("a", { href: before.url, dataset: { run: before.run_id } }, `run #${before.run_id} profile ${unit(before.profile, before.repetition)}`),
+      el("span", { class: "muted" }, ` (its ${before.kind === "startup" ? "startup" : `workload ${before.workload}`} ended ${duration(inc.start - before.end)} before the loss)`)] : null;
   }
 
   /** The newest kernel line before the host came back. */
@@ -120,12 +129,12 @@
     const samples = listOf(inc.snapshot && inc.snapshot.samples, "samples").filter((s) => s.ts <= (inc.window ? inc.window.until : Infinity));
     const last = lastKernelLine(lines, inc);
     const matrix = matrixLine(inc);
-    const rows = [
-      ["Before the loss", beforeLoss(samples, links)],
-      ["vLLM", vllmLine(inc, links)],
-      matrix ? ["Matrix", matrix] : null,
-      ["Last kernel line", last ? [evidenceLink(clock(last.ts, false), { lineId: last.id, ...links }), " ", el("span", { class: "mono text" }, last.text)] : el("span", { class: "muted" }, "none kept")],
-      ["Post-mortem", el("span", { id: "postmortem-state" }, postmortemText(inc))],
+    const rows = [  // [term, what, class of the dd (tests and styles find each by it)]
+      ["Before the loss", beforeLoss(samples, links), "before-loss"],
+      ["vLLM", vllmLine(inc, links), "vllm"],
+      matrix ? ["Matrix", matrix, "matrix"] : null,
+      ["Last kernel line", last ? [evidenceLink(clock(last.ts, false), { lineId: last.id, ...links }), " ", el("span", { class: "mono text" }, last.text)] : el("span", { class: "muted" }, "none kept"), "last-kernel"],
+      ["Post-mortem", el("span", { id: "postmortem-state" }, postmortemText(inc)), "postmortem"],
     ].filter(Boolean);
     const more = events.length - SHOWN_EVENTS;
     return el("section", { class: `headline ${open ? "is-open" : ""}`, id: "headline", dataset: { state: inc.state, outcome: o } },
@@ -139,7 +148,7 @@
       events.length ? el("ol", { class: "events", id: "headline-events" }, events.slice(0, SHOWN_EVENTS).map((e) => eventItem(e, links)),
         more > 0 ? el("li", { class: "muted" }, `${more} more kernel event${more > 1 ? "s" : ""} in the evidence below`) : null)
         : el("p", { class: "muted", id: "headline-events" }, "No kernel events classified in the window: no kernel evidence of why."),
-      el("dl", { class: "kv" }, rows.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])));
+      el("dl", { class: "kv" }, rows.map(([k, v, cls]) => [el("dt", {}, k), el("dd", { class: cls }, v)])));
   }
 
   /** Advance the "so far" downtime of an open incident (called every second). */

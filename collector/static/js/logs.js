@@ -20,10 +20,11 @@
   const isError = (l) => l.priority !== null && l.priority !== undefined && l.priority <= 3 && !noiseKind(l);
 
   /** Does line l pass the toolbar's values {source, prio, q, noise}? source "kernel+errors":
-      kernel lines and errors of any source. */
+      kernel lines and errors of any source, and the noise lines once they are asked for. */
   function passes(l, f) {
-    if (!f.noise && noiseKind(l)) return false;
-    if (f.source === "kernel+errors") { if (!isKernel(l) && !isError(l)) return false; }
+    const noise = noiseKind(l);
+    if (!f.noise && noise) return false;
+    if (f.source === "kernel+errors") { if (!isKernel(l) && !isError(l) && !noise) return false; }
     else if (f.source && l.source !== f.source) return false;
     if (f.prio !== "" && f.prio !== undefined && (l.priority === null || l.priority === undefined || l.priority > Number(f.prio))) return false;
     return !f.q || (l.text || "").toLowerCase().includes(f.q.toLowerCase());

@@ -240,17 +240,25 @@
     const figures = [["startup_s", "Startup s"], ["kv_cache_gib", "KV cache GiB"], ["min_mem_available_gib", "Min MemAvailable GiB"],
       ...loads.flatMap((w) => [[`${w}.latency_median_s`, `${w} p50 s`], [`${w}.latency_p95_s`, `${w} p95 s`]])];
     const list = listOf(events).length ? el("ul", { class: "campaign-events" }, listOf(events).map((e) => el("li", { dataset: { event: e.kind } }, eventText(e)))) : null;
+    const rate = (c, cls) => el("td", { class: `num ${cls}${c && c.k ? " error" : ""}`, dataset: { k: c?.k ?? "", n: c?.n ?? "" } }, kOfN(c));
+    // Each freeze links to its incident.
+    const freezesCell = (c) => {
+      const cell = rate(c, "freezes");
+      for (const id of listOf(c?.incidents)) cell.append(" ", el("a", { href: `/incidents/${id}` }, `#${id}`));
+      return cell;
+    };
     const table = el("div", { class: "table-wrap" }, el("table", { id: "campaign-table" },
-      el("thead", {}, el("tr", {}, ["Profile", "Cold starts", "Freezes", ...kinds, ...figures.map((f) => f[1]), "FAIL"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["Profile", "Cold starts", "Freezes", ...kinds, ...figures.map((f) => f[1]), "Verdict FAIL"].map((h) => el("th", {}, h)))),
       el("tbody", {}, rows.map((r) => el("tr", { dataset: { profile: r.profile } },
         el("td", {}, r.profile), el("td", { class: "num" }, `${r.n}${r.interrupted ? ` (+${r.interrupted} interrupted)` : ""}`),
-        el("td", { class: "num", dataset: { freezes: kOfN(r.freezes) } }, kOfN(r.freezes)),
-        kinds.map((k) => el("td", { class: "num" }, kOfN(r.kernel_events?.[k]))),
+        freezesCell(r.freezes),
+        kinds.map((k) => rate(r.kernel_events?.[k], `kind-${k}`)),
         figures.map(([key]) => el("td", { class: "num" }, spreadText(r.figures?.[key]))),
-        el("td", { class: "num" }, `${r.verdicts?.fail ?? 0}/${r.verdicts?.n ?? 0}`))))));
+        rate({ k: r.verdicts?.fail ?? 0, n: r.verdicts?.n ?? 0 }, "verdicts"))))));
+    const note = el("p", { class: "muted" }, "k/N: in k of the profile's N cold starts. Figures: median [min–max] over the repetitions.");
     const compared = listOf(summary?.comparisons).flatMap((c) => [...Object.entries(c.rates || {}), ...Object.entries(c.medians || {})]
       .map(([what, x]) => el("li", {}, `${c.profile} vs ${c.baseline}, ${what}: ${x.words}`)));
-    return el("div", {}, list, table, compared.length ? el("ul", { class: "comparisons" }, compared) : null);
+    return el("div", {}, list, table, note, compared.length ? el("ul", { class: "comparisons" }, compared) : null);
   }
 
   function stepsTable(steps, run) {
@@ -299,6 +307,7 @@
         const section = profileSection(p); section.id = `profile-${p.label || p.profile}`; return section;
       }));
       document.getElementById("steps-wrap").replaceChildren(stepsTable(listOf(run.steps), run));
+      if (!listOf(run.steps).length) document.getElementById("steps-details").open = true;  // say why it is empty
       await window.FW.campaign.incidents(run, document.getElementById("run-incidents-wrap")).catch((e) => console.warn(e.message));
       const [lat, md] = await Promise.allSettled([
         api(`/api/v1/matrix-runs/${id}/latencies`), api(`/api/v1/matrix-runs/${id}/report.md`, { text: true })]);

@@ -40,13 +40,19 @@ class InlineExecutor(Executor):
 class Runner:
     """A probe runner that records its calls; call n answers SSH with boot_id ``call-n``."""
 
-    def __init__(self, ssh_ok: bool = True, delay_s: float = 0.0) -> None:
+    def __init__(
+        self, ssh_ok: bool = True, delay_s: float = 0.0, gate: threading.Event | None = None
+    ) -> None:
         self.calls: list[str] = []
         self.ssh_ok = ssh_ok
         self.delay_s = delay_s
+        self.gate = gate
 
     def __call__(self, target: Any) -> list[dict[str, Any]]:
         self.calls.append(target.name)
+        if self.gate is not None:
+            self.gate.wait(30)
+            time.sleep(0.01)  # the checker's wait is measurably above zero
         if self.delay_s:
             time.sleep(self.delay_s)
         detail = f"boot_id call-{len(self.calls)}"
@@ -181,9 +187,37 @@ def test_silence_after_a_return_is_probed_afresh(collector: Collector, clock: An
     assert incident.last_heartbeat_at == second
 
 
+class HeldProbes(PreProbes):
+    """Pre-probes whose runs finish only once the checker has asked whether they are done:
+    "still running at grace" without betting on how fast this machine is."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__(executor=ThreadPoolExecutor(max_workers=2))
+        self.release = release
+
+    def take(self, host_id: int, overdue_at: datetime) -> Future[Any] | None:
+        future = super().take(host_id, overdue_at)
+        return None if future is None else _ReleasingFuture(future, self.release)
+
+
+class _ReleasingFuture(Future[Any]):
+    def __init__(self, inner: Future[Any], release: threading.Event) -> None:
+        super().__init__()
+        self.inner, self.release = inner, release
+
+    def done(self) -> bool:
+        finished = self.inner.done()
+        self.release.set()
+        return finished
+
+    def result(self, timeout: float | None = None) -> Any:
+        return self.inner.result(timeout)
+
+
 def test_probes_still_running_at_grace_are_waited_for(collector: Collector, clock: Any) -> None:
-    settings, runner = collector.settings, Runner(ssh_ok=False, delay_s=0.2)
-    pre = PreProbes(executor=ThreadPoolExecutor(max_workers=2))
+    release = threading.Event()
+    settings, runner = collector.settings, Runner(ssh_ok=False, gate=release)
+    pre = HeldProbes(release)
     token = collector.add_host("spark-01")
     post(collector, token, "spark-01")
     grace_at = utcnow() + timedelta(seconds=settings.grace_s)
