@@ -1,10 +1,6 @@
 """FastAPI dependencies: the request's session (its one commit point), auth, and the resources
 the app's lifespan built (matrix runner, netconsole channel, vLLM state, SSH layer, HTTP client,
-clock).
-
-The getters are ``async def``: FastAPI runs a plain ``def`` dependency in a worker thread, and
-a thread round trip per getter cost more than the whole of a heartbeat's database work.
-"""
+clock)."""
 
 from __future__ import annotations
 
@@ -34,7 +30,7 @@ from collector.timeutil import from_epoch
 from collector.vllm.state import VllmStates
 
 
-async def get_settings(request: Request) -> Settings:
+def get_settings(request: Request) -> Settings:
     return cast(Settings, request.app.state.settings)
 
 
@@ -45,56 +41,56 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-async def get_session_factory(request: Request) -> sessionmaker[Session]:
+def get_session_factory(request: Request) -> sessionmaker[Session]:
     """For a route that is its own commit point: ingest (each step one transaction, run whole
     in one worker thread) and jobs run to the end (a deploy commits step by step)."""
     return cast("sessionmaker[Session]", request.app.state.sessionmaker)
 
 
-async def get_clock(request: Request) -> Callable[[], float]:
+def get_clock(request: Request) -> Callable[[], float]:
     """The app's clock, epoch seconds (injected by ``create_app``)."""
     return cast("Callable[[], float]", request.app.state.clock)
 
 
-async def get_now(request: Request) -> datetime:
+def get_now(request: Request) -> datetime:
     """One reading of the app's clock."""
-    return from_epoch(cast("Callable[[], float]", request.app.state.clock)())
+    return from_epoch(get_clock(request)())
 
 
-async def get_runner(request: Request) -> MatrixRunner | None:
+def get_runner(request: Request) -> MatrixRunner | None:
     return getattr(request.app.state, "matrix_runner", None)
 
 
-async def get_netconsole(request: Request) -> NetconsoleChannel | None:
+def get_netconsole(request: Request) -> NetconsoleChannel | None:
     return getattr(request.app.state, "netconsole", None)
 
 
-async def get_scheduler(request: Request) -> BaseScheduler | None:
+def get_scheduler(request: Request) -> BaseScheduler | None:
     return getattr(request.app.state, "scheduler", None)
 
 
-async def get_arrivals(request: Request) -> Arrivals:
+def get_arrivals(request: Request) -> Arrivals:
     return cast(Arrivals, request.app.state.arrivals)
 
 
-async def get_vllm_states(request: Request) -> VllmStates:
+def get_vllm_states(request: Request) -> VllmStates:
     return cast(VllmStates, request.app.state.vllm_states)
 
 
-async def get_ssh(request: Request) -> SSHClient:
+def get_ssh(request: Request) -> SSHClient:
     return cast(SSHClient, request.app.state.ssh)
 
 
-async def get_http_client(request: Request) -> httpx.Client:
+def get_http_client(request: Request) -> httpx.Client:
     """The app's outgoing HTTP client (alerts, test notifications)."""
     return cast(httpx.Client, request.app.state.http_client)
 
 
-async def get_ingest_metrics(request: Request) -> IngestMetrics:
+def get_ingest_metrics(request: Request) -> IngestMetrics:
     return cast(IngestMetrics, request.app.state.ingest_metrics)
 
 
-async def get_templates(request: Request) -> Jinja2Templates:
+def get_templates(request: Request) -> Jinja2Templates:
     return cast(Jinja2Templates, request.app.state.templates)
 
 
@@ -131,6 +127,7 @@ class Ingest:
 
 
 async def get_ingest(request: Request) -> Ingest:
+    """``async``: FastAPI runs a plain ``def`` dependency in a worker thread (a round trip)."""
     state = request.app.state
     return Ingest(
         state.sessionmaker,
