@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = (
     ("errors", "settings", "timeutil", "heap"),
     ("models",),
-    ("db", "prepared", "schemas", "links", "auth"),
+    ("db", "bulk", "prepared", "schemas", "links", "auth"),
     ("remote",),
     ("hosts",),
     ("readback",),
