@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from contextlib import suppress
+from datetime import datetime, timedelta, timezone
 
 import httpx
 from apscheduler.events import EVENT_SCHEDULER_SHUTDOWN
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -68,11 +70,18 @@ def build_scheduler(
     def deliver() -> None:
         deliver_due_alerts(session_factory, now=now(), http_client=http_client, settings=settings)
 
-    # An idle tick costs a comparison in memory: a step runs when something may be due.
+    # A step runs when something may be due (an idle tick costs a comparison in memory), and a
+    # job ticking for steps with nothing due sleeps until the gate reads again.
     gate = due.Due(session_factory, settings=settings)
 
+    def rest(job_id: str, at: datetime, *steps: str) -> None:
+        idle = gate.idle_for(at, *steps)
+        if idle > timedelta(seconds=settings.check_interval_s):
+            with suppress(JobLookupError):
+                scheduler.modify_job(job_id, next_run_time=datetime.now(timezone.utc) + idle)
+
     def deliver_if_due() -> None:
-        if gate(due.DELIVER, now()):
+        if gate(due.DELIVER, now(), fresh=True):  # an alert queued by ingest: within a tick
             deliver()
 
     pre_probes = PreProbes()
@@ -94,8 +103,12 @@ def build_scheduler(
         if not watching():
             return
         at = now()
+        busy = {step: gate(step, at) for step in (due.HEARTBEATS, due.SETTLE, due.RELEASE)}
+        if not any(busy.values()):
+            rest("check_heartbeats", at, *busy)
+            return
         opened = settled = released = []
-        if gate(due.HEARTBEATS, at):
+        if busy[due.HEARTBEATS]:
             opened = check_heartbeats(
                 session_factory,
                 now=at,
@@ -105,32 +118,34 @@ def build_scheduler(
                 pre_probes=pre_probes,
                 arrivals=arrivals,
             )
-        if gate(due.SETTLE, at):
+        if busy[due.SETTLE]:
             settled = settle_incidents(session_factory, now=at, settings=settings)
-        if gate(due.RELEASE, at):
+        if busy[due.RELEASE]:
             released = release_held_alerts(session_factory, now=at, settings=settings)
         if opened or settled or released:
             gate.expire()
             deliver()  # don't wait for the delivery tick: seconds matter here
 
     add("check_heartbeats", settings.check_interval_s, check)
+
     # Separate job: check_heartbeats may wait up to a probe deadline for a late host's probes.
-    add(
-        "pre_probes",
-        settings.check_interval_s,
-        lambda: (
-            watching()
-            and (bool(pre_probes.pending()) or gate(due.PRE_PROBES, now()))
-            and start_pre_probes(
-                session_factory,
-                now=now(),
-                settings=settings,
-                pre_probes=pre_probes,
-                run=run_probes,
-                arrivals=arrivals,
-            )
-        ),
-    )
+    def suspects() -> None:
+        if not watching():
+            return
+        at = now()
+        if not (pre_probes.pending() or gate(due.PRE_PROBES, at)):
+            rest("pre_probes", at, due.PRE_PROBES)
+            return
+        start_pre_probes(
+            session_factory,
+            now=at,
+            settings=settings,
+            pre_probes=pre_probes,
+            run=run_probes,
+            arrivals=arrivals,
+        )
+
+    add("pre_probes", settings.check_interval_s, suspects)
     add("deliver_alerts", settings.delivery_interval_s, deliver_if_due)
     add(
         "collector_alive",

@@ -5,9 +5,11 @@ used to open a transaction and ask whether anything was due, and with nothing du
 most of an idle collector's CPU. ``Due`` reads every step's earliest due time in one statement
 and answers from that reading until the earliest of them comes or the reading is ``max_age_s``
 old. A due time only ever moves earlier through something the reading cannot foresee (another
-collector process, a host's shorter grace, a host back with a replay to settle, an alert queued
-by ingest): that is seen within ``max_age_s``. Nothing comes later than it would have; the
-steps themselves still decide what is due, the reading only lets them sleep.
+collector process, a host's shorter grace, a host back with a replay to settle): that is seen
+within ``max_age_s``. The delivery tick reads afresh (an alert queued by ingest goes out within
+its tick, as before). The steps themselves still decide what is due; the reading only lets
+them sleep, and a ticking job may sleep through its ticks until it is read again
+(``idle_for``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ SETTLE = "settle"  # settle_incidents: an incident resolving
 RELEASE = "release"  # release_held_alerts: a held alert's hold over
 DELIVER = "deliver"  # deliver_due_alerts: an outbox row due, or its sender's lease over
 POSTMORTEMS = "postmortems"  # collect_postmortems: a post-mortem due
-MAX_AGE_S = 0.5  # an alert queued by ingest waits at most this, plus the delivery tick
+MAX_AGE_S = 1.0
 
 # Far in the past: due at once (a resolving incident is settled every tick).
 _NOW = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -106,13 +108,23 @@ class Due:
         self._valid_until: datetime | None = None  # read again from then on
         self.reads = 0
 
-    def __call__(self, step: str, now: datetime) -> bool:
-        """May ``step`` have work at ``now``? (False only when surely not.)"""
+    def __call__(self, step: str, now: datetime, *, fresh: bool = False) -> bool:
+        """May ``step`` have work at ``now``? (False only when surely not.) ``fresh``: read
+        again whatever the reading's age."""
         with self._lock:
-            if self._valid_until is None or now >= self._valid_until:
+            if fresh or self._valid_until is None or now >= self._valid_until:
                 self._read(now)
             due = self._times[step]
             return due is not None and due <= now
+
+    def idle_for(self, now: datetime, *steps: str) -> timedelta:
+        """How long from ``now`` none of ``steps`` can be due, as far as the reading knows (it
+        is read again then): a job ticking for them may sleep that long."""
+        with self._lock:
+            if self._valid_until is None or self._valid_until <= now:
+                return timedelta(0)
+            due_now = any((t := self._times[s]) is not None and t <= now for s in steps)
+            return timedelta(0) if due_now else self._valid_until - now
 
     def expire(self) -> None:
         """Read again on the next question (a step just changed what is due)."""

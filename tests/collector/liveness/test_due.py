@@ -161,3 +161,46 @@ def test_a_time_moved_earlier_elsewhere_is_seen_within_the_readings_age(
     assert not gate(due.HEARTBEATS, T0 + 0.6 * S)  # the reading is young: not seen yet
     assert gate(due.HEARTBEATS, T0 + 1 * S)  # a second old: read again, due
     assert gate.reads == 2
+
+
+def test_a_job_may_sleep_until_the_reading_expires_unless_its_step_is_due(
+    factory: sessionmaker[Session],
+) -> None:
+    settings = Settings(probe_lead_s=1.0, late_reclaim_s=30.0)
+    with db.session_scope(factory) as session:
+        session.add(host("up", HostStatus.UP, overdue_at=T0 + 3 * S))
+        session.add(host("late", HostStatus.LATE, status_since=T0 - 40 * S))  # its claim stale
+    gate = due.Due(factory, settings=settings, max_age_s=10.0)
+    assert gate.idle_for(T0, due.PRE_PROBES) == timedelta(0)  # nothing read yet
+    assert gate(due.HEARTBEATS, T0)  # the stale late claim
+    assert gate.idle_for(T0, due.HEARTBEATS) == timedelta(0)
+    # pre-probes: nothing before the up host's lead, when the reading is taken again
+    assert gate.idle_for(T0, due.PRE_PROBES) == 2 * S
+    assert gate.idle_for(T0 + 1.5 * S, due.PRE_PROBES) == 0.5 * S
+    gate.expire()
+    assert gate.idle_for(T0, due.PRE_PROBES) == timedelta(0)
+
+
+def test_a_fresh_question_reads_again_whatever_the_readings_age(
+    factory: sessionmaker[Session],
+) -> None:
+    gate = due.Due(factory, settings=Settings(), max_age_s=10.0)
+    assert not gate(due.DELIVER, T0)
+    target = WebhookTarget(url="http://127.0.0.1:9/hook")
+    with db.session_scope(factory) as session:  # ingest queues an alert
+        session.add(target)
+        session.flush()
+        session.add(
+            Delivery(
+                msg_id="m",
+                target_id=target.id,
+                dedup_key="d",
+                event="kernel.event",
+                body="{}",
+                next_attempt_at=T0,
+                created_at=T0,
+            )
+        )
+    assert not gate(due.DELIVER, T0 + 0.1 * S)  # the young reading does not know it
+    assert gate(due.DELIVER, T0 + 0.1 * S, fresh=True)
+    assert gate.reads == 2
