@@ -146,7 +146,12 @@ def bench_backend(kind: str, url: str, lines_per_s: float) -> dict[str, Any]:
             batch = Batch.model_validate(body)
             at = from_epoch(received)
             ingest_batch(
-                session, host=host, batch=batch, received_at=received, now=at, settings=settings
+                session,
+                host_id=host.id,
+                batch=batch,
+                received_at=received,
+                now=at,
+                settings=settings,
             )
         if (minute + 1) % 60 == 0:
             measured.append(usage(kind, factory, settings, now=received))

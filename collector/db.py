@@ -1,32 +1,38 @@
 """Engine, sessions, migrations and every statement that differs between SQLite and PostgreSQL.
 
 The rest of the collector writes dialect-neutral SQLAlchemy; where the two engines need
-different SQL (bulk loads, upserts, row locks, time bucketing) it calls a helper from here.
+different SQL (bulk loads, upserts, row locks, time bucketing) it calls a helper from here
+(bulk loads from ``collector.bulk``, re-exported).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
-import psycopg
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import CursorResult, Engine, Executable, Float, Table, create_engine, event, text
+from sqlalchemy import CursorResult, Engine, Executable, Float, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 from sqlalchemy.sql.expression import FunctionElement
 
+# Bulk writes of row tuples live in collector.bulk; callers know them as db.*.
+from collector.bulk import copy_rows as copy_rows
+from collector.bulk import insert_ignoring_duplicates as insert_ignoring_duplicates
+
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 AFTER_COMMIT = "after_commit"
 READ_ONLY = "freezewatch_read_only"  # connection execution option: see read_scope
 MIGRATION_LOCK = 0x66776D67  # "fwmg": collectors started at once on PostgreSQL take turns
+IDLE_PING_S = 10.0  # a pooled PostgreSQL connection idle this long is pinged before use
 
 
 def normalize_url(url: str) -> str:
@@ -42,7 +48,30 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
         _tune_sqlite(engine)
         return engine
-    return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    engine = create_engine(url, pool_size=10, max_overflow=20)
+    _ping_when_idle(engine)
+    return engine
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Ping a pooled connection before use only when it sat idle ``IDLE_PING_S``:
+    ``pool_pre_ping`` costs a round trip at every checkout, one in four of a heartbeat's.
+    A connection that breaks between two close uses (a server restart) fails that one request
+    (the agent sends the batch again) and the pool replaces its connections."""
+
+    @event.listens_for(engine, "checkin")
+    def _idle_from(_dbapi_conn: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("idle_since")
+        if since is not None and time.monotonic() - since < IDLE_PING_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:  # the pool drops this one and takes a fresh connection
+            raise DisconnectionError("pooled connection did not answer its ping") from exc
 
 
 def _tune_sqlite(engine: Engine) -> None:
@@ -69,8 +98,8 @@ def _tune_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        read_only = conn.get_execution_options().get(READ_ONLY, False)
-        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        begin = "BEGIN" if conn.get_execution_options().get(READ_ONLY) else "BEGIN IMMEDIATE"
+        conn.connection.driver_connection.execute(begin)  # direct: cheaper than exec_driver_sql
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
@@ -138,88 +167,6 @@ def lock_for_update(session: Session, row: Any) -> None:
     IMMEDIATE, holding the database's one write lock."""
     if is_postgres(session):
         session.refresh(row, with_for_update=True)
-
-
-def copy_rows(
-    session: Session, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
-) -> None:
-    """Append plain tuples in ``columns`` order: one COPY on PostgreSQL (rows encoded in C by
-    psycopg), one prepared executemany on SQLite; no per-row SQLAlchemy work."""
-    if not rows:
-        return
-    conn = session.connection()
-    names = ", ".join(columns)
-    if conn.dialect.name == "postgresql":
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        with cursor, cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-        return
-    marks = ", ".join("?" * len(columns))
-    conn.exec_driver_sql(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(rows))
-
-
-def insert_ignoring_duplicates(
-    session: Session, table: Table, columns: Sequence[str], rows: list[tuple[Any, ...]]
-) -> int:
-    """INSERT ... ON CONFLICT DO NOTHING for many rows; returns how many were stored.
-
-    The hot path of ingest: rows arrive as tuples in ``columns`` order (JSON already encoded)
-    and bypass SQLAlchemy's per-row parameter processing, which costs more than the write
-    itself at thousands of rows per batch. SQLite takes one prepared executemany; PostgreSQL
-    takes a COPY, see ``_copy_insert``.
-    """
-    if not rows:
-        return 0
-    conn = session.connection()
-    names = ", ".join(columns)
-    if conn.dialect.name == "postgresql":
-        return _copy_insert(conn, table.name, names, rows)
-    marks = ", ".join("?" * len(columns))
-    sql = f"INSERT INTO {table.name} ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING"
-    return max(conn.exec_driver_sql(sql, rows).rowcount, 0)
-
-
-def _copy_insert(conn: Any, table: str, names: str, rows: list[tuple[Any, ...]]) -> int:
-    """COPY straight into ``table`` under a savepoint; on a unique violation, undo it and
-    go through a staging table with INSERT ... SELECT ... ON CONFLICT DO NOTHING.
-
-    Almost every batch is new data (a duplicate is a retry or a replay), and a plain COPY
-    costs the server half of the staged path: optimistic first, exact always.
-    """
-    cursor = conn.connection.driver_connection.cursor()
-    with cursor:
-        cursor.execute("SAVEPOINT fw_copy")
-        try:
-            with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-        except psycopg.errors.UniqueViolation:
-            cursor.execute("ROLLBACK TO SAVEPOINT fw_copy")
-            cursor.execute("RELEASE SAVEPOINT fw_copy")
-            return _staged_insert(cursor, table, names, rows)
-        cursor.execute("RELEASE SAVEPOINT fw_copy")
-    return len(rows)
-
-
-def _staged_insert(
-    cursor: psycopg.Cursor[Any], table: str, names: str, rows: list[tuple[Any, ...]]
-) -> int:
-    staging = f"staging_{table}"
-    cursor.execute(
-        f"CREATE TEMP TABLE IF NOT EXISTS {staging} "
-        f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
-    )
-    with cursor.copy(f"COPY {staging} ({names}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
-    cursor.execute(
-        f"INSERT INTO {table} ({names}) SELECT {names} FROM {staging} ON CONFLICT DO NOTHING"
-    )
-    stored = max(cursor.rowcount, 0)
-    # Rows of this batch must not meet the next batch of the same transaction.
-    cursor.execute(f"DELETE FROM {staging}")
-    return stored
 
 
 class epoch_bucket(FunctionElement[float]):

@@ -4,8 +4,9 @@ clock)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, cast
 
@@ -18,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from collector import auth, origin, sessions
 from collector.db import session_scope
 from collector.errors import AuthFailed, Forbidden
+from collector.ingest.tokens import TokenCache
 from collector.liveness.arrivals import Arrivals
 from collector.matrix.runner import MatrixRunner
 from collector.metrics.ingest import IngestMetrics
@@ -79,11 +81,6 @@ def get_arrivals(request: Request) -> Arrivals:
     return cast(Arrivals, request.app.state.arrivals)
 
 
-def get_store_slots(request: Request) -> asyncio.Semaphore:
-    """How many batches may be stored at once (``ingest_concurrency``)."""
-    return cast(asyncio.Semaphore, request.app.state.store_slots)
-
-
 def get_vllm_states(request: Request) -> VllmStates:
     return cast(VllmStates, request.app.state.vllm_states)
 
@@ -121,7 +118,6 @@ SchedulerDep = Annotated[BaseScheduler | None, Depends(get_scheduler)]
 LeaderDep = Annotated[bool, Depends(is_leader)]
 VllmStatesDep = Annotated[VllmStates, Depends(get_vllm_states)]
 ArrivalsDep = Annotated[Arrivals, Depends(get_arrivals)]
-StoreSlotsDep = Annotated[asyncio.Semaphore, Depends(get_store_slots)]
 SSHDep = Annotated[SSHClient, Depends(get_ssh)]
 TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
 HttpClientDep = Annotated[httpx.Client, Depends(get_http_client)]
@@ -134,6 +130,39 @@ def get_login_throttle(request: Request) -> LoginThrottle:
 
 
 LoginThrottleDep = Annotated[LoginThrottle, Depends(get_login_throttle)]
+
+
+@dataclass(frozen=True)
+class Ingest:
+    """What the ingest route takes from the app, as one dependency: each dependency costs
+    FastAPI work per request, and a heartbeat has little else to do."""
+
+    factory: sessionmaker[Session]
+    settings: Settings
+    clock: Callable[[], float]
+    vllm_states: VllmStates
+    metrics: IngestMetrics
+    arrivals: Arrivals
+    store_pool: Executor  # the threads that store batches: ingest_concurrency of them
+    tokens: TokenCache  # agent tokens this process has seen valid (collector.ingest.tokens)
+
+
+async def get_ingest(request: Request) -> Ingest:
+    """``async``: FastAPI runs a plain ``def`` dependency in a worker thread (a round trip)."""
+    state = request.app.state
+    return Ingest(
+        state.sessionmaker,
+        state.settings,
+        state.clock,
+        state.vllm_states,
+        state.ingest_metrics,
+        state.arrivals,
+        state.store_pool,
+        state.agent_tokens,
+    )
+
+
+IngestDep = Annotated[Ingest, Depends(get_ingest)]
 
 
 def require_admin(request: Request, session: SessionDep) -> None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from collector.api import (
 )
 from collector.api.openapi_doc import document_ingest_body, errors_as_json
 from collector.errors import AppError, AuthFailed
+from collector.ingest.tokens import TokenCache
 from collector.leader import Leadership, held_elsewhere
 from collector.liveness.arrivals import Arrivals
 from collector.liveness.backlog import BacklogMiddleware, IngestBacklog
@@ -80,6 +81,9 @@ def create_app(
         factory = db.make_sessionmaker(engine)
         app.state.engine = engine
         app.state.sessionmaker = factory
+        # Batches stored at once; more wait in its queue, not in threads blocked on the database.
+        store_pool = ThreadPoolExecutor(settings.ingest_concurrency, thread_name_prefix="ingest")
+        app.state.store_pool = store_pool
         with db.session_scope(factory) as session:
             generated = auth.ensure_admin_token(session, configured=settings.admin_token)
             sync_env_targets(session, settings=settings)
@@ -131,6 +135,7 @@ def create_app(
             if app.state.netconsole is not None:
                 app.state.netconsole.stop()
             leadership.close()
+            store_pool.shutdown(wait=True)
             stop_collector_run(factory, run_id=run_id, now=from_epoch(clock()))
             http_client.close()
             engine.dispose()
@@ -152,13 +157,14 @@ def create_app(
     app.state.vllm_states = VllmStates(hang_stall_s=settings.vllm_hang_s)
     app.state.arrivals = Arrivals()
     app.state.ingest_backlog = IngestBacklog()
+    app.state.agent_tokens = TokenCache()
     # Set when the process starts to stop (cli.StoppingServer): silence judged no more.
     app.state.stopping = threading.Event()
-    app.state.store_slots = asyncio.Semaphore(settings.ingest_concurrency)
     app.state.templates = make_templates(clock)
     app.state.ingest_metrics = IngestMetrics()
     app.state.job_metrics = JobMetrics()
     app.state.login_throttle = LoginThrottle(clock)
+    app.add_middleware(ingest.IngestLane)  # inside the metrics: they count what it answers
     app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)
     app.add_middleware(BacklogMiddleware, backlog=app.state.ingest_backlog)
     for api in (
@@ -197,11 +203,7 @@ def create_app(
 
     @app.exception_handler(ingest.BatchInvalid)
     async def batch_invalid(request: Request, exc: ingest.BatchInvalid) -> Response:
-        where = ", ".join(".".join(str(p) for p in e["loc"]) or "body" for e in exc.errors[:5])
-        return JSONResponse(
-            {"detail": f"batch rejected, nothing stored: invalid {where}", "errors": exc.errors},
-            status_code=422,
-        )
+        return exc.response()
 
     @app.exception_handler(matrix.SpecInvalid)
     async def spec_invalid(request: Request, exc: matrix.SpecInvalid) -> Response:

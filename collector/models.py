@@ -823,6 +823,7 @@ class Incident(Base):
     __table_args__ = (
         Index("ix_incidents_host_opened", "host_id", "opened_at"),
         Index("ix_incidents_state", "state"),
+        Index("ix_incidents_postmortem_due", "postmortem_state", "postmortem_due_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

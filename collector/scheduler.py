@@ -11,10 +11,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
+from contextlib import suppress
+from datetime import datetime, timedelta, timezone
 
 import httpx
 from apscheduler.events import EVENT_SCHEDULER_SHUTDOWN
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -23,6 +25,7 @@ from collector.alerts.delivery import deliver_due_alerts
 from collector.incidents.lifecycle import settle_incidents
 from collector.incidents.postmortem import collect_postmortems
 from collector.leader import Leadership
+from collector.liveness import due
 from collector.liveness.arrivals import Arrivals
 from collector.liveness.backlog import IngestBacklog
 from collector.liveness.checker import check_heartbeats, prober
@@ -94,6 +97,20 @@ def build_scheduler(
     def deliver() -> None:
         deliver_due_alerts(session_factory, now=now(), http_client=http_client, settings=settings)
 
+    # A step runs when something may be due (an idle tick costs a comparison in memory), and a
+    # job ticking for steps with nothing due sleeps until the gate reads again.
+    gate = due.Due(session_factory, settings=settings)
+
+    def rest(job_id: str, at: datetime, *steps: str) -> None:
+        idle = gate.idle_for(at, *steps)
+        if idle > timedelta(seconds=settings.check_interval_s):
+            with suppress(JobLookupError):
+                scheduler.modify_job(job_id, next_run_time=datetime.now(timezone.utc) + idle)
+
+    def deliver_if_due() -> None:
+        if gate(due.DELIVER, now(), fresh=True):  # an alert queued by ingest: within a tick
+            deliver()
+
     pre_probes = PreProbes()
     scheduler.add_listener(lambda _event: pre_probes.shutdown(), EVENT_SCHEDULER_SHUTDOWN)
     run_probes = prober(settings, ssh)
@@ -134,52 +151,73 @@ def build_scheduler(
             log.info("collector stopping: no host is judged any more")
         return False
 
+    judged_since: list[object] = [None]  # leadership.since when check() last judged
+
     def check() -> None:
         if not watching():
             return
         at = now()
-        opened = check_heartbeats(
-            session_factory,
-            now=at,
-            settings=settings,
-            probe_runner=run_probes,
-            ssh=ssh,
-            pre_probes=pre_probes,
-            arrivals=arrivals,
-            orphans_before=leadership.since,
-            start_suspects=False,  # the pre_probes job does, and never waits on probes
-            lag_s=lag_s(),
-        )
-        settled = settle_incidents(session_factory, now=at, settings=settings)
-        released = release_held_alerts(session_factory, now=at, settings=settings)
+        # A new leader looks at everything once: the former leader's claims are its orphans.
+        takeover = leadership.since != judged_since[0]
+        judged_since[0] = leadership.since
+        steps = (due.HEARTBEATS, due.SETTLE, due.RELEASE)
+        busy = {step: takeover or gate(step, at) for step in steps}
+        if not any(busy.values()):
+            rest("check_heartbeats", at, *busy)
+            return
+        opened = settled = released = []
+        if busy[due.HEARTBEATS]:
+            opened = check_heartbeats(
+                session_factory,
+                now=at,
+                settings=settings,
+                probe_runner=run_probes,
+                ssh=ssh,
+                pre_probes=pre_probes,
+                arrivals=arrivals,
+                orphans_before=leadership.since,
+                start_suspects=False,  # the pre_probes job does, and never waits on probes
+                lag_s=lag_s(),
+            )
+        if busy[due.SETTLE]:
+            settled = settle_incidents(session_factory, now=at, settings=settings)
+        if busy[due.RELEASE]:
+            released = release_held_alerts(session_factory, now=at, settings=settings)
         if opened or settled or released:
+            gate.expire()
             deliver()  # don't wait for the delivery tick: seconds matter here
 
     add("check_heartbeats", settings.check_interval_s, check)
+
     # Separate job: check_heartbeats may wait up to a probe deadline for a late host's probes.
-    add(
-        "pre_probes",
-        settings.check_interval_s,
-        lambda: (
-            watching()
-            and start_pre_probes(
-                session_factory,
-                now=now(),
-                settings=settings,
-                pre_probes=pre_probes,
-                run=run_probes,
-                arrivals=arrivals,
-                lag_s=lag_s(),
-            )
-        ),
-    )
-    add("deliver_alerts", settings.delivery_interval_s, deliver)
+    def suspects() -> None:
+        if not watching():
+            return
+        at = now()
+        if not (pre_probes.pending() or gate(due.PRE_PROBES, at)):
+            rest("pre_probes", at, due.PRE_PROBES)
+            return
+        start_pre_probes(
+            session_factory,
+            now=at,
+            settings=settings,
+            pre_probes=pre_probes,
+            run=run_probes,
+            arrivals=arrivals,
+            lag_s=lag_s(),
+        )
+
+    add("pre_probes", settings.check_interval_s, suspects)
+    add("deliver_alerts", settings.delivery_interval_s, deliver_if_due)
     add("collector_alive", settings.alive_tick_s, alive, singleton=False)
     add("trim_heap", heap.TRIM_INTERVAL_S, heap.trim, singleton=False)
     add(
         "postmortems",
         settings.postmortem_interval_s,
-        lambda: collect_postmortems(session_factory, now=now(), settings=settings, ssh=ssh),
+        lambda: (
+            gate(due.POSTMORTEMS, now())
+            and collect_postmortems(session_factory, now=now(), settings=settings, ssh=ssh)
+        ),
     )
 
     def keep_within_retention() -> None:

@@ -65,6 +65,9 @@ class ProcFile:
                 os.close(self._fd)
             self._fd = -1
 
+    def __del__(self) -> None:  # a source dropped without close() leaks no descriptor
+        self.close()
+
 
 def parse_meminfo(text: str) -> dict[str, int]:
     """All /proc/meminfo fields; ``kB`` values in bytes, unitless ones (HugePages_*) as is."""

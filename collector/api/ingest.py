@@ -12,34 +12,28 @@ in hand (``liveness.arrivals``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import zlib
+from functools import partial
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent.wire import INGEST_PATH, MAX_BATCH_RECORDS
-from collector.auth import bearer_token, host_for_token
+from collector.auth import bearer_token, hash_token, host_for_token
 from collector.db import read_scope, session_scope
-from collector.deps import (
-    ArrivalsDep,
-    ClockDep,
-    IngestMetricsDep,
-    SessionFactoryDep,
-    SettingsDep,
-    StoreSlotsDep,
-    VllmStatesDep,
-)
-from collector.errors import AuthFailed, BadRequest, Forbidden, PayloadTooLarge
+from collector.deps import Ingest, IngestDep, get_ingest
+from collector.errors import AppError, AuthFailed, BadRequest, Forbidden, PayloadTooLarge
 from collector.ingest.batch import ingest_batch
-from collector.models import Host
+from collector.ingest.tokens import TokenHost
 from collector.schemas import Batch, IngestResult
-from collector.settings import Settings
 from collector.timeutil import from_epoch
-from collector.vllm.state import VllmStates
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["ingest"])
@@ -70,29 +64,31 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 @router.post(INGEST_PATH, response_model=IngestResult)
-async def ingest(
-    request: Request,
-    factory: SessionFactoryDep,
-    settings: SettingsDep,
-    clock: ClockDep,
-    vllm_states: VllmStatesDep,
-    ingest_metrics: IngestMetricsDep,
-    arrivals: ArrivalsDep,
-    store_slots: StoreSlotsDep,
-) -> IngestResult | Response:
+async def ingest(request: Request, app: IngestDep) -> Response:
+    """Store one batch. (The app answers it through ``IngestLane``; the route gives the API
+    schema, and the same answer where the lane is not installed.)"""
+    return await answer(request, app)
+
+
+async def answer(request: Request, app: Ingest) -> Response:
+    """The ingest request's answer; raises ``AppError``/``BatchInvalid`` for the handlers."""
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
         raise AuthFailed("missing bearer token")
+    token_hash = hash_token(token)
     # Authenticate before reading the body: an unknown client cannot make us parse 16 MiB.
-    host = await run_in_threadpool(_authenticate, factory, token)
+    # A token seen valid before skips the query; storing checks it again (collector.ingest.tokens).
+    host = app.tokens.get(token_hash)
     if host is None:
-        raise AuthFailed("unknown host token")
-    host_id, host_name = host
+        host = await run_in_threadpool(_authenticate, app.factory, token)
+        if host is None:
+            raise AuthFailed("unknown host token")
+        app.tokens.put(token_hash, host)
     try:
-        body = await read_body(request, settings.max_body_bytes)
+        body = await read_body(request, app.settings.max_body_bytes)
     except ClientDisconnect:
         # An agent killed or cut off mid-POST: expected; it resends what it still has.
-        log.info("host %s: client disconnected mid-body; nothing stored", host_name)
+        log.info("host %s: client disconnected mid-body; nothing stored", host.name)
         return Response(status_code=CLIENT_GONE)
     try:
         batch = Batch.model_validate_json(body)
@@ -101,50 +97,71 @@ async def ingest(
     records = len(batch.samples) + len(batch.lines) + len(batch.events)
     if records > MAX_BATCH_RECORDS:
         raise PayloadTooLarge(f"{records} records in one batch; the limit is {MAX_BATCH_RECORDS}")
-    if host_name != batch.host:
-        raise Forbidden(f"token belongs to host {host_name!r}, batch says {batch.host!r}")
+    if host.name != batch.host:
+        raise Forbidden(f"token belongs to host {host.name!r}, batch says {batch.host!r}")
     # The database work is synchronous; run it off the event loop. Committed when it returns:
     # a 200 means stored. It is a heartbeat from now on, however long it waits to be stored.
-    received_at = clock()
-    with arrivals.holding(host_id):
-        # At most ingest_concurrency at once: the others wait here, not in worker threads
-        # blocked on the database (which would leave none for the token lookups).
-        async with store_slots:
-            result = await run_in_threadpool(
-                _store, factory, settings, host_id, batch, received_at, vllm_states
-            )
-    ingest_metrics.observe(result)
-    return result
+    received_at = app.clock()
+    store = partial(_store, app, host.id, token_hash, batch, received_at)
+    with app.arrivals.holding(host.id):
+        # In ingest's own threads (ingest_concurrency): the others wait in its queue, not in
+        # threads blocked on the database, and the token lookups keep the shared pool.
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(app.store_pool, store)
+        except AuthFailed:
+            app.tokens.forget(token_hash)  # rotated, or the host deleted, since it was cached
+            raise
+    app.metrics.observe(result)
+    # Serialized here, once: the declared response_model is for the API's schema only.
+    return Response(result.model_dump_json(), media_type="application/json")
 
 
-def _authenticate(factory: sessionmaker[Session], token: str) -> tuple[int, str] | None:
-    """(id, name) of the token's host; a read that never waits for the writer."""
+def _authenticate(factory: sessionmaker[Session], token: str) -> TokenHost | None:
+    """The token's host; a read that never waits for the writer."""
     with read_scope(factory) as session:
         host = host_for_token(session, token=token)
-        return None if host is None else (host.id, host.name)
+        return None if host is None else TokenHost(host.id, host.name)
 
 
 def _store(
-    factory: sessionmaker[Session],
-    settings: Settings,
-    host_id: int,
-    batch: Batch,
-    received_at: float,
-    vllm_states: VllmStates,
+    app: Ingest, host_id: int, token_hash: str, batch: Batch, received_at: float
 ) -> IngestResult:
-    with session_scope(factory) as session:
-        host = session.get(Host, host_id)
-        if host is None:
-            raise AuthFailed("host removed")
+    with session_scope(app.factory) as session:
         return ingest_batch(
             session,
-            host=host,
+            host_id=host_id,
+            token_hash=token_hash,
             batch=batch,
             received_at=received_at,
             now=from_epoch(received_at),
-            settings=settings,
-            vllm_states=vllm_states,
+            settings=app.settings,
+            vllm_states=app.vllm_states,
         )
+
+
+class IngestLane:
+    """``POST /api/v1/ingest`` answered ahead of the router, with the route's own ``answer``.
+
+    A pure ASGI middleware: a heartbeat skips the routing, the dependency solving and the
+    exception-handling layers, which cost more CPU than the rest of the request (most requests
+    are heartbeats). Errors get the responses the app's handlers give them.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != INGEST_PATH or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        try:
+            response = await answer(request, await get_ingest(request))
+        except AppError as exc:
+            response = JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+        except BatchInvalid as exc:
+            response = exc.response()
+        await response(scope, receive, send)
 
 
 class BatchInvalid(Exception):
@@ -160,3 +177,10 @@ class BatchInvalid(Exception):
             }
             for e in error.errors(include_url=False, include_input=False)
         ]
+
+    def response(self) -> Response:
+        where = ", ".join(".".join(str(p) for p in e["loc"]) or "body" for e in self.errors[:5])
+        return JSONResponse(
+            {"detail": f"batch rejected, nothing stored: invalid {where}", "errors": self.errors},
+            status_code=422,
+        )

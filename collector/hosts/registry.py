@@ -154,14 +154,19 @@ def boot_pk(session: Session, *, host: Host, boot_id: str) -> int:
 
     Rows are created in first-seen order, so a larger id is a boot seen later.
     """
-    pk = find_boot_pk(session, host_id=host.id, boot_id=boot_id)
+    return ensure_boot_pk(session, host_id=host.id, boot_id=boot_id)
+
+
+def ensure_boot_pk(session: Session, *, host_id: int, boot_id: str) -> int:
+    """``boot_pk`` by the host's id."""
+    pk = find_boot_pk(session, host_id=host_id, boot_id=boot_id)
     if pk is None:
         session.execute(
             db.insert(session, Boot)
-            .values(host_id=host.id, boot_id=boot_id)
+            .values(host_id=host_id, boot_id=boot_id)
             .on_conflict_do_nothing()
         )
-        pk = find_boot_pk(session, host_id=host.id, boot_id=boot_id)
+        pk = find_boot_pk(session, host_id=host_id, boot_id=boot_id)
     assert pk is not None
     return pk
 

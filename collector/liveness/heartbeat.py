@@ -8,16 +8,18 @@ still has to replay (``backlog``), and when the agent sent it: the agent's clock
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from collector import db
 from collector.hosts.registry import boot_pk, find_boot_pk
 from collector.incidents import lifecycle
 from collector.liveness.status import SILENT, grace_s, mark_up
-from collector.models import Host, HostSilence
-from collector.schemas import Batch
+from collector.models import Boot, Host, HostSilence, HostStatus, table_of
+from collector.prepared import Prepared
+from collector.schemas import AgentInfo, Batch
 from collector.settings import Settings
 
 # A clock offset moving more than this between two batches is a step (NTP, a skewed boot):
@@ -34,6 +36,121 @@ def measured_offset(previous: float | None, *, received_at: float, sent_at: floa
     return round(previous + (sample - previous) * OFFSET_SMOOTHING, 3)
 
 
+BEAT_COLUMNS = ("last_seen_at", "overdue_at", "backlog_bytes", "clock_offset_s")
+AGENT_COLUMNS = ("agent_version", "agent_pid", "agent_started_at")
+
+
+class Sender(NamedTuple):
+    """What a batch's heartbeat needs of its host, read in one statement (``read_sender``)."""
+
+    id: int
+    token_hash: str
+    status: str
+    current_boot_id: str | None
+    grace_s: float | None
+    clock_offset_s: float | None
+    silenced: bool  # a host_silences row: the agent announced a stop
+    boot_pk: int | None  # the row of the batch's boot, None before its first sight
+
+
+_hosts, _boots, _silences = table_of(Host), table_of(Boot), table_of(HostSilence)
+_SENDER = Prepared(
+    select(
+        _hosts.c.id,
+        _hosts.c.token_hash,
+        _hosts.c.status,
+        _hosts.c.current_boot_id,
+        _hosts.c.grace_s,
+        _hosts.c.clock_offset_s,
+        _silences.c.host_id.is_not(None),
+        _boots.c.id,
+    )
+    .select_from(
+        _hosts.outerjoin(
+            _boots, (_boots.c.host_id == _hosts.c.id) & (_boots.c.boot_id == bindparam("boot_id"))
+        ).outerjoin(_silences, _silences.c.host_id == _hosts.c.id)
+    )
+    .where(_hosts.c.id == bindparam("host_id"))
+)
+# The common heartbeat: a compare-and-set on "up, in this boot".
+_BEAT = Prepared(
+    update(_hosts)
+    .where(
+        _hosts.c.id == bindparam("host_id"),
+        _hosts.c.status == HostStatus.UP,
+        _hosts.c.current_boot_id == bindparam("boot_id"),
+    )
+    .values({name: bindparam(name) for name in (*BEAT_COLUMNS, *AGENT_COLUMNS)})
+)
+
+
+def read_sender(session: Session, *, host_id: int, boot_id: str) -> Sender | None:
+    """The host's heartbeat state and the row of ``boot_id`` (the batch's records' boot): one
+    indexed statement, no ORM object."""
+    row = _SENDER.first(session, host_id=host_id, boot_id=boot_id)
+    if row is None:
+        return None
+    return Sender(*row)
+
+
+def _beat_values(
+    *,
+    grace: float,
+    offset: float | None,
+    now: datetime,
+    sent_at: float | None,
+    backlog_bytes: int | None,
+    agent: AgentInfo | None,
+) -> dict[str, Any]:
+    """The host columns a heartbeat sets (BEAT_COLUMNS, and AGENT_COLUMNS with ``agent``)."""
+    if sent_at is not None:
+        offset = measured_offset(offset, received_at=now.timestamp(), sent_at=sent_at)
+    values: dict[str, Any] = {
+        "last_seen_at": now,
+        "overdue_at": now + timedelta(seconds=grace),
+        "backlog_bytes": backlog_bytes,
+        "clock_offset_s": offset,
+    }
+    if agent is not None:
+        values |= {
+            "agent_version": agent.version,
+            "agent_pid": agent.pid,
+            "agent_started_at": agent.started_at,
+        }
+    return values
+
+
+def beat(
+    session: Session,
+    *,
+    sender: Sender,
+    boot_id: str,
+    now: datetime,
+    settings: Settings,
+    stopping: dict[str, Any] | None = None,
+    sent_at: float | None = None,
+    backlog_bytes: int | None = None,
+    agent: AgentInfo,
+) -> bool:
+    """The common heartbeat, one UPDATE: the host up in the same boot, no stop announced now or
+    before. False, with nothing written, when the host is not in that state (or left it since
+    ``sender`` was read: the UPDATE is a compare-and-set); ``record_heartbeat`` then does the
+    whole job. Arguments as ``record_heartbeat``'s."""
+    if sender.status != HostStatus.UP or sender.silenced or stopping is not None:
+        return False
+    if boot_id != sender.current_boot_id:
+        return False
+    values = _beat_values(
+        grace=sender.grace_s or settings.grace_s,
+        offset=sender.clock_offset_s,
+        now=now,
+        sent_at=sent_at,
+        backlog_bytes=backlog_bytes,
+        agent=agent,
+    )
+    return _BEAT.rowcount(session, host_id=sender.id, boot_id=boot_id, **values) == 1
+
+
 def record_heartbeat(
     session: Session,
     *,
@@ -44,9 +161,11 @@ def record_heartbeat(
     stopping: dict[str, Any] | None = None,
     sent_at: float | None = None,
     backlog_bytes: int | None = None,
+    agent: AgentInfo | None = None,
 ) -> None:
     """Push the overdue time forward, resolve a silence, note a planned one, keep the agent's
-    backlog and clock offset (``sent_at``: its clock at sending; both None from older agents).
+    backlog and clock offset (``sent_at``: its clock at sending; both None from older agents)
+    and what it is (``agent``: version, pid, start).
 
     ``boot_id`` is the boot the sending agent runs in (``Batch.sender_boot_id``). The host's
     current boot only moves forward, to a boot first seen after it: a batch from an agent
@@ -56,13 +175,15 @@ def record_heartbeat(
     """
     # Lock the row so a checker's late → lost cannot slip between our read and write.
     db.lock_for_update(session, host)
-    host.last_seen_at = now
-    host.overdue_at = now + timedelta(seconds=grace_s(host, settings))
-    host.backlog_bytes = backlog_bytes
-    if sent_at is not None:
-        host.clock_offset_s = measured_offset(
-            host.clock_offset_s, received_at=now.timestamp(), sent_at=sent_at
-        )
+    for name, value in _beat_values(
+        grace=grace_s(host, settings),
+        offset=host.clock_offset_s,
+        now=now,
+        sent_at=sent_at,
+        backlog_bytes=backlog_bytes,
+        agent=agent,
+    ).items():
+        setattr(host, name, value)
     previous = host.current_boot_id
     forward = previous is None or boot_id == previous or _first_seen_after(session, host, boot_id)
     if host.status in SILENT:

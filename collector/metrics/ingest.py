@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import Counter, Histogram
 from prometheus_client.registry import Collector
@@ -40,17 +41,28 @@ class IngestMetrics:
             ["stream", "outcome"],
             registry=None,
         )
-        for stream in STREAMS:
-            for outcome in ("stored", "duplicate"):
-                self.records.labels(stream, outcome)
+        # Children looked up once, not per request: label lookups showed in every profile.
+        self._stored = {s: self.records.labels(s, "stored") for s in STREAMS}
+        self._duplicate = {s: self.records.labels(s, "duplicate") for s in STREAMS}
+        self._answered: dict[int, Any] = {}
+
+    def answered(self, status: int, seconds: float) -> None:
+        """One request answered with ``status`` after ``seconds``."""
+        counter = self._answered.get(status)
+        if counter is None:
+            counter = self._answered[status] = self.requests.labels(str(status))
+        counter.inc()
+        self.duration.observe(seconds)
 
     def collectors(self) -> Iterable[Collector]:
         return (self.requests, self.duration, self.records)
 
     def observe(self, result: IngestResult) -> None:
         for stream in STREAMS:
-            self.records.labels(stream, "stored").inc(getattr(result.stored, stream))
-            self.records.labels(stream, "duplicate").inc(getattr(result.duplicates, stream))
+            if stored := getattr(result.stored, stream):
+                self._stored[stream].inc(stored)
+            if duplicate := getattr(result.duplicates, stream):
+                self._duplicate[stream].inc(duplicate)
 
 
 class IngestMetricsMiddleware:
@@ -76,5 +88,4 @@ class IngestMetricsMiddleware:
         try:
             await self.app(scope, receive, record)
         finally:
-            self.metrics.requests.labels(str(status)).inc()
-            self.metrics.duration.observe(time.perf_counter() - started)
+            self.metrics.answered(status, time.perf_counter() - started)

@@ -11,7 +11,7 @@ import math
 from typing import Annotated, Any
 
 from pydantic import WithJsonSchema
-from sqlalchemy import Select, case, func, literal, select
+from sqlalchemy import Integer, Select, bindparam, case, func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import ColumnElement
 
@@ -19,6 +19,7 @@ from collector import db
 from collector.db import epoch_bucket
 from collector.errors import BadRequest
 from collector.models import CHARTED_COLUMNS, ROLLUP_STEP_S, Sample, sample_rollups
+from collector.prepared import Prepared
 from collector.schemas import AgentTime, OutModel, on_collector_clock
 
 # Decimals each charted column's averages are rounded to (bytes and request counts are whole
@@ -141,24 +142,43 @@ def refresh_rollups(session: Session, *, host_id: int, since: float, until: floa
     (idempotent: an upsert, so replays and late samples end up counted once)."""
     lo = math.floor(since / ROLLUP_STEP_S) * ROLLUP_STEP_S
     hi = math.floor(until / ROLLUP_STEP_S) * ROLLUP_STEP_S + ROLLUP_STEP_S
+    dialect = session.get_bind().dialect.name
+    upsert = _ROLLUP_UPSERTS.get(dialect)
+    if upsert is None:
+        upsert = _ROLLUP_UPSERTS[dialect] = Prepared(
+            _rollup_upsert(db.insert(session, sample_rollups))
+        )
+    upsert.rowcount(session, host_id=host_id, lo=lo, hi=hi)
+
+
+# Built once per dialect and run on the driver: ingest runs it for every batch with samples,
+# and building the statement (three aggregates per charted column) cost more than running it.
+_ROLLUP_UPSERTS: dict[str, Prepared] = {}
+
+
+def _rollup_upsert(insert: Any) -> Any:
     bucket = epoch_bucket(Sample.ts, ROLLUP_STEP_S)
     names = ["host_id", "bucket", "n"]
-    values: list[ColumnElement[Any]] = [literal(host_id), bucket, func.count()]
+    host_id = bindparam("host_id", type_=Integer)
+    values: list[ColumnElement[Any]] = [host_id, bucket, func.count()]
     for name in CHARTED_COLUMNS:
         col = getattr(Sample, name)
         names += [f"{name}_avg", f"{name}_min", f"{name}_max"]
         values += [func.avg(col), func.min(col), func.max(col)]
     source = (
         select(*values)
-        .where(Sample.host_id == host_id, Sample.ts >= lo, Sample.ts < hi)
+        .where(
+            Sample.host_id == host_id,
+            Sample.ts >= bindparam("lo"),
+            Sample.ts < bindparam("hi"),
+        )
         .group_by(bucket)
     )
-    stmt = db.insert(session, sample_rollups).from_select(names, source)
-    stmt = stmt.on_conflict_do_update(
+    stmt = insert.from_select(names, source)
+    return stmt.on_conflict_do_update(
         index_elements=["host_id", "bucket"],
         set_={name: stmt.excluded[name] for name in names[2:]},
     )
-    session.execute(stmt)
 
 
 def _round(value: Any, decimals: int) -> float | int | None:

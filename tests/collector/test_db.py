@@ -1,4 +1,5 @@
-"""db.py: a read never waits for SQLite's one writer; pruned space goes back to the disk."""
+"""db.py: a read never waits for SQLite's one writer; pruned space goes back to the disk;
+PostgreSQL's pool pings a connection that sat idle."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import psycopg
+import pytest
+import sqlalchemy.exc
 from sqlalchemy import delete, select, update
 
 from collector import db
 from collector.models import Meta
+from tests.support.postgres import conninfo, fresh_database
 
 
 def test_a_read_scope_does_not_wait_for_the_writer(tmp_path: Path) -> None:
@@ -86,4 +91,44 @@ def test_an_existing_sqlite_file_is_switched_to_incremental_by_a_full_reclaim(
     assert pages(path) < full - 900
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA auto_vacuum").scalar() == 2
+    engine.dispose()
+
+
+def kill_backends(url: str) -> None:
+    """What a PostgreSQL restart does to the pool: every connection to the database dropped."""
+    with psycopg.connect(**conninfo(url), autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+def test_an_idle_pooled_postgres_connection_is_pinged_and_replaced(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = fresh_database(postgres_url)
+    engine = db.make_engine(url)
+    factory = db.make_sessionmaker(engine)
+    with db.read_scope(factory) as session:
+        db.ping(session)
+    kill_backends(url)
+    monkeypatch.setattr(db, "IDLE_PING_S", 0.0)  # every pooled connection counts as idle
+    with db.read_scope(factory) as session:
+        db.ping(session)  # its ping failed: a fresh connection answers
+    engine.dispose()
+
+
+def test_a_connection_used_just_before_a_restart_fails_one_request_only(
+    postgres_url: str,
+) -> None:
+    url = fresh_database(postgres_url)
+    engine = db.make_engine(url)
+    factory = db.make_sessionmaker(engine)
+    with db.read_scope(factory) as session:
+        db.ping(session)
+    kill_backends(url)  # within IDLE_PING_S of its last use: not pinged
+    with pytest.raises(sqlalchemy.exc.OperationalError), db.read_scope(factory) as session:
+        db.ping(session)
+    with db.read_scope(factory) as session:
+        db.ping(session)  # the pool let the broken connection go
     engine.dispose()

@@ -14,7 +14,7 @@ from agent.wire import INGEST_PATH, MAX_LINE_BYTES
 from collector import db
 from collector.hosts import registry as hosts
 from collector.ingest.batch import ingest_batch
-from collector.models import Host, Line
+from collector.models import Line
 from collector.schemas import Batch
 from collector.settings import Settings
 from collector.timeutil import from_epoch
@@ -252,7 +252,7 @@ def test_one_batch_ingested_twice_at_once_is_stored_once(db_url: str) -> None:
                 second_started.set()
             result = ingest_batch(
                 session,
-                host=session.get_one(Host, host_id),
+                host_id=host_id,
                 batch=wire,
                 received_at=1764400400.0,
                 now=from_epoch(1764400400.0),

@@ -88,7 +88,7 @@ def test_a_template_from_a_rolled_back_batch_is_never_used(collector: Collector)
         body = Batch.model_validate(batch(samples=[sample]))
         with db.session_scope(factory) as session:
             host = registry.get_host(session, name="spark-01")
-            ingest_batch(session, host=host, batch=body, received_at=START + 10,
+            ingest_batch(session, host_id=host.id, batch=body, received_at=START + 10,
                          now=from_epoch(START + 10), settings=collector.settings)  # fmt: skip
             if sample is first:
                 raise RuntimeError("rolled back")

@@ -1,0 +1,107 @@
+"""Bulk writes of plain row tuples, the hot path of ingest (dialect code, as ``db``'s).
+
+Rows arrive as tuples in column order, JSON already encoded, and go to the driver's cursor:
+per row, SQLAlchemy's parameter processing cost more than the write itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from sqlalchemy import Table
+from sqlalchemy.orm import Session
+
+# Up to this many rows, PostgreSQL takes an INSERT (pipelined) rather than a COPY.
+FEW_ROWS = 64
+
+
+def copy_rows(
+    session: Session, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """Append plain tuples in ``columns`` order: one COPY on PostgreSQL (rows encoded in C by
+    psycopg), one prepared executemany on SQLite; no per-row SQLAlchemy work."""
+    if not rows:
+        return
+    conn = session.connection()
+    names = ", ".join(columns)
+    if conn.dialect.name == "postgresql":
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        with cursor, cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    marks = ", ".join("?" * len(columns))
+    conn.exec_driver_sql(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(rows))
+
+
+def insert_ignoring_duplicates(
+    session: Session, table: Table, columns: Sequence[str], rows: list[tuple[Any, ...]]
+) -> int:
+    """INSERT ... ON CONFLICT DO NOTHING for many rows; returns how many were stored.
+
+    The hot path of ingest: rows arrive as tuples in ``columns`` order (JSON already encoded)
+    and go to the driver's cursor, past SQLAlchemy's per-row parameter processing, which costs
+    more than the write itself at thousands of rows per batch. SQLite takes one prepared
+    executemany. PostgreSQL takes a COPY (``_copy_insert``), or for a few rows (a heartbeat's
+    lines) one pipelined executemany: one round trip where the COPY under its savepoint
+    takes four.
+    """
+    if not rows:
+        return 0
+    conn = session.connection()
+    names = ", ".join(columns)
+    postgres = conn.dialect.name == "postgresql"
+    if postgres and len(rows) > FEW_ROWS:
+        return _copy_insert(conn, table.name, names, rows)
+    marks = ", ".join(("%s" if postgres else "?") for _ in columns)
+    sql = f"INSERT INTO {table.name} ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.executemany(sql, rows)
+        return max(int(cursor.rowcount), 0)
+    finally:
+        cursor.close()
+
+
+def _copy_insert(conn: Any, table: str, names: str, rows: list[tuple[Any, ...]]) -> int:
+    """COPY straight into ``table`` under a savepoint; on a unique violation, undo it and
+    go through a staging table with INSERT ... SELECT ... ON CONFLICT DO NOTHING.
+
+    Almost every batch is new data (a duplicate is a retry or a replay), and a plain COPY
+    costs the server half of the staged path: optimistic first, exact always.
+    """
+    cursor = conn.connection.driver_connection.cursor()
+    with cursor:
+        cursor.execute("SAVEPOINT fw_copy")
+        try:
+            with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        except psycopg.errors.UniqueViolation:
+            cursor.execute("ROLLBACK TO SAVEPOINT fw_copy")
+            cursor.execute("RELEASE SAVEPOINT fw_copy")
+            return _staged_insert(cursor, table, names, rows)
+        cursor.execute("RELEASE SAVEPOINT fw_copy")
+    return len(rows)
+
+
+def _staged_insert(
+    cursor: psycopg.Cursor[Any], table: str, names: str, rows: list[tuple[Any, ...]]
+) -> int:
+    staging = f"staging_{table}"
+    cursor.execute(
+        f"CREATE TEMP TABLE IF NOT EXISTS {staging} "
+        f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+    )
+    with cursor.copy(f"COPY {staging} ({names}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+    cursor.execute(
+        f"INSERT INTO {table} ({names}) SELECT {names} FROM {staging} ON CONFLICT DO NOTHING"
+    )
+    stored = max(cursor.rowcount, 0)
+    # Rows of this batch must not meet the next batch of the same transaction.
+    cursor.execute(f"DELETE FROM {staging}")
+    return stored
