@@ -11,8 +11,10 @@ Resolution rule (DESIGN.md tables):
   ``stall_min_s`` among them is a ``stall`` (with the hole's length), none a
   ``network_partition``. An agent that does not report it: as soon as its samples run without
   such a hole up to one received after the return it is a ``network_partition``; a hole still
-  there ``resolve_settle_s`` after the return is a ``stall``. All sample times compared here are
-  the agent's clock, so clock offset between the hosts does not matter.
+  there ``resolve_settle_s`` after the return is a ``stall``. Sample times are compared with
+  each other on the agent's clock; "up to the return" also needs a sample taken near the return
+  (the agent's measured clock offset reads the return on its clock): a replay that stops where
+  the host froze, stored before any live sample, is not taken for a covered gap.
 
 An incident whose silence began while the collector was down opens with its alert held
 (``alert_held_until``, released by ``liveness.collector_runs``); resolved while still held, it
@@ -22,6 +24,7 @@ sends neither its opened nor its resolved alert.
 from __future__ import annotations
 
 import logging
+import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -201,13 +204,15 @@ def resolve(
 
 
 def sample_hole(
-    session: Session, *, incident: Incident, host: Host, whole: bool = False
+    session: Session, *, incident: Incident, host: Host, near_s: float, whole: bool = False
 ) -> tuple[float | None, bool]:
     """(longest hole between the agent's samples since the silence began, reached the return).
 
-    "Reached the return" means a sample received after the host came back is in the run, so
-    the replay covers the whole silence. ``whole``: every sample stored since is looked at
-    (the replay is complete), not only those up to the first one received after the return.
+    "Reached the return" means the run holds a sample received after the host came back and
+    taken at most ``near_s`` before it (the return read on the agent's clock through its
+    measured offset): a replay that ends where the host froze is received after the return
+    too, but the hole after it is not in the run yet. ``whole``: every sample stored since is
+    looked at (the replay is complete), not only those up to the one that reached the return.
     """
     boot = find_boot_pk(session, host_id=host.id, boot_id=incident.return_boot_id)
     if boot is None or incident.last_sample_ts is None or incident.returned_at is None:
@@ -218,11 +223,14 @@ def sample_hole(
         .order_by(Sample.ts)
     ).all()
     returned = incident.returned_at.timestamp()
+    offset = host.clock_offset_s  # our clock minus the agent's
+    taken_since = -math.inf if offset is None else returned - offset - near_s
     longest, previous, reached = 0.0, incident.last_sample_ts, False
     for ts, received_at in rows:
         longest = max(longest, ts - previous)
         previous = ts
-        if received_at >= returned - 0.01:  # same batch as the return (datetime rounding)
+        # received_at: same batch as the return at the earliest (datetime rounding)
+        if received_at >= returned - 0.01 and ts >= taken_since:
             reached = True
             if not whole:
                 break
@@ -249,7 +257,9 @@ def settle_incidents(
             reports = host.backlog_bytes is not None
             if host.backlog_bytes and since < settings.resolve_backlog_max_s:
                 continue  # the replay is under way: what it brings decides
-            hole, reached = sample_hole(session, incident=incident, host=host, whole=reports)
+            hole, reached = sample_hole(
+                session, incident=incident, host=host, near_s=settings.stall_min_s, whole=reports
+            )
             if reached and hole is not None and hole <= settings.stall_min_s:
                 resolution, stall = Resolution.NETWORK_PARTITION, None
             elif since >= settings.resolve_settle_s or (reports and reached):

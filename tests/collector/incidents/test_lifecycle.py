@@ -272,3 +272,45 @@ def test_patch_host_sets_probe_settings(collector: Collector) -> None:
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "ssh"]
     with db.session_scope(factory(collector)) as s:
         assert s.scalar(select(Incident.id)) is None
+
+
+def test_a_replay_ending_where_the_host_froze_waits_for_a_live_sample(
+    collector: Collector,
+) -> None:
+    """The agent was frozen (SIGSTOP) while the collector was away: its spool replay, received
+    after the return and drained, runs without a hole up to the freeze. The stretch from there
+    to the return is not covered by it: a stall once a live sample shows the hole, never a
+    partition decided before that sample is stored."""
+    token = collector.add_host("spark-01")
+    t0 = time.time() - 60
+    sf, settings = factory(collector), collector.settings
+
+    def send(first: int, last: int, *, backlog: int) -> None:
+        samples = [sample(i, t0 + i) for i in range(first, last + 1)]
+        post(collector, token, "spark-01", samples=samples, backlog=backlog, sent_at=time.time())
+
+    send(1, 3, backlog=0)
+    iid = lose(collector)
+    send(4, 20, backlog=0)  # the spool: taken up to the freeze, 40 s before the return
+    assert incidents.settle_incidents(sf, now=utcnow(), settings=settings) == []
+    send(60, 60, backlog=0)  # the first live sample after the return
+    assert incidents.settle_incidents(sf, now=utcnow(), settings=settings) == [iid]
+    row = incident(collector, iid)
+    assert row.resolution == "stall" and row.stall_s == pytest.approx(40.0)
+
+
+def test_a_partition_replay_with_sent_at_is_still_a_partition_at_once(
+    collector: Collector,
+) -> None:
+    """The link was down, the agent sampled on: its drained replay reaches the return."""
+    token = collector.add_host("spark-01")
+    t0 = time.time() - 30
+    post(collector, token, "spark-01", samples=[sample(i, t0 + i) for i in range(1, 4)],
+         backlog=0, sent_at=time.time())  # fmt: skip
+    iid = lose(collector)
+    post(collector, token, "spark-01", samples=[sample(i, t0 + i) for i in range(4, 30)],
+         backlog=0, sent_at=time.time())  # fmt: skip
+    assert incidents.settle_incidents(
+        factory(collector), now=utcnow(), settings=collector.settings
+    ) == [iid]
+    assert incident(collector, iid).resolution == "network_partition"
