@@ -44,11 +44,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _common import FIXTURE_PROC, ROOT, free_port, start_collector
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from sqlalchemy import event, update
 
 from agent.sources.proc import proc_sources
 from agent.wire import INGEST_PATH
+from bench._common import FIXTURE_PROC, ROOT, free_port, start_collector
 from collector import db
 from collector.hosts import registry as hosts
 from collector.incidents.lifecycle import settle_incidents
@@ -412,8 +415,8 @@ def tick_growth(db_url: str, n: int, bulk_lines: int) -> dict[str, float]:
             row = s.get(Host, 1)
             assert row is not None
             ingest_batch(
-                s, host=row, batch=batch, received_at=time.time(), now=from_epoch(time.time()),
-                settings=settings,
+                s, host_id=row.id, batch=batch, received_at=time.time(),
+                now=from_epoch(time.time()), settings=settings,
             )  # fmt: skip
     with db.session_scope(sf) as s:  # back to all up: the bulk batches were heartbeats too
         s.execute(update(Host).values(status="up", overdue_at=utcnow() + timedelta(days=1)))

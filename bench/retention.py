@@ -21,13 +21,15 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import FIXTURE_PROC, database
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.sources.proc import LoadSource, MemSource, PsiSource, VmstatSource
+from bench._common import FIXTURE_PROC, database
 from collector import db
 from collector.hosts import registry
 from collector.ingest.batch import ingest_batch
