@@ -153,9 +153,9 @@ def test_no_content_and_connection_close(server: Scripted) -> None:
     response = conn.getresponse()
     assert response.status == 204 and response.read() == b""
     conn.request("POST", "/y", b"", {"Content-Length": "0"})
+    assert conn.getresponse().read() == b""  # answered: the server has recorded the request
     assert b"Content-Length: 0\r\n\r\n" in server.requests[1]
     assert server.requests[1].count(b"Content-Length") == 1  # the caller's, not twice
-    assert conn.getresponse().read() == b""
     assert conn.sock is None
 
 
