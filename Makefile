@@ -36,8 +36,11 @@ venv: $(VENV)/.installed
 demo: $(VENV)/.app
 	$(PY) -m collector demo --port $(PORT) $(if $(filter 1,$(SIM)),$(SIM_ARGS) $(if $(filter 1,$(CAMPAIGN)),$(LAB_ARGS)))
 
+# Files spread over TEST_WORKERS processes (most tests wait on real sshd, PostgreSQL, agents
+# and Chromium, so more workers than cores pays); TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 4
 test: venv
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .
