@@ -252,8 +252,29 @@ def browser() -> Iterator[Any]:
 
     with sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield chromium
+        yield Browser(chromium)
         chromium.close()
+
+
+# How long a page may take to show what a test waits for. Playwright's 30 s ran out in CI for a
+# page's three API reads while other test workers loaded both cores; a wait ends when its
+# condition holds, so only a failing test waits this long.
+UI_WAIT_MS = 90_000
+
+
+class Browser:
+    """The launched Chromium, whose contexts wait ``UI_WAIT_MS`` by default."""
+
+    def __init__(self, chromium: Any) -> None:
+        self._chromium = chromium
+
+    def new_context(self, **options: Any) -> Any:
+        context = self._chromium.new_context(**options)
+        context.set_default_timeout(UI_WAIT_MS)
+        return context
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._chromium, name)
 
 
 def login(page: Any, base: str, path: str = "/", token: str = ADMIN_TOKEN) -> None:
