@@ -53,6 +53,7 @@ format: venv
 
 bench: venv
 	$(PY) bench/ingest.py
+	$(PY) bench/request_cost.py
 	$(PY) bench/latency.py
 	$(PY) bench/agent_overhead.py
 	$(PY) bench/agent_overhead.py --lines-per-s 10
@@ -65,6 +66,7 @@ bench: venv
 	$(PY) bench/replay.py
 	$(PY) bench/retention.py
 	$(PY) bench/memory.py --minutes 10
+	$(PY) bench/fleet.py
 	$(PY) bench/peers.py
 
 agent-bundle: venv

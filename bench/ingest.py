@@ -104,7 +104,8 @@ def run(url: str, token: str, kind: str) -> float:
                 resp.raise_for_status()
                 counts[c] += resp.json()["stored"][kind]
 
-    return sum(counts) / in_threads(worker)
+    elapsed = in_threads(worker)  # first: ``sum(counts) / in_threads(...)`` sums before the run
+    return sum(counts) / elapsed
 
 
 def in_threads(worker: Callable[[int], None]) -> float:
