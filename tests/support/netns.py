@@ -188,6 +188,15 @@ class NetNamespace:
         out = _ip("netns", "pids", self.name, check=False).stdout
         return [int(token) for token in out.split()]
 
+    def signal(self, sig: int) -> list[int]:
+        """Send ``sig`` to every process inside; one that exited since the listing is skipped
+        (a short-lived child, an SSH session ending). Returns the pids listed."""
+        pids = self.pids()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        return pids
+
     def destroy(self) -> None:
         """Kill all processes in the namespace, remove the veth pair and the namespace."""
         if self.index is None:
@@ -195,9 +204,7 @@ class NetNamespace:
         for proc in self._procs:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-        for pid in self.pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        self.signal(signal.SIGKILL)
         for proc in self._procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)

@@ -118,10 +118,8 @@ class World:
         wait_for(lambda: self.api(f"/api/v1/hosts/{HOST}")["status"] == "up", "host up", 30)
 
     def signal_all(self, sig: int) -> list[int]:
-        pids = self.ns.pids()
+        pids = self.ns.signal(sig)
         assert self.agent is not None and self.agent.pid in pids and self.sshd.pid in pids
-        for pid in pids:
-            os.kill(pid, sig)
         return pids
 
     def incident_webhooks(self, count: int) -> list[dict[str, Any]]:
@@ -191,8 +189,7 @@ def world(netns: NetNamespace, tmp_path: Path) -> Iterator[World]:
             w.wait_up()
             yield w
         finally:
-            for pid in netns.pids():  # SIGKILL works on stopped processes too
-                os.kill(pid, signal.SIGKILL)
+            netns.signal(signal.SIGKILL)  # SIGKILL works on stopped processes too
             netns.link_up()
             collector.terminate()
             try:
