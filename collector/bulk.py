@@ -27,10 +27,8 @@ def copy_rows(
     conn = session.connection()
     names = ", ".join(columns)
     if conn.dialect.name == "postgresql":
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        with cursor, cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
+        with conn.connection.driver_connection.cursor() as cursor:  # type: ignore[union-attr]
+            _copy(cursor, table, names, rows)
         return
     marks = ", ".join("?" * len(columns))
     conn.exec_driver_sql(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(rows))
@@ -76,9 +74,7 @@ def _copy_insert(conn: Any, table: str, names: str, rows: list[tuple[Any, ...]])
     with cursor:
         cursor.execute("SAVEPOINT fw_copy")
         try:
-            with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
+            _copy(cursor, table, names, rows)
         except psycopg.errors.UniqueViolation:
             cursor.execute("ROLLBACK TO SAVEPOINT fw_copy")
             cursor.execute("RELEASE SAVEPOINT fw_copy")
@@ -95,9 +91,7 @@ def _staged_insert(
         f"CREATE TEMP TABLE IF NOT EXISTS {staging} "
         f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
     )
-    with cursor.copy(f"COPY {staging} ({names}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
+    _copy(cursor, staging, names, rows)
     cursor.execute(
         f"INSERT INTO {table} ({names}) SELECT {names} FROM {staging} ON CONFLICT DO NOTHING"
     )
@@ -105,3 +99,12 @@ def _staged_insert(
     # Rows of this batch must not meet the next batch of the same transaction.
     cursor.execute(f"DELETE FROM {staging}")
     return stored
+
+
+def _copy(
+    cursor: psycopg.Cursor[Any], table: str, names: str, rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """One COPY of ``rows`` into ``table`` (psycopg encodes them in C)."""
+    with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
