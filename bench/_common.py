@@ -72,15 +72,17 @@ def database(kind: str, tmp: Path) -> Iterator[str]:
 
 
 def spawn_collector(
-    db_url: str, port: int, log: Path | None = None, **env: str
+    db_url: str, port: int, log: Path | None = None, *, root: Path = ROOT, **env: str
 ) -> subprocess.Popen[bytes]:
-    """``python -m collector serve`` (scheduler on) on ``port``, not yet answering."""
+    """``python -m collector serve`` (scheduler on) on ``port``, not yet answering; ``root``:
+    the checkout whose code it runs (another one for a before/after in one run)."""
     out = open(log, "ab") if log is not None else None  # noqa: SIM115 - lives with the process
     return subprocess.Popen(
         [sys.executable, "-m", "collector", "serve", "--log-level", "warning"],
-        cwd=ROOT,
+        cwd=root,
         env={
             **os.environ,
+            "PYTHONPATH": str(root),
             "FREEZEWATCH_DB_URL": db_url,
             "FREEZEWATCH_PORT": str(port),
             "FREEZEWATCH_ADMIN_TOKEN": ADMIN,
@@ -109,10 +111,10 @@ def wait_collector(proc: subprocess.Popen[bytes], port: int, log: Path | None = 
 
 
 def start_collector(
-    db_url: str, port: int, log: Path | None = None, **env: str
+    db_url: str, port: int, log: Path | None = None, *, root: Path = ROOT, **env: str
 ) -> subprocess.Popen[bytes]:
     """``python -m collector serve`` (scheduler on) on ``port``; returns once it answers."""
-    proc = spawn_collector(db_url, port, log, **env)
+    proc = spawn_collector(db_url, port, log, root=root, **env)
     try:
         wait_collector(proc, port, log)
     except BaseException:  # Ctrl-C while waiting included: the caller never got the process

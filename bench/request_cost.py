@@ -41,56 +41,23 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.wire import INGEST_PATH
-from bench._common import ADMIN, ROOT, database, free_port
+from bench._common import ROOT, cpu_seconds, database, free_port, start_collector
 
 HOST = "bench-cost"
 BOOT = "5b1c3a52-8c1e-4d4e-9f8a-1b2c3d4e5f60"
-TICK_S = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of the process, all its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK_S
 
 
 @contextmanager
 def collector(db_url: str, root: Path, tmp: Path) -> Iterator[tuple[str, int]]:
     """``serve`` from ``root``'s code on a free port; (url, pid) once it answers."""
     port = free_port()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(root),
-        "FREEZEWATCH_DB_URL": db_url,
-        "FREEZEWATCH_PORT": str(port),
-        "FREEZEWATCH_ADMIN_TOKEN": ADMIN,
-        "FREEZEWATCH_DATA_DIR": str(tmp / "data"),
-    }
-    log = open(tmp / "collector.log", "ab")  # noqa: SIM115 - lives with the process
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "collector", "serve", "--log-level", "warning"],
-        cwd=root,
-        env=env,
-        stdout=log,
-        stderr=log,
-    )
-    url = f"http://127.0.0.1:{port}"
+    log = tmp / "collector.log"
+    proc = start_collector(db_url, port, log, root=root, FREEZEWATCH_DATA_DIR=str(tmp / "data"))
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"collector did not start; see {tmp / 'collector.log'}")
-            time.sleep(0.1)
-        yield url, proc.pid
+        yield f"http://127.0.0.1:{port}", proc.pid
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-        log.close()
 
 
 def add_host(db_url: str, root: Path) -> str:
@@ -158,13 +125,13 @@ def post(client: httpx.Client, token: str, body: dict[str, Any]) -> None:
 
 def idle_pct(client: httpx.Client, token: str, agent: Agent, pid: int, seconds: float) -> float:
     """% of one core while one host heartbeats at 1 Hz."""
-    cpu0, t0 = cpu_s(pid), time.monotonic()
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
     k = 0
     while (elapsed := time.monotonic() - t0) < seconds:
         post(client, token, agent.batch())
         k += 1
         time.sleep(max(0.0, t0 + k - time.monotonic()))
-    return 100.0 * (cpu_s(pid) - cpu0) / elapsed
+    return 100.0 * (cpu_seconds(pid) - cpu0) / elapsed
 
 
 def per_request_ms(
@@ -181,10 +148,10 @@ def per_request_ms(
     for _ in range(20):  # warm: first statements compiled, caches filled
         post(client, token, agent.batch(**kind))
     bodies = [agent.batch(**kind) for _ in range(requests)]
-    cpu0, t0 = cpu_s(pid), time.monotonic()
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
     for body in bodies:
         post(client, token, body)
-    cpu, wall = cpu_s(pid) - cpu0, time.monotonic() - t0
+    cpu, wall = cpu_seconds(pid) - cpu0, time.monotonic() - t0
     return 1000.0 * max(0.0, cpu - idle_rate * wall) / requests
 
 
