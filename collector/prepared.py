@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 from sqlalchemy import Executable
 from sqlalchemy.orm import Session
+
+T = TypeVar("T")
 
 
 class Prepared:
@@ -92,3 +94,20 @@ class _Form:
     order: tuple[str, ...] | None  # positional driver (SQLite): the names in order
     defaults: dict[str, Any]  # values written into the statement
     processors: dict[str, Callable[[Any], Any]]
+
+
+class PerDialect(Generic[T]):
+    """What ``build`` makes for the session's dialect, made once per dialect: an upsert is each
+    dialect's own construct, and building one per call (its ``excluded`` alias, its cache key)
+    cost more CPU than running it. ``build`` binds its values (``bindparam``), fixes none."""
+
+    def __init__(self, build: Callable[[Session], T]) -> None:
+        self._build = build
+        self._built: dict[str, T] = {}
+
+    def __call__(self, session: Session) -> T:
+        name = session.get_bind().dialect.name
+        built = self._built.get(name)
+        if built is None:
+            built = self._built[name] = self._build(session)
+        return built

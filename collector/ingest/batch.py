@@ -88,7 +88,7 @@ def ingest_batch(
     if derived.kernel_events:
         enqueue_kernel_events(
             session,
-            host=host or session.get_one(Host, host_id),
+            host_id=host_id,
             events=derived.kernel_events,
             boot_id=batch.boot_id,
             now=now,

@@ -129,7 +129,9 @@ def derive_from_batch(
                 stall_s=states.hang_stall_s,
             )
             if shared is not None:
-                save_shared(shared, state, lines=bool(vllm_lines), samples=bool(vllm_samples))
+                save_shared(
+                    session, shared, state, lines=bool(vllm_lines), samples=bool(vllm_samples)
+                )
         except BaseException:
             states.forget(host_id)  # in-memory parser state may be ahead of the rollback
             raise

@@ -33,14 +33,15 @@ MAX_LINES = 20
 def enqueue_kernel_events(
     session: Session,
     *,
-    host: Host,
+    host_id: int,
     events: Sequence[NewKernelEvent],
     boot_id: str,
     now: datetime,
     settings: Settings,
 ) -> int:
     """One ``kernel.event`` per occurrence among newly stored GPU faults and fatal events, at
-    most one per occurrence and cooldown; returns how many deliveries were queued."""
+    most one per occurrence and cooldown; returns how many deliveries were queued. The host's
+    row is read only for an alert to build: an Xid storm inside its cooldown never needs it."""
     by_key: dict[tuple[str, str, str], list[NewKernelEvent]] = {}
     for event in sorted(events, key=lambda e: e.ts):
         if alerts_on(event.event) and event.id is not None:
@@ -50,7 +51,7 @@ def enqueue_kernel_events(
     for (kind, code, device), faults in by_key.items():
         key = f"{EVENT}:{kind}:{code}:{device}:"
         if outbox.queued_since(
-            session, host_id=host.id, event=EVENT, key_prefix=key, since=cooldown
+            session, host_id=host_id, event=EVENT, key_prefix=key, since=cooldown
         ):
             continue  # an Xid storm: checked before reading its rows back
         hits = session.execute(
@@ -61,6 +62,7 @@ def enqueue_kernel_events(
         ).all()
         if not hits:
             continue
+        host = session.get_one(Host, host_id)
         first, first_line = hits[0]
         events_ = [KernelEventOut.of(row, line).model_dump(mode="json") for row, line in hits]
         occurrence = (

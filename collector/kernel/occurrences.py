@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import case, func, select, update
+from sqlalchemy import Float, Integer, bindparam, case, func, select, update
 from sqlalchemy.orm import Session
 
 from collector import db
@@ -23,6 +23,7 @@ from collector.models import (
     Severity,
     table_of,
 )
+from collector.prepared import PerDialect
 
 DEFAULT_ESCALATE_AFTER = 2
 _TABLE = table_of(KernelOccurrence)
@@ -60,24 +61,24 @@ def assign_occurrences(
         kind, code, device = group.key
         first = min(group.rows, key=lambda r: r.ts)
         event = max(group.rows, key=lambda r: r.ts).event
-        stmt = db.insert(session, _TABLE).values(
-            host_id=host_id,
-            kind=kind,
-            code=code,
-            device=device,
-            count=0,
-            first_ts=first.ts,
-            last_ts=first.ts,
-            severity=event.severity,
-            action=event.action,
-            meaning=event.meaning,
-            boots=1,
+        group.occurrence_id, action = (
+            session.connection()
+            .execute(
+                _UPSERT(session),
+                {
+                    "host_id": host_id,
+                    "kind": kind,
+                    "code": code,
+                    "device": device,
+                    "first_ts": first.ts,
+                    "last_ts": first.ts,
+                    "severity": event.severity,
+                    "action": event.action,
+                    "meaning": event.meaning,
+                },
+            )
+            .one()
         )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["host_id", "kind", "code", "device"],
-            set_={"severity": stmt.excluded.severity},
-        ).returning(_TABLE.c.id, _TABLE.c.action)
-        group.occurrence_id, action = session.connection().execute(stmt).one()
         if event.severity == Severity.FATAL:
             action = _boots_seen(session, group, boot_pk, first.ts, escalate_after) or action
         for row in group.rows:
@@ -109,6 +110,35 @@ def _boots_seen(
     return KernelAction.INSPECT_HARDWARE if escalated else None
 
 
+def _upsert(session: Session) -> Any:
+    """Find or create an occurrence (a new one counts 0 until ``count_stored``); its id, action."""
+    stmt = db.insert(session, _TABLE).values(
+        **{name: bindparam(name) for name in _UPSERT_VALUES}, count=0, boots=1
+    )
+    return stmt.on_conflict_do_update(
+        index_elements=["host_id", "kind", "code", "device"],
+        set_={"severity": stmt.excluded.severity},
+    ).returning(_TABLE.c.id, _TABLE.c.action)
+
+
+_UPSERT_VALUES = (
+    "host_id", "kind", "code", "device", "first_ts", "last_ts", "severity", "action", "meaning",
+)  # fmt: skip
+# Built once (per dialect): a storm runs them for every batch, and building one cost more CPU
+# than running it.
+_UPSERT = PerDialect(_upsert)
+_LO, _HI = bindparam("lo", type_=Float), bindparam("hi", type_=Float)
+_COUNT = (
+    update(_TABLE)
+    .where(_TABLE.c.id == bindparam("occurrence_id"))
+    .values(
+        count=_TABLE.c.count + bindparam("n", type_=Integer),
+        first_ts=case((_TABLE.c.first_ts > _LO, _LO), else_=_TABLE.c.first_ts),
+        last_ts=case((_TABLE.c.last_ts < _HI, _HI), else_=_TABLE.c.last_ts),
+    )
+)
+
+
 def count_stored(
     session: Session, groups: dict[tuple[str, str, str], _Group], stored_ids: set[int]
 ) -> None:
@@ -119,12 +149,5 @@ def count_stored(
         if not new:
             continue
         lo, hi = min(r.ts for r in new), max(r.ts for r in new)
-        conn.execute(
-            update(_TABLE)
-            .where(_TABLE.c.id == group.occurrence_id)
-            .values(
-                count=_TABLE.c.count + len(new),
-                first_ts=case((_TABLE.c.first_ts > lo, lo), else_=_TABLE.c.first_ts),
-                last_ts=case((_TABLE.c.last_ts < hi, hi), else_=_TABLE.c.last_ts),
-            )
-        )
+        params = {"occurrence_id": group.occurrence_id, "n": len(new), "lo": lo, "hi": hi}
+        conn.execute(_COUNT, params)

@@ -20,6 +20,7 @@ from collector import db
 from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER, assign_occurrences, count_stored
 from collector.kernel.vllm_context import correlate
 from collector.models import KernelEventRow, fits, table_of
+from collector.prepared import PerDialect
 
 _TABLE = table_of(KernelEventRow)
 # The classifier's fields that are columns, with the length a text column holds.
@@ -74,6 +75,15 @@ class NewKernelEvent:
         return values
 
 
+_INSERT = PerDialect(
+    lambda session: (
+        db.insert(session, _TABLE)
+        .on_conflict_do_nothing(index_elements=["line_id"])
+        .returning(_TABLE.c.id, _TABLE.c.line_id)
+    )
+)  # built once per dialect: a storm stores events in every batch
+
+
 def store_kernel_events(
     session: Session,
     *,
@@ -96,11 +106,7 @@ def store_kernel_events(
     )
     # One multi-row statement (an Xid storm is thousands of events) through Core: the ORM's bulk
     # path runs one statement per row here. RETURNING names the rows stored, by line id.
-    stmt = (
-        db.insert(session, _TABLE)
-        .on_conflict_do_nothing(index_elements=["line_id"])
-        .returning(_TABLE.c.id, _TABLE.c.line_id)
-    )
+    stmt = _INSERT(session)
     ids = {
         line_id: pk
         for pk, line_id in session.connection().execute(stmt, [r.row() for r in rows]).all()

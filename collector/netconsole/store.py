@@ -222,11 +222,10 @@ class NetconsoleStore:
             events = store_kernel_events(
                 session, host_id=host_id, boot_pk=boot, hits=found, escalate_after=self._escalate
             )
-            host = session.get(Host, host_id)
-            if events and host is not None and self._settings is not None:
+            if events and self._settings is not None:
                 enqueue_kernel_events(
                     session,
-                    host=host,
+                    host_id=host_id,
                     events=events,
                     boot_id=boot_ids[(host_id, boot)] or UNKNOWN_BOOT,
                     now=now,

@@ -19,7 +19,7 @@ from collector import db
 from collector.db import epoch_bucket
 from collector.errors import BadRequest
 from collector.models import CHARTED_COLUMNS, ROLLUP_STEP_S, Sample, sample_rollups
-from collector.prepared import Prepared
+from collector.prepared import PerDialect, Prepared
 from collector.schemas import AgentTime, OutModel, on_collector_clock
 
 # Decimals each charted column's averages are rounded to (bytes and request counts are whole
@@ -142,21 +142,11 @@ def refresh_rollups(session: Session, *, host_id: int, since: float, until: floa
     (idempotent: an upsert, so replays and late samples end up counted once)."""
     lo = math.floor(since / ROLLUP_STEP_S) * ROLLUP_STEP_S
     hi = math.floor(until / ROLLUP_STEP_S) * ROLLUP_STEP_S + ROLLUP_STEP_S
-    dialect = session.get_bind().dialect.name
-    upsert = _ROLLUP_UPSERTS.get(dialect)
-    if upsert is None:
-        upsert = _ROLLUP_UPSERTS[dialect] = Prepared(
-            _rollup_upsert(db.insert(session, sample_rollups))
-        )
-    upsert.rowcount(session, host_id=host_id, lo=lo, hi=hi)
+    _ROLLUP_UPSERT(session).rowcount(session, host_id=host_id, lo=lo, hi=hi)
 
 
-# Built once per dialect and run on the driver: ingest runs it for every batch with samples,
-# and building the statement (three aggregates per charted column) cost more than running it.
-_ROLLUP_UPSERTS: dict[str, Prepared] = {}
-
-
-def _rollup_upsert(insert: Any) -> Any:
+def _rollup_upsert(session: Session) -> Prepared:
+    insert = db.insert(session, sample_rollups)
     bucket = epoch_bucket(Sample.ts, ROLLUP_STEP_S)
     names = ["host_id", "bucket", "n"]
     host_id = bindparam("host_id", type_=Integer)
@@ -175,10 +165,17 @@ def _rollup_upsert(insert: Any) -> Any:
         .group_by(bucket)
     )
     stmt = insert.from_select(names, source)
-    return stmt.on_conflict_do_update(
-        index_elements=["host_id", "bucket"],
-        set_={name: stmt.excluded[name] for name in names[2:]},
+    return Prepared(
+        stmt.on_conflict_do_update(
+            index_elements=["host_id", "bucket"],
+            set_={name: stmt.excluded[name] for name in names[2:]},
+        )
     )
+
+
+# Run on the driver: ingest runs it for every batch with samples, and building the statement
+# (three aggregates per charted column) cost more than running it.
+_ROLLUP_UPSERT = PerDialect(_rollup_upsert)
 
 
 def _round(value: Any, decimals: int) -> float | int | None:

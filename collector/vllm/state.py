@@ -15,11 +15,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Integer, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from collector import db
-from collector.models import HostEvent, VllmState
+from collector.models import HostEvent, VllmState, table_of
+from collector.prepared import PerDialect, Prepared
 from collector.schemas import WireSample, number
 from collector.vllm.hang import HangDetector
 from collector.vllm.store import VllmStream, restore_stream, stream_state
@@ -57,44 +58,86 @@ class VllmStates:
             self._hosts.pop(host_id, None)
 
 
-def sync_shared(session: Session, *, host_id: int, state: HostVllmState) -> VllmState:
+@dataclass
+class SharedRow:
+    """The host's ``vllm_states`` row as this batch found it (locked until it commits)."""
+
+    host_id: int
+    version: int
+
+
+def sync_shared(session: Session, *, host_id: int, state: HostVllmState) -> SharedRow:
     """Lock the host's state row (created empty if missing); if another process wrote it since
-    ``state`` was saved, load ``state`` from it. The caller saves it back (``save_shared``)."""
-    lock = db.is_postgres(session)
-    row = session.get(VllmState, host_id, with_for_update=lock, populate_existing=True)
-    if row is None:
-        session.execute(
-            db.insert(session, VllmState.__table__)
-            .values(host_id=host_id, version=0)
-            .on_conflict_do_nothing()
-        )
-        row = session.get(VllmState, host_id, with_for_update=lock, populate_existing=True)
-        assert row is not None
-    if row.version != state.version:
-        state.stream = None if row.stream is None else restore_stream(row.stream)
-        hang = row.hang or {}
+    ``state`` was saved, load ``state`` from it. The caller saves it back (``save_shared``).
+    Every batch with vLLM content comes here: the row's JSON is read only when it moved."""
+    found = _VERSION(session).first(session, host_id=host_id)
+    if found is None:
+        _CREATE(session).rowcount(session, host_id=host_id)
+        found = _VERSION(session).first(session, host_id=host_id)
+        assert found is not None
+    (version,) = found
+    if version != state.version:
+        stream, hang = _CONTENT.first(session, host_id=host_id) or (None, None)
+        state.stream = None if stream is None else restore_stream(stream)
+        hang = hang or {}
         state.detectors = {
             url: HangDetector.restore(d) for url, d in (hang.get("detectors") or {}).items()
         }
         state.last_sample_ts = dict(hang.get("last_sample_ts") or {})
         state.unwatchable = set(hang.get("unwatchable") or ())
-        state.version = row.version
-    return row
+        state.version = version
+    return SharedRow(host_id, version)
 
 
-def save_shared(row: VllmState, state: HostVllmState, *, lines: bool, samples: bool) -> None:
+def save_shared(
+    session: Session, row: SharedRow, state: HostVllmState, *, lines: bool, samples: bool
+) -> None:
     """Write what this batch moved (the parser after ``lines``, the detectors after
     ``samples``) to the row, one version on; the batch's transaction commits it."""
+    values: dict[str, Any] = {"host_id": row.host_id, "version": row.version + 1}
     if lines:
-        row.stream = None if state.stream is None else stream_state(state.stream)
+        values["stream"] = None if state.stream is None else stream_state(state.stream)
     if samples:
-        row.hang = {
+        values["hang"] = {
             "detectors": {url: d.state() for url, d in state.detectors.items()},
             "last_sample_ts": dict(state.last_sample_ts),
             "unwatchable": sorted(state.unwatchable),
         }
-    row.version += 1
-    state.version = row.version
+    _SAVE[lines, samples].rowcount(session, **values)
+    state.version = row.version = row.version + 1
+
+
+_TABLE = table_of(VllmState)
+_HOST = _TABLE.c.host_id == bindparam("host_id", type_=Integer)
+
+
+def _version(session: Session) -> Prepared:
+    query = select(_TABLE.c.version).where(_HOST)
+    # SQLite: the batch's transaction began IMMEDIATE, holding the one write lock already.
+    return Prepared(query.with_for_update() if db.is_postgres(session) else query)
+
+
+def _save(lines: bool, samples: bool) -> Prepared:
+    moved = {"version": bindparam("version", type_=Integer)}
+    for name, changed in (("stream", lines), ("hang", samples)):
+        if changed:
+            moved[name] = bindparam(name, type_=_TABLE.c[name].type)
+    return Prepared(update(_TABLE).where(_HOST).values(**moved))
+
+
+# Run on the driver, built once: every batch with vLLM content (every second from a host that
+# serves vLLM) reads and writes the row.
+_VERSION = PerDialect(_version)
+_CONTENT = Prepared(select(_TABLE.c.stream, _TABLE.c.hang).where(_HOST))
+_CREATE = PerDialect(
+    lambda session: Prepared(
+        db.insert(session, _TABLE)
+        .values(host_id=bindparam("host_id", type_=Integer), version=0)
+        .on_conflict_do_nothing()
+    )
+)
+_BOTH = (False, True)
+_SAVE = {(lines, samples): _save(lines, samples) for lines in _BOTH for samples in _BOTH}
 
 
 def observe_samples(

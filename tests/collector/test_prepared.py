@@ -4,12 +4,14 @@ databases."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from sqlalchemy import bindparam, select, update
+from sqlalchemy.orm import Session
 
 from collector import db
 from collector.models import Host, HostStatus, table_of
-from collector.prepared import Prepared
+from collector.prepared import PerDialect, Prepared
 
 hosts = table_of(Host)
 SET = Prepared(
@@ -55,5 +57,30 @@ def test_values_written_on_the_driver_compare_and_read_as_the_orm_writes_them(
             later = at + timedelta(microseconds=1)
             assert list(session.scalars(select(Host.name).where(Host.overdue_at >= later))) == []
             assert session.scalar(select(Host.overdue_at).where(Host.name == "b")) is None
+    finally:
+        engine.dispose()
+
+
+def test_per_dialect_builds_once_for_the_sessions_dialect_and_reuses_it(db_url: str) -> None:
+    db.migrate(db_url)
+    engine = db.make_engine(db_url)
+    factory = db.make_sessionmaker(engine)
+    built: list[str] = []
+
+    def build(session: Session) -> Any:
+        built.append(session.get_bind().dialect.name)
+        return db.insert(session, hosts).on_conflict_do_nothing(index_elements=["name"])
+
+    upsert = PerDialect(build)
+    try:
+        with db.session_scope(factory) as session:
+            for _ in range(3):  # the same row each time: stored once, built once
+                session.connection().execute(
+                    upsert(session), {"name": "a", "token_hash": "a", "status": HostStatus.UP}
+                )
+            assert upsert(session) is upsert(session)
+        with db.read_scope(factory) as session:
+            assert session.scalars(select(Host.name)).all() == ["a"]
+        assert built == [engine.dialect.name]
     finally:
         engine.dispose()
