@@ -23,7 +23,7 @@ from collector.models import (
     Severity,
     table_of,
 )
-from collector.prepared import PerDialect
+from collector.prepared import PerDialect, Prepared
 
 DEFAULT_ESCALATE_AFTER = 2
 _TABLE = table_of(KernelOccurrence)
@@ -92,21 +92,16 @@ def _boots_seen(
     session: Session, group: _Group, boot_pk: int, ts: float, escalate_after: int
 ) -> str | None:
     """Record this boot for a fatal occurrence; ``inspect_hardware`` once it has come back in
-    more than ``escalate_after`` boots (after that many reboots)."""
-    conn = session.connection()
-    conn.execute(
-        db.insert(session, _BOOTS)
-        .values(occurrence_id=group.occurrence_id, boot_pk=boot_pk, first_ts=ts)
-        .on_conflict_do_nothing(index_elements=["occurrence_id", "boot_pk"])
-    )
-    boots = conn.execute(
-        select(func.count()).where(_BOOTS.c.occurrence_id == group.occurrence_id)
-    ).scalar_one()
-    values: dict[str, Any] = {"boots": boots}
+    more than ``escalate_after`` boots (after that many reboots). A boot already recorded
+    changes nothing: a storm of fatal faults costs one statement a batch."""
+    params = {"occurrence_id": group.occurrence_id, "boot_pk": boot_pk, "first_ts": ts}
+    if not _NEW_BOOT(session).rowcount(session, **params):
+        return None
+    found = _BOOTS_COUNT.first(session, occurrence_id=group.occurrence_id)
+    boots = found[0] if found else 0
     escalated = boots > escalate_after
-    if escalated:
-        values["action"] = KernelAction.INSPECT_HARDWARE
-    conn.execute(update(_TABLE).where(_TABLE.c.id == group.occurrence_id).values(**values))
+    update_ = _ESCALATE if escalated else _COUNT_BOOTS
+    update_.rowcount(session, occurrence_id=group.occurrence_id, boots=boots)
     return KernelAction.INSPECT_HARDWARE if escalated else None
 
 
@@ -127,6 +122,26 @@ _UPSERT_VALUES = (
 # Built once (per dialect): a storm runs them for every batch, and building one cost more CPU
 # than running it.
 _UPSERT = PerDialect(_upsert)
+_OCCURRENCE = bindparam("occurrence_id", type_=Integer)
+_NEW_BOOT = PerDialect(
+    lambda session: Prepared(
+        db.insert(session, _BOOTS)
+        .values(
+            occurrence_id=_OCCURRENCE,
+            boot_pk=bindparam("boot_pk", type_=Integer),
+            first_ts=bindparam("first_ts", type_=Float),
+        )
+        .on_conflict_do_nothing(index_elements=["occurrence_id", "boot_pk"])
+    )
+)
+_BOOTS_COUNT = Prepared(select(func.count()).where(_BOOTS.c.occurrence_id == _OCCURRENCE))
+_BOOTS_SET = update(_TABLE).where(_TABLE.c.id == _OCCURRENCE)
+_COUNT_BOOTS = Prepared(_BOOTS_SET.values(boots=bindparam("boots", type_=Integer)))
+_ESCALATE = Prepared(
+    _BOOTS_SET.values(
+        boots=bindparam("boots", type_=Integer), action=KernelAction.INSPECT_HARDWARE.value
+    )
+)
 _LO, _HI = bindparam("lo", type_=Float), bindparam("hi", type_=Float)
 _COUNT = (
     update(_TABLE)

@@ -1,0 +1,55 @@
+"""The kernel alert cooldown's question (``outbox.queued_since``): a dedup key starting with the
+prefix, queued after the cutoff, for that host; ``%`` and ``_`` in a key are plain characters
+(SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from collector import db
+from collector.alerts import outbox
+from collector.alerts.notice import Notice
+from collector.models import Host, HostStatus, WebhookTarget
+from collector.timeutil import utcnow
+
+
+def test_queued_since_matches_the_prefix_literally_after_the_cutoff_for_the_host(
+    db_url: str,
+) -> None:
+    db.migrate(db_url)
+    engine = db.make_engine(db_url)
+    factory = db.make_sessionmaker(engine)
+    now = utcnow()
+    try:
+        with db.session_scope(factory) as session:
+            hosts = [Host(name=n, token_hash=n, status=HostStatus.UP) for n in ("a", "b")]
+            session.add_all([*hosts, WebhookTarget(url="http://127.0.0.1:9/")])
+            session.flush()
+            host_id, other_id = hosts[0].id, hosts[1].id
+            queued = outbox.enqueue(
+                session,
+                event="kernel.event",
+                dedup_key="kernel.event:gpu_xid:79:0000%01:17",
+                payload={},
+                text="t",
+                notice=Notice(title="t", body="b"),
+                now=now,
+                host_id=host_id,
+            )
+            assert queued == 1
+        with db.session_scope(factory) as session:
+
+            def asked(prefix: str, *, host: int = host_id, ago_s: float = 60.0) -> bool:
+                since = now - timedelta(seconds=ago_s)
+                return outbox.queued_since(
+                    session, host_id=host, event="kernel.event", key_prefix=prefix, since=since
+                )
+
+            assert asked("kernel.event:gpu_xid:79:0000%01:")
+            assert asked("kernel.event:")
+            assert not asked("kernel.event:gpu_x_d:")  # "_" is not a wildcard
+            assert not asked("kernel.event:%:")  # nor "%"
+            assert not asked("kernel.event:gpu_xid:79:0000%01:", host=other_id)
+            assert not asked("kernel.event:gpu_xid:79:0000%01:", ago_s=-1.0)  # queued before
+    finally:
+        engine.dispose()
