@@ -189,19 +189,6 @@ class WireLine(BaseModel):
     kseq: int | None = Field(None, ge=0, le=INT64_MAX)
     text: str
     fields: JsonDict | None = None
-    _escaped: bool = PrivateAttr(False)
-
-    @model_validator(mode="after")
-    def _no_nul(self) -> WireLine:
-        if "\x00" in self.text:
-            self.text = escape_nul(self.text)
-            self._escaped = True
-        return self
-
-    @property
-    def escaped(self) -> bool:
-        """The text had a NUL and is stored escaped (``escape_nul``)."""
-        return self._escaped
 
     def truncated_text(self) -> tuple[str, bool]:
         return truncate_line(self.text)
@@ -234,10 +221,27 @@ class Batch(BaseModel):
     lines: list[WireLine] = Field(default_factory=list)
     events: list[WireEvent] = Field(default_factory=list)
     backlog: Backlog | None = None
+    # Positions in ``lines`` of the texts that had a NUL, now escaped (``escape_nul``).
+    _escaped: frozenset[int] = PrivateAttr(frozenset())
+
+    @model_validator(mode="after")
+    def _no_nul(self) -> Batch:
+        """No NUL goes past validation (PostgreSQL text cannot hold one): checked here once a
+        batch, as a validator and a private attribute per line cost a fifth of ingest's CPU."""
+        escaped = [i for i, line in enumerate(self.lines) if "\x00" in line.text]
+        for i in escaped:
+            self.lines[i].text = escape_nul(self.lines[i].text)
+        if escaped:
+            self._escaped = frozenset(escaped)
+        return self
 
     @property
     def sender_boot_id(self) -> str:
         return self.agent.boot_id or self.boot_id
+
+    def escaped(self, index: int) -> bool:
+        """Whether ``lines[index]`` had a NUL and is stored escaped."""
+        return index in self._escaped
 
 
 class OutModel(BaseModel):

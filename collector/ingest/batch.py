@@ -68,7 +68,7 @@ def ingest_batch(
     if batch.samples:
         stamps = [s.ts for s in batch.samples]
         refresh_rollups(session, host_id=host_id, since=min(stamps), until=max(stamps))
-    lines_stored = store_lines(session, common=common, lines=batch.lines)
+    lines_stored = store_lines(session, common=common, batch=batch)
     events_stored = db.insert_ignoring_duplicates(
         session,
         table_of(AgentEvent),

@@ -17,7 +17,7 @@ from collector import db
 from collector.ingest.journal_copies import stored_copies, unkeyed_kernel_usec
 from collector.ingest.rows import COLUMN, LINE_COLUMNS, Common, line_row, to_json
 from collector.models import CHANNEL_AGENT, Line, table_of
-from collector.schemas import WireLine
+from collector.schemas import Batch
 
 _MERGE_SET = (
     "UPDATE lines SET seq = {m}, ts = {m}, source = {m}, priority = {m}, facility = {m}, "
@@ -39,12 +39,12 @@ _AGENT_FIELDS = tuple(
 )  # fmt: skip
 
 
-def store_lines(session: Session, *, common: Common, lines: list[WireLine]) -> int:
+def store_lines(session: Session, *, common: Common, batch: Batch) -> int:
     """Insert a batch's lines, merging into the rows another channel stored; returns how many
     the batch added."""
     rows: list[tuple[Any, ...]] = []
     journal: list[tuple[int, tuple[Any, ...]]] = []  # kernel records without a kseq
-    for line in lines:
+    for i, line in enumerate(batch.lines):
         text, truncated = line.truncated_text()
         row = line_row(
             common,
@@ -57,7 +57,7 @@ def store_lines(session: Session, *, common: Common, lines: list[WireLine]) -> i
             text=text,
             truncated=truncated,
             fields=to_json(line.fields),
-            escaped=line.escaped,
+            escaped=batch.escaped(i),
         )
         usec = unkeyed_kernel_usec(line)
         if usec is None:
