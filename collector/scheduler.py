@@ -21,6 +21,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector import heap
+from collector.alerts import outbox
 from collector.alerts.delivery import deliver_due_alerts
 from collector.incidents.lifecycle import settle_incidents
 from collector.incidents.postmortem import collect_postmortems
@@ -108,8 +109,11 @@ def build_scheduler(
                 scheduler.modify_job(job_id, next_run_time=datetime.now(timezone.utc) + idle)
 
     def deliver_if_due() -> None:
-        if gate(due.DELIVER, now(), fresh=True):  # an alert queued by ingest: within a tick
+        fresh = outbox.QUEUED.is_set()  # an alert this process queued goes out within a tick
+        outbox.QUEUED.clear()
+        if gate(due.DELIVER, now(), fresh=fresh):
             deliver()
+            gate.expire()  # what it sent is no longer due: the next question reads again
 
     pre_probes = PreProbes()
     scheduler.add_listener(lambda _event: pre_probes.shutdown(), EVENT_SCHEDULER_SHUTDOWN)

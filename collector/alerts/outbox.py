@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
 from datetime import datetime
 from typing import Any
@@ -77,7 +78,14 @@ def enqueue(
         stored += len(session.execute(insert.returning(Delivery.id)).all())
     if stored:
         log.info("queued %s (%s) for %d target(s)", event, dedup_key, stored)
+        db.after_commit(session, QUEUED.set)
     return stored
+
+
+# Set once this process committed a queued delivery: the delivery tick then reads the outbox
+# afresh (within its tick), and otherwise answers from the scheduler's shared reading of due
+# times, which sees other processes' rows within ``due.MAX_AGE_S``.
+QUEUED = threading.Event()
 
 
 def queued_since(

@@ -18,13 +18,14 @@ import logging
 import os
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import Float, Integer, bindparam, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import changed_rows, read_scope, session_scope
 from collector.incidents.payload import enqueue_incident_alert
 from collector.liveness.status import watch_again
-from collector.models import CollectorRun, Host, HostStatus, Incident, IncidentState
+from collector.models import CollectorRun, Host, HostStatus, Incident, IncidentState, table_of
+from collector.prepared import Prepared
 from collector.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -103,18 +104,27 @@ def tick_collector_alive(
     """This process is alive and ``lag_s`` behind on ingest; returns the largest lag of the
     processes alive (heard from within ``stale_s``): the one silences are judged with."""
     with session_scope(session_factory) as session:
-        session.execute(
-            update(CollectorRun)
-            .where(CollectorRun.id == run_id)
-            .values(last_alive_at=now, ingest_lag_s=round(lag_s, 3))
-        )
-        lags = session.scalars(
-            select(CollectorRun.ingest_lag_s).where(
-                CollectorRun.stopped_at.is_(None),
-                CollectorRun.last_alive_at >= now - timedelta(seconds=stale_s),
-            )
-        )
-        return max((lag or 0.0 for lag in lags), default=0.0)
+        _ALIVE.rowcount(session, run_id=run_id, now=now, lag_s=round(lag_s, 3))
+        found = _FLEET_LAG.first(session, since=now - timedelta(seconds=stale_s))
+        return float(found[0]) if found and found[0] is not None else 0.0
+
+
+_RUNS = table_of(CollectorRun)
+# Every alive tick of every process (on a driver: an idle collector's CPU is mostly its ticks).
+_ALIVE = Prepared(
+    update(_RUNS)
+    .where(_RUNS.c.id == bindparam("run_id", type_=Integer))
+    .values(
+        last_alive_at=bindparam("now", type_=_RUNS.c.last_alive_at.type),
+        ingest_lag_s=bindparam("lag_s", type_=Float),
+    )
+)
+_FLEET_LAG = Prepared(
+    select(func.max(func.coalesce(_RUNS.c.ingest_lag_s, 0.0))).where(
+        _RUNS.c.stopped_at.is_(None),
+        _RUNS.c.last_alive_at >= bindparam("since", type_=_RUNS.c.last_alive_at.type),
+    )
+)
 
 
 def stop_collector_run(

@@ -6,8 +6,9 @@ most of an idle collector's CPU. ``Due`` reads every step's earliest due time in
 and answers from that reading until the earliest of them comes or the reading is ``max_age_s``
 old. A due time only ever moves earlier through something the reading cannot foresee (another
 collector process, a host's shorter grace, a host back with a replay to settle): that is seen
-within ``max_age_s``. The delivery tick reads afresh (an alert queued by ingest goes out within
-its tick, as before). The steps themselves still decide what is due; the reading only lets
+within ``max_age_s``. The delivery tick reads afresh once this process queued an alert
+(``outbox.QUEUED``: it goes out within its tick, as before); one queued by another process is
+seen within ``max_age_s``. The steps themselves still decide what is due; the reading only lets
 them sleep, and a ticking job may sleep through its ticks until it is read again
 (``idle_for``).
 """

@@ -1,6 +1,7 @@
-"""The kernel alert cooldown's question (``outbox.queued_since``): a dedup key starting with the
-prefix, queued after the cutoff, for that host; ``%`` and ``_`` in a key are plain characters
-(SQLite and PostgreSQL)."""
+"""What the outbox tells the rest: the kernel alert cooldown's question (``queued_since``: a
+dedup key starting with the prefix, queued after the cutoff, for that host; ``%`` and ``_`` in a
+key are plain characters) and, once a delivery is committed, the delivery tick's cue to read
+afresh (``QUEUED``). SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -52,4 +53,40 @@ def test_queued_since_matches_the_prefix_literally_after_the_cutoff_for_the_host
             assert not asked("kernel.event:gpu_xid:79:0000%01:", host=other_id)
             assert not asked("kernel.event:gpu_xid:79:0000%01:", ago_s=-1.0)  # queued before
     finally:
+        engine.dispose()
+
+
+def test_a_committed_delivery_tells_the_delivery_tick_to_read_afresh(db_url: str) -> None:
+    db.migrate(db_url)
+    engine = db.make_engine(db_url)
+    factory = db.make_sessionmaker(engine)
+
+    def queue(key: str) -> int:
+        return outbox.enqueue(
+            session,
+            event="kernel.event",
+            dedup_key=key,
+            payload={},
+            text="t",
+            notice=Notice(title="t", body="b"),
+            now=utcnow(),
+        )
+
+    try:
+        with db.session_scope(factory) as session:
+            session.add(WebhookTarget(url="http://127.0.0.1:9/"))
+        outbox.QUEUED.clear()
+        try:
+            with db.session_scope(factory) as session:
+                assert queue("rolled-back") == 1
+                raise RuntimeError("the batch failed")
+        except RuntimeError:
+            pass
+        assert not outbox.QUEUED.is_set()  # nothing was queued after all
+        with db.session_scope(factory) as session:
+            assert queue("committed") == 1
+            assert not outbox.QUEUED.is_set()  # not before the commit: the tick would miss it
+        assert outbox.QUEUED.is_set()
+    finally:
+        outbox.QUEUED.clear()
         engine.dispose()
