@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
 
 from collector import db
 from collector.hosts import registry as hosts
@@ -26,6 +27,15 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     from tests.support.postgres import fresh_database
 
     return fresh_database(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def factory(db_url: str) -> Iterator[sessionmaker[Session]]:
+    """Sessions on a migrated fresh database, no app (for what runs below the API)."""
+    db.migrate(db_url)
+    engine = db.make_engine(db_url)
+    yield db.make_sessionmaker(engine)
+    engine.dispose()
 
 
 @pytest.fixture

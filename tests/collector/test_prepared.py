@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from sqlalchemy import bindparam, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from collector import db
 from collector.models import Host, HostStatus, table_of
@@ -61,10 +61,9 @@ def test_values_written_on_the_driver_compare_and_read_as_the_orm_writes_them(
         engine.dispose()
 
 
-def test_per_dialect_builds_once_for_the_sessions_dialect_and_reuses_it(db_url: str) -> None:
-    db.migrate(db_url)
-    engine = db.make_engine(db_url)
-    factory = db.make_sessionmaker(engine)
+def test_per_dialect_builds_once_for_the_sessions_dialect_and_reuses_it(
+    factory: sessionmaker[Session],
+) -> None:
     built: list[str] = []
 
     def build(session: Session) -> Any:
@@ -72,15 +71,13 @@ def test_per_dialect_builds_once_for_the_sessions_dialect_and_reuses_it(db_url: 
         return db.insert(session, hosts).on_conflict_do_nothing(index_elements=["name"])
 
     upsert = PerDialect(build)
-    try:
-        with db.session_scope(factory) as session:
-            for _ in range(3):  # the same row each time: stored once, built once
-                session.connection().execute(
-                    upsert(session), {"name": "a", "token_hash": "a", "status": HostStatus.UP}
-                )
-            assert upsert(session) is upsert(session)
-        with db.read_scope(factory) as session:
-            assert session.scalars(select(Host.name)).all() == ["a"]
-        assert built == [engine.dialect.name]
-    finally:
-        engine.dispose()
+    with db.session_scope(factory) as session:
+        for _ in range(3):  # the same row each time: stored once, built once
+            session.connection().execute(
+                upsert(session), {"name": "a", "token_hash": "a", "status": HostStatus.UP}
+            )
+        assert upsert(session) is upsert(session)
+        dialect = session.get_bind().dialect.name
+    with db.read_scope(factory) as session:
+        assert session.scalars(select(Host.name)).all() == ["a"]
+    assert built == [dialect]

@@ -5,7 +5,10 @@ afresh (``QUEUED``). SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
 
 from collector import db
 from collector.alerts import outbox
@@ -14,79 +17,59 @@ from collector.models import Host, HostStatus, WebhookTarget
 from collector.timeutil import utcnow
 
 
+def queue(session: Session, key: str, *, now: datetime, host_id: int | None = None) -> int:
+    return outbox.enqueue(
+        session,
+        event="kernel.event",
+        dedup_key=key,
+        payload={},
+        text="t",
+        notice=Notice(title="t", body="b"),
+        now=now,
+        host_id=host_id,
+    )
+
+
 def test_queued_since_matches_the_prefix_literally_after_the_cutoff_for_the_host(
-    db_url: str,
+    factory: sessionmaker[Session],
 ) -> None:
-    db.migrate(db_url)
-    engine = db.make_engine(db_url)
-    factory = db.make_sessionmaker(engine)
     now = utcnow()
-    try:
-        with db.session_scope(factory) as session:
-            hosts = [Host(name=n, token_hash=n, status=HostStatus.UP) for n in ("a", "b")]
-            session.add_all([*hosts, WebhookTarget(url="http://127.0.0.1:9/")])
-            session.flush()
-            host_id, other_id = hosts[0].id, hosts[1].id
-            queued = outbox.enqueue(
-                session,
-                event="kernel.event",
-                dedup_key="kernel.event:gpu_xid:79:0000%01:17",
-                payload={},
-                text="t",
-                notice=Notice(title="t", body="b"),
-                now=now,
-                host_id=host_id,
+    with db.session_scope(factory) as session:
+        hosts = [Host(name=n, token_hash=n, status=HostStatus.UP) for n in ("a", "b")]
+        session.add_all([*hosts, WebhookTarget(url="http://127.0.0.1:9/")])
+        session.flush()
+        host_id, other_id = hosts[0].id, hosts[1].id
+        assert queue(session, "kernel.event:gpu_xid:79:0000%01:17", now=now, host_id=host_id)
+
+    def asked(prefix: str, *, host: int = host_id, ago_s: float = 60.0) -> bool:
+        with db.read_scope(factory) as session:
+            since = now - timedelta(seconds=ago_s)
+            return outbox.queued_since(
+                session, host_id=host, event="kernel.event", key_prefix=prefix, since=since
             )
-            assert queued == 1
-        with db.session_scope(factory) as session:
 
-            def asked(prefix: str, *, host: int = host_id, ago_s: float = 60.0) -> bool:
-                since = now - timedelta(seconds=ago_s)
-                return outbox.queued_since(
-                    session, host_id=host, event="kernel.event", key_prefix=prefix, since=since
-                )
-
-            assert asked("kernel.event:gpu_xid:79:0000%01:")
-            assert asked("kernel.event:")
-            assert not asked("kernel.event:gpu_x_d:")  # "_" is not a wildcard
-            assert not asked("kernel.event:%:")  # nor "%"
-            assert not asked("kernel.event:gpu_xid:79:0000%01:", host=other_id)
-            assert not asked("kernel.event:gpu_xid:79:0000%01:", ago_s=-1.0)  # queued before
-    finally:
-        engine.dispose()
+    assert asked("kernel.event:gpu_xid:79:0000%01:")
+    assert asked("kernel.event:")
+    assert not asked("kernel.event:gpu_x_d:")  # "_" is not a wildcard
+    assert not asked("kernel.event:%:")  # nor "%"
+    assert not asked("kernel.event:gpu_xid:79:0000%01:", host=other_id)
+    assert not asked("kernel.event:gpu_xid:79:0000%01:", ago_s=-1.0)  # queued before
 
 
-def test_a_committed_delivery_tells_the_delivery_tick_to_read_afresh(db_url: str) -> None:
-    db.migrate(db_url)
-    engine = db.make_engine(db_url)
-    factory = db.make_sessionmaker(engine)
-
-    def queue(key: str) -> int:
-        return outbox.enqueue(
-            session,
-            event="kernel.event",
-            dedup_key=key,
-            payload={},
-            text="t",
-            notice=Notice(title="t", body="b"),
-            now=utcnow(),
-        )
-
+def test_a_committed_delivery_tells_the_delivery_tick_to_read_afresh(
+    factory: sessionmaker[Session],
+) -> None:
+    with db.session_scope(factory) as session:
+        session.add(WebhookTarget(url="http://127.0.0.1:9/"))
+    outbox.QUEUED.clear()
     try:
-        with db.session_scope(factory) as session:
-            session.add(WebhookTarget(url="http://127.0.0.1:9/"))
-        outbox.QUEUED.clear()
-        try:
-            with db.session_scope(factory) as session:
-                assert queue("rolled-back") == 1
-                raise RuntimeError("the batch failed")
-        except RuntimeError:
-            pass
+        with pytest.raises(RuntimeError), db.session_scope(factory) as session:
+            assert queue(session, "rolled-back", now=utcnow()) == 1
+            raise RuntimeError("the batch failed")
         assert not outbox.QUEUED.is_set()  # nothing was queued after all
         with db.session_scope(factory) as session:
-            assert queue("committed") == 1
+            assert queue(session, "committed", now=utcnow()) == 1
             assert not outbox.QUEUED.is_set()  # not before the commit: the tick would miss it
         assert outbox.QUEUED.is_set()
     finally:
         outbox.QUEUED.clear()
-        engine.dispose()

@@ -3,10 +3,8 @@ the scheduler's ticks sleep until then (on SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
-import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector import db
@@ -25,14 +23,6 @@ from collector.settings import Settings
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, 250000, tzinfo=timezone.utc)
 S = timedelta(seconds=1)
-
-
-@pytest.fixture
-def factory(db_url: str) -> Iterator[sessionmaker[Session]]:
-    db.migrate(db_url)
-    engine = db.make_engine(db_url)
-    yield db.make_sessionmaker(engine)
-    engine.dispose()
 
 
 def host(name: str, status: HostStatus, **values: object) -> Host:
