@@ -239,9 +239,11 @@ class Batch(BaseModel):
     def sender_boot_id(self) -> str:
         return self.agent.boot_id or self.boot_id
 
-    def escaped(self, index: int) -> bool:
-        """Whether ``lines[index]`` had a NUL and is stored escaped."""
-        return index in self._escaped
+    @property
+    def escaped_lines(self) -> frozenset[int]:
+        """Positions in ``lines`` of the texts that had a NUL and are stored escaped. (Read it
+        once a batch: a pydantic private attribute is a slow lookup.)"""
+        return self._escaped
 
 
 class OutModel(BaseModel):

@@ -44,6 +44,7 @@ def store_lines(session: Session, *, common: Common, batch: Batch) -> int:
     the batch added."""
     rows: list[tuple[Any, ...]] = []
     journal: list[tuple[int, tuple[Any, ...]]] = []  # kernel records without a kseq
+    escaped = batch.escaped_lines
     for i, line in enumerate(batch.lines):
         text, truncated = line.truncated_text()
         row = line_row(
@@ -57,7 +58,7 @@ def store_lines(session: Session, *, common: Common, batch: Batch) -> int:
             text=text,
             truncated=truncated,
             fields=to_json(line.fields),
-            escaped=batch.escaped(i),
+            escaped=i in escaped,
         )
         usec = unkeyed_kernel_usec(line)
         if usec is None:
