@@ -125,13 +125,18 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
 
 
 @contextmanager
-def read_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+def read_scope(factory: sessionmaker[Session], *, one_statement: bool = False) -> Iterator[Session]:
     """A unit of work that only reads, ended by a rollback. On SQLite its BEGIN is deferred: in
     WAL mode readers never wait for the one writer (``session_scope`` takes the write lock up
-    front, see ``_tune_sqlite``)."""
+    front, see ``_tune_sqlite``). ``one_statement``: a single query needs no snapshot of its
+    own, so on PostgreSQL it runs in autocommit, without the BEGIN and ROLLBACK round trips (the
+    scheduler's reading of due times, every second)."""
     session = factory()
     try:
-        session.connection(execution_options={READ_ONLY: True})
+        options: dict[str, Any] = {READ_ONLY: True}
+        if one_statement and is_postgres(session):
+            options["isolation_level"] = "AUTOCOMMIT"
+        session.connection(execution_options=options)
         yield session
     finally:
         session.rollback()

@@ -133,7 +133,7 @@ class Due:
             self._valid_until = None
 
     def _read(self, now: datetime) -> None:
-        with read_scope(self._factory) as session:
+        with read_scope(self._factory, one_statement=True) as session:
             self._times = due_times(session, settings=self._settings)
         self.reads += 1
         coming = [t for t in self._times.values() if t is not None and t > now]

@@ -11,10 +11,11 @@ from typing import Any
 import psycopg
 import pytest
 import sqlalchemy.exc
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session, sessionmaker
 
 from collector import db
-from collector.models import Meta
+from collector.models import Host, HostStatus, Meta
 from tests.support.postgres import conninfo, fresh_database
 
 
@@ -132,3 +133,21 @@ def test_a_connection_used_just_before_a_restart_fails_one_request_only(
     with db.read_scope(factory) as session:
         db.ping(session)  # the pool let the broken connection go
     engine.dispose()
+
+
+def test_a_one_statement_read_leaves_no_autocommit_behind(
+    factory: sessionmaker[Session],
+) -> None:
+    """The due-time reading runs in autocommit on PostgreSQL; the pooled connection it used
+    must come back transactional, or the next batch's writes would not roll back."""
+    with db.read_scope(factory, one_statement=True) as session:
+        driver = session.connection().connection.driver_connection
+        assert session.scalar(select(func.count()).select_from(Host)) == 0
+        assert getattr(driver, "autocommit", False) == db.is_postgres(session)
+    with pytest.raises(RuntimeError), db.session_scope(factory) as session:
+        assert session.connection().connection.driver_connection is driver  # the same one
+        session.add(Host(name="x", token_hash="x", status=HostStatus.UP))
+        session.flush()
+        raise RuntimeError("the batch failed after its INSERT")
+    with db.read_scope(factory) as session:
+        assert session.scalars(select(Host.name)).all() == []
