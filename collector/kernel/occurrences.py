@@ -97,8 +97,7 @@ def _boots_seen(
     params = {"occurrence_id": group.occurrence_id, "boot_pk": boot_pk, "first_ts": ts}
     if not _NEW_BOOT(session).rowcount(session, **params):
         return None
-    found = _BOOTS_COUNT.first(session, occurrence_id=group.occurrence_id)
-    boots = found[0] if found else 0
+    (boots,) = _BOOTS_COUNT.first(session, occurrence_id=group.occurrence_id) or (0,)
     escalated = boots > escalate_after
     update_ = _ESCALATE if escalated else _COUNT_BOOTS
     update_.rowcount(session, occurrence_id=group.occurrence_id, boots=boots)
@@ -135,18 +134,16 @@ _NEW_BOOT = PerDialect(
     )
 )
 _BOOTS_COUNT = Prepared(select(func.count()).where(_BOOTS.c.occurrence_id == _OCCURRENCE))
-_BOOTS_SET = update(_TABLE).where(_TABLE.c.id == _OCCURRENCE)
-_COUNT_BOOTS = Prepared(_BOOTS_SET.values(boots=bindparam("boots", type_=Integer)))
+_OCCURRENCE_SET = update(_TABLE).where(_TABLE.c.id == _OCCURRENCE)
+_COUNT_BOOTS = Prepared(_OCCURRENCE_SET.values(boots=bindparam("boots", type_=Integer)))
 _ESCALATE = Prepared(
-    _BOOTS_SET.values(
+    _OCCURRENCE_SET.values(
         boots=bindparam("boots", type_=Integer), action=KernelAction.INSPECT_HARDWARE.value
     )
 )
 _LO, _HI = bindparam("lo", type_=Float), bindparam("hi", type_=Float)
-_COUNT = (
-    update(_TABLE)
-    .where(_TABLE.c.id == bindparam("occurrence_id"))
-    .values(
+_COUNT = Prepared(
+    _OCCURRENCE_SET.values(
         count=_TABLE.c.count + bindparam("n", type_=Integer),
         first_ts=case((_TABLE.c.first_ts > _LO, _LO), else_=_TABLE.c.first_ts),
         last_ts=case((_TABLE.c.last_ts < _HI, _HI), else_=_TABLE.c.last_ts),
@@ -158,11 +155,9 @@ def count_stored(
     session: Session, groups: dict[tuple[str, str, str], _Group], stored_ids: set[int]
 ) -> None:
     """Add the rows actually stored (not duplicates of another channel) to their occurrences."""
-    conn = session.connection()
     for group in groups.values():
         new = [r for r in group.rows if r.line_id in stored_ids]
         if not new:
             continue
         lo, hi = min(r.ts for r in new), max(r.ts for r in new)
-        params = {"occurrence_id": group.occurrence_id, "n": len(new), "lo": lo, "hi": hi}
-        conn.execute(_COUNT, params)
+        _COUNT.rowcount(session, occurrence_id=group.occurrence_id, n=len(new), lo=lo, hi=hi)

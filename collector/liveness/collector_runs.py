@@ -105,8 +105,8 @@ def tick_collector_alive(
     processes alive (heard from within ``stale_s``): the one silences are judged with."""
     with session_scope(session_factory) as session:
         _ALIVE.rowcount(session, run_id=run_id, now=now, lag_s=round(lag_s, 3))
-        found = _FLEET_LAG.first(session, since=now - timedelta(seconds=stale_s))
-        return float(found[0]) if found and found[0] is not None else 0.0
+        (lag,) = _FLEET_LAG.first(session, since=now - timedelta(seconds=stale_s)) or (0.0,)
+        return float(lag)
 
 
 _RUNS = table_of(CollectorRun)
@@ -120,7 +120,7 @@ _ALIVE = Prepared(
     )
 )
 _FLEET_LAG = Prepared(
-    select(func.max(func.coalesce(_RUNS.c.ingest_lag_s, 0.0))).where(
+    select(func.coalesce(func.max(_RUNS.c.ingest_lag_s), 0.0)).where(
         _RUNS.c.stopped_at.is_(None),
         _RUNS.c.last_alive_at >= bindparam("since", type_=_RUNS.c.last_alive_at.type),
     )

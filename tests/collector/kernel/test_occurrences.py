@@ -85,6 +85,11 @@ def test_a_fatal_fault_back_after_two_reboots_says_inspect_hardware(collector: C
     occurrences = {o["code"]: o for o in get(collector, "occurrences")["occurrences"]}
     assert (occurrences["79"]["boots"], occurrences["79"]["action"]) == (3, "inspect_hardware")
     assert occurrences["79"]["count"] == 3 and occurrences["13"]["action"] == "restart_app"
+    # Again in the same boot: counted, still escalated, no boot added.
+    post(collector, token, "spark-01", boot=BOOTS[2], lines=lines(seq, 1000.0 + seq, [XID_79]))
+    assert get(collector, "events", kind="xid")["events"][0]["action"] == "inspect_hardware"
+    again = {o["code"]: o for o in get(collector, "occurrences")["occurrences"]}["79"]
+    assert (again["boots"], again["count"], again["action"]) == (3, 4, "inspect_hardware")
 
 
 def test_the_reboot_threshold_is_a_setting(sqlite_url: str) -> None:
