@@ -16,6 +16,20 @@ from sqlalchemy.orm import Session
 # Up to this many rows, PostgreSQL takes an INSERT (pipelined) rather than a COPY.
 FEW_ROWS = 64
 
+# Column types (pg_type.typname) COPY takes in binary, as the type psycopg encodes the value
+# as: the receive function is the column's own, so a varchar keeps its length check and json
+# its syntax check (json's binary form is its text).
+_BINARY_AS = {
+    "int2": "int2", "int4": "int4", "int8": "int8", "float4": "float4", "float8": "float8",
+    "bool": "bool", "bytea": "bytea", "text": "text", "varchar": "text", "json": "text",
+}  # fmt: skip
+_COLUMN_TYPES = (
+    "SELECT a.attname, t.typname FROM pg_attribute AS a JOIN pg_type AS t ON t.oid = a.atttypid "
+    "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped"
+)
+# (table, columns) -> the binary COPY types, or None where one column has no binary form here.
+_binary_types: dict[tuple[str, tuple[str, ...]], tuple[str, ...] | None] = {}
+
 
 def copy_rows(
     session: Session, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
@@ -28,7 +42,7 @@ def copy_rows(
     names = ", ".join(columns)
     if conn.dialect.name == "postgresql":
         with conn.connection.driver_connection.cursor() as cursor:  # type: ignore[union-attr]
-            _copy(cursor, table, names, rows)
+            _copy(cursor, table, columns, rows)
         return
     marks = ", ".join("?" * len(columns))
     conn.exec_driver_sql(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(rows))
@@ -52,7 +66,7 @@ def insert_ignoring_duplicates(
     names = ", ".join(columns)
     postgres = conn.dialect.name == "postgresql"
     if postgres and len(rows) > FEW_ROWS:
-        return _copy_insert(conn, table.name, names, rows)
+        return _copy_insert(conn, table.name, columns, rows)
     marks = ", ".join(("%s" if postgres else "?") for _ in columns)
     sql = f"INSERT INTO {table.name} ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING"
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
@@ -63,7 +77,7 @@ def insert_ignoring_duplicates(
         cursor.close()
 
 
-def _copy_insert(conn: Any, table: str, names: str, rows: list[tuple[Any, ...]]) -> int:
+def _copy_insert(conn: Any, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> int:
     """COPY straight into ``table`` under a savepoint; on a unique violation, undo it and
     go through a staging table with INSERT ... SELECT ... ON CONFLICT DO NOTHING.
 
@@ -74,24 +88,25 @@ def _copy_insert(conn: Any, table: str, names: str, rows: list[tuple[Any, ...]])
     with cursor:
         cursor.execute("SAVEPOINT fw_copy")
         try:
-            _copy(cursor, table, names, rows)
+            _copy(cursor, table, columns, rows)
         except psycopg.errors.UniqueViolation:
             cursor.execute("ROLLBACK TO SAVEPOINT fw_copy")
             cursor.execute("RELEASE SAVEPOINT fw_copy")
-            return _staged_insert(cursor, table, names, rows)
+            return _staged_insert(cursor, table, columns, rows)
         cursor.execute("RELEASE SAVEPOINT fw_copy")
     return len(rows)
 
 
 def _staged_insert(
-    cursor: psycopg.Cursor[Any], table: str, names: str, rows: list[tuple[Any, ...]]
+    cursor: psycopg.Cursor[Any], table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]
 ) -> int:
     staging = f"staging_{table}"
+    names = ", ".join(columns)
     cursor.execute(
         f"CREATE TEMP TABLE IF NOT EXISTS {staging} "
         f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
     )
-    _copy(cursor, staging, names, rows)
+    _copy(cursor, staging, columns, rows, types_of=table)
     cursor.execute(
         f"INSERT INTO {table} ({names}) SELECT {names} FROM {staging} ON CONFLICT DO NOTHING"
     )
@@ -102,9 +117,37 @@ def _staged_insert(
 
 
 def _copy(
-    cursor: psycopg.Cursor[Any], table: str, names: str, rows: Sequence[tuple[Any, ...]]
+    cursor: psycopg.Cursor[Any],
+    table: str,
+    columns: Sequence[str],
+    rows: Sequence[tuple[Any, ...]],
+    *,
+    types_of: str | None = None,
 ) -> None:
-    """One COPY of ``rows`` into ``table`` (psycopg encodes them in C)."""
-    with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+    """One COPY of ``rows`` into ``table``, encoded by psycopg in C; in binary where every
+    column allows it (``types_of``: the table whose column types ``table`` has).
+
+    Binary, because the text form of a float costs more to write than the rest of a line's
+    row together (its shortest repr), and PostgreSQL then parses it back.
+    """
+    types = _copy_types(cursor, types_of or table, columns)
+    binary = " (FORMAT BINARY)" if types is not None else ""
+    with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN{binary}") as copy:
+        if types is not None:
+            copy.set_types(types)
         for row in rows:
             copy.write_row(row)
+
+
+def _copy_types(
+    cursor: psycopg.Cursor[Any], table: str, columns: Sequence[str]
+) -> tuple[str, ...] | None:
+    """The binary COPY types of ``columns``, read from the catalog once a process (tables
+    change only by a migration, before serving)."""
+    key = (table, tuple(columns))
+    if key not in _binary_types:
+        cursor.execute(_COLUMN_TYPES, (table,))
+        found: dict[str, str] = dict(cursor.fetchall())
+        types = tuple(_BINARY_AS.get(found.get(name, ""), "") for name in columns)
+        _binary_types[key] = None if "" in types else types
+    return _binary_types[key]
