@@ -130,7 +130,7 @@ def line_rows(db_url: str, count: int) -> list[list[list[tuple[Any, ...]]]]:
     for c in range(CLIENTS):
         batches = []
         for body in make_bodies("lines", c, count):
-            lines = [WireLine.model_validate(r) for r in json.loads(body)["lines"]]
+            lines = [WireLine(**r) for r in json.loads(body)["lines"]]
             batches.append([line_row(common, seq=x.seq, kseq=x.kseq, ts=x.ts, source=x.source,
                                      priority=x.priority, facility=x.facility, text=x.text,
                                      truncated=False, fields=None) for x in lines])  # fmt: skip
