@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from collector import db
 from collector.ingest.journal_copies import stored_copies, unkeyed_kernel_usec
-from collector.ingest.rows import COLUMN, LINE_COLUMNS, Common, line_row, to_json
+from collector.ingest.rows import COLUMN, LINE_COLUMNS, Common, agent_line_rows
 from collector.models import CHANNEL_AGENT, Line, table_of
 from collector.schemas import Batch
 
@@ -42,29 +42,18 @@ _AGENT_FIELDS = tuple(
 def store_lines(session: Session, *, common: Common, batch: Batch) -> int:
     """Insert a batch's lines, merging into the rows another channel stored; returns how many
     the batch added."""
-    rows: list[tuple[Any, ...]] = []
-    journal: list[tuple[int, tuple[Any, ...]]] = []  # kernel records without a kseq
-    escaped = batch.escaped_lines
-    for i, line in enumerate(batch.lines):
-        text, truncated = line.truncated_text()
-        row = line_row(
-            common,
-            seq=line.seq,
-            kseq=line.kseq,
-            ts=line.ts,
-            source=line.source,
-            priority=line.priority,
-            facility=line.facility,
-            text=text,
-            truncated=truncated,
-            fields=to_json(line.fields),
-            escaped=i in escaped,
-        )
-        usec = unkeyed_kernel_usec(line)
-        if usec is None:
-            rows.append(row)
-        else:
-            journal.append((usec, row))
+    rows = agent_line_rows(common, batch.lines, batch.escaped_lines)
+    # Kernel records without a kseq (the journal's) are matched by usec and text instead.
+    journal: list[tuple[int, tuple[Any, ...]]] = []
+    if any(line.kseq is None and line.source == "kmsg" for line in batch.lines):
+        keyed = []
+        for line, row in zip(batch.lines, rows, strict=True):
+            usec = unkeyed_kernel_usec(line)
+            if usec is None:
+                keyed.append(row)
+            else:
+                journal.append((usec, row))
+        rows = keyed
     merged = 0
     if journal:
         new, merged = place_journal_records(

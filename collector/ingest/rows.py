@@ -7,10 +7,11 @@ builds its rows here, so a line is the same row whichever way it came.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from collector.models import CHANNEL_AGENT, CHANNEL_NETCONSOLE, fits
-from collector.schemas import WireSample, number
+from collector.schemas import WireLine, WireSample, number
 
 # The typed columns of a sample: what the UI charts and SQL aggregates.
 TYPED_SAMPLE_COLUMNS = (
@@ -63,6 +64,23 @@ def line_row(
         received_at if channel == CHANNEL_NETCONSOLE else None,
         escaped,
     )
+
+
+def agent_line_rows(
+    common: Common, lines: Sequence[WireLine], escaped: frozenset[int]
+) -> list[tuple[Any, ...]]:
+    """A batch's lines as ``line_row`` builds each (agent channel), in one pass: a batch holds
+    thousands, and a call with a dozen keywords a line cost more than building the row.
+    ``escaped``: the positions of the texts that went through ``escape_nul``."""
+    host_id, boot_pk, received_at = common
+    return [
+        (
+            *(host_id, boot_pk, received_at, x.seq, x.kseq, x.ts, x.source, x.priority),
+            *(x.facility, *x.truncated_text(), None if x.fields is None else _encode(x.fields)),
+            *(CHANNEL_AGENT, received_at, None, i in escaped),
+        )
+        for i, x in enumerate(lines)
+    ]
 
 
 class Packer(Protocol):
