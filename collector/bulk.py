@@ -27,8 +27,9 @@ _COLUMN_TYPES = (
     "SELECT a.attname, t.typname FROM pg_attribute AS a JOIN pg_type AS t ON t.oid = a.atttypid "
     "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped"
 )
-# (table, columns) -> the binary COPY types, or None where one column has no binary form here.
-_binary_types: dict[tuple[str, tuple[str, ...]], tuple[str, ...] | None] = {}
+# (server, database, table, columns) -> the binary COPY types, or None where one column has no
+# binary form here.
+_binary_types: dict[tuple[Any, ...], tuple[str, ...] | None] = {}
 
 
 def copy_rows(
@@ -142,9 +143,10 @@ def _copy(
 def _copy_types(
     cursor: psycopg.Cursor[Any], table: str, columns: Sequence[str]
 ) -> tuple[str, ...] | None:
-    """The binary COPY types of ``columns``, read from the catalog once a process (tables
-    change only by a migration, before serving)."""
-    key = (table, tuple(columns))
+    """The binary COPY types of ``columns``, read from the catalog once a process and
+    database (tables change only by a migration, before serving)."""
+    info = cursor.connection.info
+    key = (info.host, info.port, info.dbname, table, tuple(columns))
     if key not in _binary_types:
         cursor.execute(_COLUMN_TYPES, (table,))
         found: dict[str, str] = dict(cursor.fetchall())

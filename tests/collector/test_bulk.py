@@ -41,6 +41,13 @@ def test_rows_are_stored_once_and_the_count_is_exact(db_url: str, n: int) -> Non
         engine.dispose()
 
 
+# LINE_COLUMNS as binary COPY sends them (json as text, varchar as text).
+LINE_BINARY_TYPES = (
+    "int4", "int4", "float8", "int8", "int8", "float8", "text", "int4", "int4", "text",
+    "bool", "text", "int2", "float8", "float8", "bool",
+)  # fmt: skip
+
+
 def test_line_rows_read_back_exactly_as_written(factory: sessionmaker[Session]) -> None:
     """Every kind of value a line row holds comes back as it went in, through PostgreSQL's
     binary COPY (and a replay of the batch, staged) as through SQLite's INSERT: floats to the
@@ -72,7 +79,7 @@ def test_line_rows_read_back_exactly_as_written(factory: sessionmaker[Session]) 
         stored = session.execute(select(*columns).order_by(lines.c.seq)).all()
     assert [tuple(row) for row in stored] == [_as_read(row) for row in rows]
     if session.bind.dialect.name == "postgresql":  # the binary COPY, not the text fallback
-        assert bulk._binary_types[("lines", LINE_COLUMNS)] is not None
+        assert _copy_types("lines", LINE_COLUMNS) == [LINE_BINARY_TYPES]
 
 
 def test_a_column_without_a_binary_form_here_is_copied_as_text(postgres_url: str) -> None:
@@ -88,7 +95,7 @@ def test_a_column_without_a_binary_form_here_is_copied_as_text(postgres_url: str
             ]
     finally:
         engine.dispose()
-    assert bulk._binary_types[("fw_copy_probe", ("at", "n"))] is None
+    assert _copy_types("fw_copy_probe", ("at", "n")) == [None]
 
 
 def _as_read(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -96,3 +103,33 @@ def _as_read(row: tuple[Any, ...]) -> tuple[Any, ...]:
     fields = COLUMN["fields"]
     decoded = None if row[fields] is None else json.loads(row[fields])
     return (*row[:fields], decoded, *row[fields + 1 :])
+
+
+def _copy_types(table: str, columns: tuple[str, ...]) -> list[tuple[str, ...] | None]:
+    """What bulk chose for ``table``'s ``columns`` in each database of this process."""
+    return list({v for k, v in bulk._binary_types.items() if k[-2:] == (table, columns)})
+
+
+def test_each_database_gets_the_types_of_its_own_table(postgres_url: str) -> None:
+    """Two databases of one process, a table of one name and different column types in each:
+    each COPY follows its own database's catalog."""
+    stored = []
+    for ddl, rows in (
+        ("CREATE TABLE fw_copy_twin (a int8, b text)", [(2**40, "x")]),
+        ("CREATE TABLE fw_copy_twin (a float8, b bytea)", [(0.5, b"\x00\xff")]),
+    ):
+        engine = db.make_engine(fresh_database(postgres_url))
+        try:
+            with db.session_scope(db.make_sessionmaker(engine)) as session:
+                session.execute(text(ddl))
+                db.copy_rows(session, "fw_copy_twin", ("a", "b"), rows)
+                stored += [
+                    tuple(row) for row in session.execute(text("SELECT a, b FROM fw_copy_twin"))
+                ]
+        finally:
+            engine.dispose()
+    assert stored == [(2**40, "x"), (0.5, b"\x00\xff")]
+    assert sorted(map(str, _copy_types("fw_copy_twin", ("a", "b")))) == [
+        "('float8', 'bytea')",
+        "('int8', 'text')",
+    ]
