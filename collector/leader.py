@@ -111,7 +111,13 @@ class Leadership:
         with self._lock:
             if self._engine is None:
                 return
-            if self.since is not None:
+            if self.since is not None and self._conn is not None:
+                # Unlocked before the session closes: the server ends a closed session a
+                # moment later, and the successor's next refresh must not race that.
+                with contextlib.suppress(SQLAlchemyError):
+                    self._conn.execute(
+                        text("SELECT pg_advisory_unlock(:key)"), {"key": LEADER_LOCK}
+                    )
                 log.info("leader lock released")
             self._close()
 

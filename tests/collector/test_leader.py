@@ -55,7 +55,8 @@ def test_one_leader_at_a_time_and_a_successor_when_it_goes(postgres_url: str) ->
         assert pid is not None
         engine = db.make_engine(url)
         with engine.connect() as conn:
-            conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            # with a timeout it waits for the backend to end (and its lock with it)
+            conn.execute(text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": pid})
         engine.dispose()
         assert first.refresh() and first.terms == 2
         assert not second.refresh() and not second.held  # it notices it lost the lead
