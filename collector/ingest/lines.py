@@ -44,18 +44,11 @@ def store_lines(session: Session, *, common: Common, batch: Batch) -> int:
     the batch added."""
     rows = agent_line_rows(common, batch.lines, batch.escaped_lines)
     # Kernel records without a kseq (the journal's) are matched by usec and text instead.
-    journal: list[tuple[int, tuple[Any, ...]]] = []
-    if any(line.kseq is None and line.source == "kmsg" for line in batch.lines):
-        keyed = []
-        for line, row in zip(batch.lines, rows, strict=True):
-            usec = unkeyed_kernel_usec(line)
-            if usec is None:
-                keyed.append(row)
-            else:
-                journal.append((usec, row))
-        rows = keyed
+    usecs = [unkeyed_kernel_usec(line) for line in batch.lines]
+    journal = [(usec, row) for usec, row in zip(usecs, rows, strict=True) if usec is not None]
     merged = 0
     if journal:
+        rows = [row for usec, row in zip(usecs, rows, strict=True) if usec is None]
         new, merged = place_journal_records(
             session, host_id=common[0], boot_pk=common[1], records=journal
         )
