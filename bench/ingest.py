@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import add_host, running_collector
 from collector import db
 from collector.hosts import registry as hosts
-from collector.ingest.rows import LINE_COLUMNS, line_row
+from collector.ingest.rows import LINE_COLUMNS, agent_line_rows
 from collector.models import Line, table_of
-from collector.schemas import WireLine
+from collector.schemas import Batch
 
 BATCH = 1000
 DURATION_S = 10.0
@@ -130,10 +130,8 @@ def line_rows(db_url: str, count: int) -> list[list[list[tuple[Any, ...]]]]:
     for c in range(CLIENTS):
         batches = []
         for body in make_bodies("lines", c, count):
-            lines = [WireLine(**r) for r in json.loads(body)["lines"]]
-            batches.append([line_row(common, seq=x.seq, kseq=x.kseq, ts=x.ts, source=x.source,
-                                     priority=x.priority, facility=x.facility, text=x.text,
-                                     truncated=False, fields=None) for x in lines])  # fmt: skip
+            batch = Batch.model_validate_json(body)
+            batches.append(agent_line_rows(common, batch.lines, batch.escaped_lines))
         per_client.append(batches)
     return per_client
 
