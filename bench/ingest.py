@@ -5,7 +5,10 @@ Per backend: lines/s and samples/s posted to a collector process; then the same 
 rows ingest stores, inserted straight through the driver (the bulk statement ingest uses:
 INSERT ... ON CONFLICT DO NOTHING on SQLite, COPY on PostgreSQL), one transaction a batch, as
 many writers as HTTP clients, rows built beforehand: the storage engine's own limit.
-``http_efficiency`` = HTTP lines/s / driver lines/s. The last line is a JSON object of them all.
+``http_efficiency`` = HTTP lines/s / driver lines/s. Beside them, the CPU each process spent
+per line stored over HTTP (the collector; the PostgreSQL server, its backends included; this
+process, the client) and each one's share of a core: where the time of a request goes. The
+last line is a JSON object of them all.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.http11 import Connection
 from agent.wire import INGEST_PATH
-from bench._common import add_host, running_collector
+from bench._common import add_host, cpu_seconds, running_collector_process
+from bench._peers_fw import postmaster_pid
+from bench._peers_procs import tree_cpu_seconds
 from collector import db
 from collector.hosts import registry as hosts
 from collector.ingest.rows import LINE_COLUMNS, agent_line_rows
@@ -90,11 +96,11 @@ def make_bodies(kind: str, client: int, count: int) -> list[bytes]:
     return bodies
 
 
-def run(url: str, token: str, kind: str) -> float:
+def run(url: str, token: str, kind: str, cpu: Meter | None = None) -> float:
     """Lines (or samples) stored a second, CLIENTS posting at once, each on one kept-alive
     connection: the agent's own HTTP client, what posts batches in production. (httpx cost
     about 1 ms more CPU a 1,000-line request, on the cores the collector and its database
-    share.)"""
+    share.) ``cpu`` reads its processes over the posting, bodies already made."""
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     bodies = [make_bodies(kind, c, 200) for c in range(CLIENTS)]
     counts = [0] * CLIENTS
@@ -116,8 +122,36 @@ def run(url: str, token: str, kind: str) -> float:
         finally:
             conn.close()
 
-    elapsed = in_threads(worker)  # first: ``sum(counts) / in_threads(...)`` sums before the run
-    return sum(counts) / elapsed
+    meter = cpu or Meter({})
+    with meter:
+        elapsed = in_threads(worker)  # first: ``sum(counts) / in_threads(...)`` sums before
+    meter.count = sum(counts)
+    return meter.count / elapsed
+
+
+class Meter:
+    """CPU seconds each named process spent inside the ``with`` block, and the wall time."""
+
+    def __init__(self, readers: dict[str, Callable[[], float]]) -> None:
+        self.readers = readers
+        self.spent: dict[str, float] = {}
+        self.wall = 0.0
+        self.count = 0  # the items the block stored, set by its user
+
+    def __enter__(self) -> Meter:
+        self._start = {name: read() for name, read in self.readers.items()}
+        self._t0 = time.monotonic()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.wall = time.monotonic() - self._t0
+        self.spent = {name: read() - self._start[name] for name, read in self.readers.items()}
+
+    def per_item_us(self) -> dict[str, float]:
+        return {name: 1e6 * cpu / max(self.count, 1) for name, cpu in self.spent.items()}
+
+    def core_pct(self) -> dict[str, float]:
+        return {name: 100.0 * cpu / self.wall for name, cpu in self.spent.items()}
 
 
 def in_threads(worker: Callable[[int], None]) -> float:
@@ -168,16 +202,32 @@ def driver_run(db_url: str, batches: list[list[list[tuple[Any, ...]]]]) -> float
     return sum(counts) / elapsed
 
 
-def bench_backend(name: str, db_url: str) -> dict[str, float]:
+def bench_backend(name: str, db_url: str, server_pid: int | None = None) -> dict[str, float]:
+    """``server_pid``: the database server's process (PostgreSQL's postmaster), metered too."""
     token = add_host(db_url, "bench")
-    with running_collector(db_url) as url:
-        lines = run(url, token, "lines")
+    with running_collector_process(db_url) as (url, proc):
+        readers: dict[str, Callable[[], float]] = {
+            "collector": partial(cpu_seconds, proc.pid),
+            "client": time.process_time,
+        }
+        if server_pid is not None:
+            readers["server"] = partial(tree_cpu_seconds, server_pid)
+        cpu = Meter(readers)
+        lines = run(url, token, "lines", cpu)
         samples = run(url, token, "samples")
     driver = driver_run(db_url, line_rows(db_url, 200))
     efficiency = lines / driver
+    per_line, share = cpu.per_item_us(), cpu.core_pct()
     print(
         f"{name}: {lines:,.0f} lines/s, {samples:,.0f} samples/s over HTTP; "
         f"{driver:,.0f} lines/s through the driver; http_efficiency {efficiency:.2f}",
+        flush=True,
+    )
+    print(
+        f"{name}: CPU per line over HTTP "
+        + ", ".join(
+            f"{who} {per_line[who]:.2f} µs ({share[who]:.0f} % of a core)" for who in readers
+        ),
         flush=True,
     )
     return {
@@ -185,6 +235,8 @@ def bench_backend(name: str, db_url: str) -> dict[str, float]:
         f"{name}_samples_per_s": round(samples),
         f"{name}_driver_lines_per_s": round(driver),
         f"{name}_http_efficiency": round(efficiency, 3),
+        **{f"{name}_{who}_us_per_line": round(per_line[who], 2) for who in readers},
+        **{f"{name}_{who}_core_pct": round(share[who], 1) for who in readers},
     }
 
 
@@ -195,7 +247,7 @@ def main() -> None:
     from tests.support.postgres import ThrowawayPostgres
 
     with ThrowawayPostgres() as pg:
-        figures |= bench_backend("postgres", pg.url)
+        figures |= bench_backend("postgres", pg.url, postmaster_pid(pg))
     print(json.dumps(figures))
 
 

@@ -5,6 +5,7 @@ driver figure the rows the bulk statement inserted."""
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -33,9 +34,13 @@ def test_http_and_driver_figures_count_the_rows_stored(monkeypatch: pytest.Monke
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'bench.db'}"
         token = add_host(url, "bench")
+        meter = ingest.Meter({"client": time.process_time})
         with running_collector(url) as base:
-            lines_per_s = ingest.run(base, token, "lines")
+            lines_per_s = ingest.run(base, token, "lines", meter)
         over_http = stored_lines(url)
+        # the meter read the posting: what it stored, over the time it took
+        assert meter.count == over_http and meter.wall > 0 and set(meter.spent) == {"client"}
+        assert meter.per_item_us()["client"] == 1e6 * meter.spent["client"] / over_http
         driver_per_s = ingest.driver_run(url, ingest.line_rows(url, 2))
         assert over_http == 2 * ingest.BATCH
         assert stored_lines(url) == 4 * ingest.BATCH  # the driver's host: as many again
