@@ -53,6 +53,7 @@ format: venv
 
 bench: venv
 	$(PY) bench/ingest.py
+	$(PY) bench/batch_latency.py
 	$(PY) bench/request_cost.py
 	$(PY) bench/latency.py
 	$(PY) bench/agent_overhead.py
