@@ -7,12 +7,15 @@ INSERT ... ON CONFLICT DO NOTHING on SQLite, COPY on PostgreSQL), one transactio
 many writers as HTTP clients, rows built beforehand: the storage engine's own limit.
 ``http_efficiency`` = HTTP lines/s / driver lines/s. Beside them, the CPU each process spent
 per line stored over HTTP (the collector; the PostgreSQL server, its backends included; this
-process, the client) and each one's share of a core: where the time of a request goes. The
-last line is a JSON object of them all.
+process, the client) and each one's share of a core: where the time of a request goes.
+``--replicas N``: N collector processes on the PostgreSQL database, the clients spread over
+them (the layout of two collectors on one PostgreSQL, without the proxy). The last line is a
+JSON object of them all.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -20,6 +23,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -96,18 +100,20 @@ def make_bodies(kind: str, client: int, count: int) -> list[bytes]:
     return bodies
 
 
-def run(url: str, token: str, kind: str, cpu: Meter | None = None) -> float:
+def run(url: str | list[str], token: str, kind: str, cpu: Meter | None = None) -> float:
     """Lines (or samples) stored a second, CLIENTS posting at once, each on one kept-alive
     connection: the agent's own HTTP client, what posts batches in production. (httpx cost
     about 1 ms more CPU a 1,000-line request, on the cores the collector and its database
-    share.) ``cpu`` reads its processes over the posting, bodies already made."""
+    share.) ``url``: a collector, or replicas that client ``c`` posts to the ``c``-th of in
+    turn. ``cpu`` reads its processes over the posting, bodies already made."""
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     bodies = [make_bodies(kind, c, 200) for c in range(CLIENTS)]
     counts = [0] * CLIENTS
     stop = time.monotonic() + DURATION_S
-    where = urllib.parse.urlsplit(url)
+    urls = [url] if isinstance(url, str) else url
 
     def worker(c: int) -> None:
+        where = urllib.parse.urlsplit(urls[c % len(urls)])
         conn = Connection(where.hostname or "127.0.0.1", where.port, timeout=30)
         try:
             for body in bodies[c]:
@@ -202,19 +208,25 @@ def driver_run(db_url: str, batches: list[list[list[tuple[Any, ...]]]]) -> float
     return sum(counts) / elapsed
 
 
-def bench_backend(name: str, db_url: str, server_pid: int | None = None) -> dict[str, float]:
-    """``server_pid``: the database server's process (PostgreSQL's postmaster), metered too."""
+def bench_backend(
+    name: str, db_url: str, server_pid: int | None = None, replicas: int = 1
+) -> dict[str, float]:
+    """``server_pid``: the database server's process (PostgreSQL's postmaster), metered too.
+    ``replicas``: collector processes on the database (PostgreSQL), a client to each in turn;
+    their CPU is the collector's."""
     token = add_host(db_url, "bench")
-    with running_collector_process(db_url) as (url, proc):
+    with ExitStack() as stack:
+        started = [stack.enter_context(running_collector_process(db_url)) for _ in range(replicas)]
+        urls, pids = [url for url, _ in started], [proc.pid for _, proc in started]
         readers: dict[str, Callable[[], float]] = {
-            "collector": partial(cpu_seconds, proc.pid),
+            "collector": lambda: sum(cpu_seconds(pid) for pid in pids),
             "client": time.process_time,
         }
         if server_pid is not None:
             readers["server"] = partial(tree_cpu_seconds, server_pid)
         cpu = Meter(readers)
-        lines = run(url, token, "lines", cpu)
-        samples = run(url, token, "samples")
+        lines = run(urls, token, "lines", cpu)
+        samples = run(urls, token, "samples")
     driver = driver_run(db_url, line_rows(db_url, 200))
     efficiency = lines / driver
     per_line, share = cpu.per_item_us(), cpu.core_pct()
@@ -241,13 +253,23 @@ def bench_backend(name: str, db_url: str, server_pid: int | None = None) -> dict
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="collector processes on PostgreSQL (the HA layout; SQLite has one writer)",
+    )
+    args = parser.parse_args()
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         figures |= bench_backend("sqlite", f"sqlite:///{tmp}/bench.db")
     from tests.support.postgres import ThrowawayPostgres
 
     with ThrowawayPostgres() as pg:
-        figures |= bench_backend("postgres", pg.url, postmaster_pid(pg))
+        figures |= bench_backend("postgres", pg.url, postmaster_pid(pg), args.replicas)
+    if args.replicas > 1:
+        figures["postgres_replicas"] = args.replicas
     print(json.dumps(figures))
 
 
