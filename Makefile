@@ -59,6 +59,7 @@ bench: venv
 	$(PY) bench/agent_overhead.py
 	$(PY) bench/agent_overhead.py --lines-per-s 10
 	$(PY) bench/agent_overhead.py --guard
+	$(PY) bench/wakeup.py
 	$(PY) bench/burst.py --db sqlite,postgres,null
 	$(PY) bench/guard.py
 	$(PY) bench/detection.py
