@@ -5,8 +5,8 @@ PostgreSQL cluster, a database each; ``sqlite``: a file each), this process as t
 over one kept-alive connection (the agent's HTTP client). With ``--vs DIR`` the other
 checkout's collector runs beside this one and the two are posted to in turn, ``--per-round``
 batches each, for ``--rounds`` rounds (first one, then the other, first): a before/after of a
-few percent that holds on a noisy
-machine, where ``bench/ingest.py``'s throughput moves by a fifth from run to run.
+few percent that holds on a noisy machine, where ``bench/ingest.py``'s throughput moves by a
+fifth or more from run to run.
 
     python bench/batch_latency.py [--db postgres|sqlite] [--vs /tmp/fw-base]
 
@@ -28,10 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.http11 import Connection
-from agent.wire import INGEST_PATH
 from bench._common import ROOT, add_host, free_port, start_collector
-from bench.ingest import make_bodies
+from bench.ingest import connect, make_bodies, post
 
 WARMUP = 20
 
@@ -43,18 +41,13 @@ class Side:
         self.token = add_host(db_url, "bench")
         port = free_port()
         self.proc = start_collector(db_url, port, logdir / f"collector-{client}.log", root=root)
-        self.conn = Connection("127.0.0.1", port, timeout=60)
+        self.conn = connect(f"http://127.0.0.1:{port}")
         self.bodies: Iterator[bytes] = iter(make_bodies("lines", client, count))
         self.ms: list[float] = []
 
     def post(self, *, record: bool = True) -> None:
-        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
         started = time.perf_counter()
-        self.conn.request("POST", INGEST_PATH, next(self.bodies), headers)
-        answer = self.conn.getresponse()
-        data = answer.read()
-        if answer.status != 200:
-            raise RuntimeError(f"HTTP {answer.status}: {data[:300]!r}")
+        post(self.conn, self.token, next(self.bodies))
         if record:
             self.ms.append(1000.0 * (time.perf_counter() - started))
 

@@ -100,31 +100,41 @@ def make_bodies(kind: str, client: int, count: int) -> list[bytes]:
     return bodies
 
 
-def run(url: str | list[str], token: str, kind: str, cpu: Meter | None = None) -> float:
-    """Lines (or samples) stored a second, CLIENTS posting at once, each on one kept-alive
-    connection: the agent's own HTTP client, what posts batches in production. (httpx cost
-    about 1 ms more CPU a 1,000-line request, on the cores the collector and its database
-    share.) ``url``: a collector, or replicas that client ``c`` posts to the ``c``-th of in
-    turn. ``cpu`` reads its processes over the posting, bodies already made."""
+def connect(url: str) -> Connection:
+    """A kept-alive connection to the collector at ``url``: the agent's own HTTP client, what
+    posts batches in production. (httpx cost about 1 ms more CPU a 1,000-line request, on the
+    cores the collector and its database share.)"""
+    where = urllib.parse.urlsplit(url)
+    return Connection(where.hostname or "127.0.0.1", where.port, timeout=60)
+
+
+def post(conn: Connection, token: str, body: bytes) -> dict[str, Any]:
+    """POST one batch; the collector's answer (anything but a 200 raises)."""
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    conn.request("POST", INGEST_PATH, body, headers)
+    answer = conn.getresponse()
+    data = answer.read()
+    if answer.status != 200:
+        raise RuntimeError(f"HTTP {answer.status}: {data[:300]!r}")
+    result: dict[str, Any] = json.loads(data)
+    return result
+
+
+def run(urls: list[str], token: str, kind: str, cpu: Meter | None = None) -> float:
+    """Lines (or samples) stored a second, CLIENTS posting at once, each on one connection;
+    client ``c`` posts to ``urls[c % len(urls)]`` (replicas). ``cpu`` reads its processes over
+    the posting, bodies already made."""
     bodies = [make_bodies(kind, c, 200) for c in range(CLIENTS)]
     counts = [0] * CLIENTS
     stop = time.monotonic() + DURATION_S
-    urls = [url] if isinstance(url, str) else url
 
     def worker(c: int) -> None:
-        where = urllib.parse.urlsplit(urls[c % len(urls)])
-        conn = Connection(where.hostname or "127.0.0.1", where.port, timeout=30)
+        conn = connect(urls[c % len(urls)])
         try:
             for body in bodies[c]:
                 if time.monotonic() >= stop:
                     break
-                conn.request("POST", INGEST_PATH, body, headers)
-                answer = conn.getresponse()
-                data = answer.read()
-                if answer.status != 200:
-                    raise RuntimeError(f"HTTP {answer.status}: {data[:300]!r}")
-                counts[c] += json.loads(data)["stored"][kind]
+                counts[c] += post(conn, token, body)["stored"][kind]
         finally:
             conn.close()
 

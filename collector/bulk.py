@@ -86,7 +86,8 @@ def _copy_insert(conn: Any, table: str, columns: Sequence[str], rows: list[tuple
     costs the server half of the staged path: optimistic first, exact always.
     A savepoint that was not needed stays open until the transaction ends (its commit keeps
     what it holds): releasing it cost one more round trip, 7 % of a store thread's wait on the
-    server under ``bench/ingest.py``. A rollback returns to the newest savepoint of the name,
+    server under ``bench/ingest.py``'s load, within 1 % of one client's batch latency
+    (``bench/batch_latency.py``). A rollback returns to the newest savepoint of the name,
     this COPY's, so what earlier COPYs of the transaction stored stays.
     """
     cursor = conn.connection.driver_connection.cursor()

@@ -36,7 +36,7 @@ def test_http_and_driver_figures_count_the_rows_stored(monkeypatch: pytest.Monke
         token = add_host(url, "bench")
         meter = ingest.Meter({"client": time.process_time})
         with running_collector(url) as base:
-            lines_per_s = ingest.run([base], token, "lines", meter)  # replicas: one
+            lines_per_s = ingest.run([base], token, "lines", meter)
         over_http = stored_lines(url)
         # the meter read the posting: what it stored, over the time it took
         assert meter.count == over_http and meter.wall > 0 and set(meter.spent) == {"client"}
