@@ -4,20 +4,16 @@ agent-bundle | guard | storage."""
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import logging
 import sys
-import threading
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
-import uvicorn
 from pydantic import ValidationError
 
-from collector import db, heap
+from collector import db, workers
 from collector.demo import run_demo
 from collector.deploy.bundle import build_agent_bundle
 from collector.deploy.cli import add_deploy_parser, run_deploy_cli
@@ -27,10 +23,10 @@ from collector.hosts import arguments, registry
 from collector.hosts.config import HostPatch, PowerControl, configure_host, set_power, set_retention
 from collector.hosts.labels import set_labels
 from collector.inspect import add_inspect_parser, run_inspect
-from collector.main import WeakAdminToken, create_app
 from collector.matrix.cli import add_matrix_parser, run_matrix_cli
 from collector.remote.ssh import SSHClient
 from collector.retention.cli import add_storage_parser, run_storage_cli
+from collector.serve import configure_logging, serve
 from collector.settings import Settings
 
 log = logging.getLogger("freezewatch")
@@ -41,11 +37,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--db", dest="db_url", help="database URL (env FREEZEWATCH_DB_URL)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the collector (migrates first)")
-    serve.add_argument("--db", dest="db_url", default=argparse.SUPPRESS)
-    serve.add_argument("--bind", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default 8080)")
-    serve.add_argument("--log-level", default="info")
+    server = sub.add_parser("serve", help="run the collector (migrates first)")
+    server.add_argument("--db", dest="db_url", default=argparse.SUPPRESS)
+    server.add_argument("--bind", help="address to listen on (default 127.0.0.1)")
+    server.add_argument("--port", type=int, help="port (default 8080)")
+    server.add_argument("--log-level", default="info")
+    server.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="collector processes on the one port, PostgreSQL only (env FREEZEWATCH_WORKERS; 1)",
+    )
 
     migrate = sub.add_parser("migrate", help="upgrade the database schema to head")
     migrate.add_argument("--db", dest="db_url", default=argparse.SUPPRESS)
@@ -137,60 +139,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    overrides = {k: v for k in ("db_url", "bind", "port") if (v := getattr(args, k, None))}
+    names = ("db_url", "bind", "port", "workers")
+    overrides = {k: v for k in names if (v := getattr(args, k, None))}
     return Settings(**overrides)
 
 
-# A 1,000-line batch allocates tens of thousands of objects; at the default gen-0 threshold
-# (700) that is dozens of collections per batch, and the older generations' passes walk the
-# whole framework heap. Measured: validating a batch 2.7x slower, netconsole storms lossy.
-GC_THRESHOLDS = (50_000, 20, 20)
-
-
-def tune_gc() -> None:
-    """Freeze what startup allocated (never scanned again) and collect less often.
-
-    Nearly all that ingest allocates is freed by reference counting; the few cycles
-    (sessions, tracebacks) wait for the next, rarer collection.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
-    heap.tune()  # before the worker threads exist: they take their malloc arenas as they start
     settings = settings_from(args)
-    try:
-        app = create_app(settings)
-    except WeakAdminToken as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if settings.workers == 1:
+        return serve(settings, log_level=args.log_level)
+    if problem := workers.problem(settings):
+        print(f"error: {problem}", file=sys.stderr)
         return 2
-    tune_gc()
-    config = uvicorn.Config(
-        app,
-        host=settings.bind,
-        port=settings.port,
-        log_level=args.log_level,
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
-    StoppingServer(config, app.state.stopping).run()
-    return 0
-
-
-class StoppingServer(uvicorn.Server):
-    """uvicorn that tells the app the moment a stop signal arrives: from then on it takes no
-    batch, so the checker must judge no silence (its jobs run until the lifespan ends, which
-    is seconds later)."""
-
-    def __init__(self, config: uvicorn.Config, stopping: threading.Event) -> None:
-        super().__init__(config)
-        self._stopping = stopping
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self._stopping.set()  # no logging here: a signal handler must not take locks
-        super().handle_exit(sig, frame)
+    return workers.run(settings, log_level=args.log_level)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -304,13 +265,7 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    # Every scheduler tick at INFO would bury the decisions (host lost, alert sent).
-    logging.getLogger("apscheduler").setLevel(logging.ERROR)
-    # One line per matrix workload request would bury them too.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    configure_logging()
     args = build_parser().parse_args(argv)
     return COMMANDS[args.command](args)
 

@@ -24,7 +24,7 @@ from collector.liveness.arrivals import Arrivals
 from collector.matrix.runner import MatrixRunner
 from collector.metrics.ingest import IngestMetrics
 from collector.metrics.jobs import JobMetrics
-from collector.netconsole.channel import NetconsoleChannel
+from collector.netconsole.published import ReceiverView
 from collector.remote.ssh import SSHClient
 from collector.settings import Settings
 from collector.throttle import LoginThrottle
@@ -63,7 +63,7 @@ def get_runner(request: Request) -> MatrixRunner | None:
     return getattr(request.app.state, "matrix_runner", None)
 
 
-def get_netconsole(request: Request) -> NetconsoleChannel | None:
+def get_netconsole(request: Request) -> ReceiverView | None:
     return getattr(request.app.state, "netconsole", None)
 
 
@@ -113,7 +113,7 @@ SessionFactoryDep = Annotated[sessionmaker[Session], Depends(get_session_factory
 NowDep = Annotated[datetime, Depends(get_now)]
 ClockDep = Annotated[Callable[[], float], Depends(get_clock)]
 RunnerDep = Annotated[MatrixRunner | None, Depends(get_runner)]
-NetconsoleDep = Annotated[NetconsoleChannel | None, Depends(get_netconsole)]
+NetconsoleDep = Annotated[ReceiverView | None, Depends(get_netconsole)]
 SchedulerDep = Annotated[BaseScheduler | None, Depends(get_scheduler)]
 LeaderDep = Annotated[bool, Depends(is_leader)]
 VllmStatesDep = Annotated[VllmStates, Depends(get_vllm_states)]

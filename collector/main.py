@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,11 @@ from collector.liveness.backlog import BacklogMiddleware, IngestBacklog
 from collector.liveness.collector_runs import start_collector_run, stop_collector_run
 from collector.matrix.runner import MatrixRunner
 from collector.matrix.schedule import register_matrix_schedules, register_pickup
+from collector.metrics.exposition import METRICS_DIR
 from collector.metrics.ingest import IngestMetrics, IngestMetricsMiddleware
 from collector.metrics.jobs import JobMetrics
 from collector.netconsole.channel import NetconsoleChannel
+from collector.netconsole.published import open_netconsole
 from collector.remote.ssh import SSHClient
 from collector.scheduler import build_scheduler
 from collector.settings import Settings
@@ -62,13 +65,23 @@ class WeakAdminToken(ValueError):
     one)."""
 
 
+@dataclass(frozen=True)
+class WorkerRole:
+    """This process is one of ``serve --workers`` (``collector.workers``)."""
+
+    shared_dir: Path  # what the workers share: per-process metrics, the receiver's figures
+    receiver: bool  # whether it runs the netconsole receiver (one worker does)
+
+
 def create_app(
     settings: Settings | None = None,
     *,
     clock: Callable[[], float] = time.time,
     ssh: SSHClient | None = None,
+    worker: WorkerRole | None = None,
 ) -> FastAPI:
-    """The app; ``clock`` (epoch seconds) and ``ssh`` are the world it runs in."""
+    """The app; ``clock`` (epoch seconds) and ``ssh`` are the world it runs in; ``worker``:
+    one of several processes on one port."""
     settings = settings or Settings()
     if settings.admin_token and (weak := auth.admin_token_problem(settings.admin_token)):
         raise WeakAdminToken(weak)
@@ -114,15 +127,12 @@ def create_app(
                 arrivals=app.state.arrivals,
                 stopping=app.state.stopping,
             )
-        if settings.netconsole_bind:
-            app.state.netconsole = NetconsoleChannel(
-                factory,
-                bind=settings.netconsole_bind,
-                keep_days=settings.netconsole_keep_days,
-                fragment_timeout_s=settings.netconsole_fragment_timeout_s,
-                settings=settings,
-            )
-            app.state.netconsole.start()
+        app.state.netconsole, publisher = open_netconsole(
+            factory,
+            settings=settings,
+            shared_dir=None if worker is None else worker.shared_dir,
+            owner=worker is None or worker.receiver,
+        )
         runner = start_matrix_runner(app, settings)
         if app.state.scheduler is not None:
             app.state.scheduler.start()
@@ -132,7 +142,9 @@ def create_app(
             if app.state.scheduler is not None:
                 app.state.scheduler.shutdown(wait=True)
             runner.shutdown()
-            if app.state.netconsole is not None:
+            if publisher is not None:
+                publisher.stop()
+            if isinstance(app.state.netconsole, NetconsoleChannel):
                 app.state.netconsole.stop()
             leadership.close()
             store_pool.shutdown(wait=True)
@@ -149,6 +161,7 @@ def create_app(
         responses=ERROR_RESPONSES,
     )
     app.state.settings = settings
+    app.state.metrics_dir = None if worker is None else worker.shared_dir / METRICS_DIR
     app.state.clock = clock
     app.state.ssh = ssh
     app.state.netconsole = None

@@ -142,7 +142,9 @@ def build_scheduler(
             leadership.release()  # a replica takes the singleton jobs over now
             return
         was = leadership.held
-        if not leadership.refresh() and was:
+        held = leadership.refresh()
+        jobs.leader.set(1 if held else 0)  # each worker's own, when a scrape is another's
+        if not held and was:
             pre_probes.clear()  # the next leader probes its own suspects
 
     add("leadership", settings.leader_check_s, lead, singleton=False)

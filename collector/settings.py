@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = 16 * 1024 * 1024
     # Batches stored at once; more wait for a slot (SQLite has one writer anyway).
     ingest_concurrency: int = Field(4, ge=1)
+    # Collector processes on the one port (`serve --workers`, PostgreSQL only): each a replica
+    # (collector.workers), so a burst's Python work is not confined to one interpreter.
+    workers: int = Field(1, ge=1)
     # The scheduler (heartbeat checks, alert delivery) runs in `serve`; tests turn it off and
     # call the job steps directly.
     run_scheduler: bool = True

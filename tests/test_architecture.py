@@ -48,6 +48,8 @@ LAYERS = (
     ("deps", "params"),
     ("api", "web"),
     ("main",),
+    ("serve",),
+    ("workers",),
     ("cli", "__main__"),
 )
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}

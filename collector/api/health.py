@@ -61,5 +61,6 @@ def metrics(
         netconsole=netconsole.stats().model_dump() if netconsole is not None else None,
         accept=request.headers.get("accept", ""),
         jobs=job_metrics,
+        multiprocess_dir=request.app.state.metrics_dir,
     )
     return Response(body, media_type=content_type)

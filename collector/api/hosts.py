@@ -186,7 +186,7 @@ def patch_host(
         registry.set_netconsole_from(session, host=host, addrs=body.netconsole_from or [])
         if netconsole is not None:
             # The receiver reloads its allowlist from the database: after the commit.
-            db.after_commit(session, netconsole.allowlist.invalidate)
+            db.after_commit(session, netconsole.allowlist_changed)
     if body.retention is not None:
         set_retention(session, host=host, changes=body.retention)
     if body.labels is not None:

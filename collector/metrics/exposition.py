@@ -1,14 +1,23 @@
 """One scrape: a registry of this moment's collectors, encoded as the scraper asked
-(OpenMetrics for Prometheus, the classic text format otherwise)."""
+(OpenMetrics for Prometheus, the classic text format otherwise).
+
+Under ``serve --workers`` a scrape reaches one worker of several: the per-process families
+(ingest, jobs) are then prometheus_client's multiprocess files of every worker, summed (the
+supervisor points ``PROMETHEUS_MULTIPROC_DIR`` at ``METRICS_DIR`` before it starts them), and the
+``process_*``/``python_*`` families, which could only describe the worker that answered, are
+left out.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy.orm import Session
 
@@ -18,6 +27,7 @@ from collector.metrics.ingest import IngestMetrics
 from collector.metrics.jobs import JobMetrics
 
 # The netconsole receiver's own figures (this process): (stats key, help).
+METRICS_DIR = "metrics"  # under the workers' shared directory
 RECEIVER_COUNTERS = (
     ("datagrams", "Allowlisted netconsole datagrams received."),
     ("records", "Netconsole records parsed and handed to storage."),
@@ -59,14 +69,19 @@ def render(
     netconsole: dict[str, Any] | None,
     accept: str,
     jobs: JobMetrics | None = None,
+    multiprocess_dir: Path | None = None,
 ) -> tuple[bytes, str]:
-    """The exposition body and its content type."""
+    """The exposition body and its content type; ``multiprocess_dir``: the workers' metrics
+    files, read instead of this process's own."""
     registry = CollectorRegistry(auto_describe=False)
-    ProcessCollector(registry=registry)
-    PlatformCollector(registry=registry)
-    GCCollector(registry=registry)
-    for collector in [*ingest.collectors(), *(jobs.collectors() if jobs else ())]:
-        registry.register(collector)
+    if multiprocess_dir is not None:
+        MultiProcessCollector(registry, path=str(multiprocess_dir))  # type: ignore[no-untyped-call]
+    else:
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
+        for collector in [*ingest.collectors(), *(jobs.collectors() if jobs else ())]:
+            registry.register(collector)
     registry.register(_Snapshot(session, now=now, netconsole=netconsole))
     encoder, content_type = choose_encoder(accept)
     return encoder(registry), content_type

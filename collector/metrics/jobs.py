@@ -27,6 +27,7 @@ class JobMetrics:
             "freezewatch_leader",
             "1 while this collector process runs the singleton jobs (checker, alerts, pruning).",
             registry=None,
+            multiprocess_mode="livemax",  # serve --workers: 1 while one of them does
         )
 
     def collectors(self) -> Iterable[Collector]:

@@ -90,6 +90,10 @@ class NetconsoleChannel:
         """Stop receiving, then parse and store the backlog (incl. pending fragments)."""
         self.receiver.stop()
 
+    def allowlist_changed(self) -> None:
+        """A host's ``netconsole_from`` changed: reload before the next datagram."""
+        self.allowlist.invalidate()
+
     def stats(self) -> ChannelStatsOut:
         s = self.receiver.stats
         addr = self.receiver.address if self.receiver.running else None

@@ -1,0 +1,45 @@
+"""The receiver's figures as the workers that do not run it see them (``serve --workers``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from collector.netconsole.channel import ChannelStatsOut
+from collector.netconsole.published import NOTHING_YET, PublishedReceiver, Publisher
+
+
+class Receiver:
+    """The owner's side: figures that move between two publications."""
+
+    def __init__(self) -> None:
+        self.figures = NOTHING_YET.model_copy(
+            update={"listening": "0.0.0.0:6666", "datagrams": 7, "unknown_senders": {"10.0.0.9": 2}}
+        )
+
+    def stats(self) -> ChannelStatsOut:
+        return self.figures
+
+    def allowlist_changed(self) -> None:
+        pass
+
+
+def test_other_workers_read_what_the_owner_published(tmp_path: Path) -> None:
+    path = tmp_path / "netconsole.json"
+    owner, other = Receiver(), PublishedReceiver(path)
+    publisher = Publisher(owner, path)
+    publisher.start()  # publishes at once, then every second
+    try:
+        assert other.stats() == owner.stats()
+        owner.figures = owner.figures.model_copy(update={"datagrams": 8})
+        publisher.publish()
+        assert other.stats().datagrams == 8
+        assert [p.name for p in tmp_path.iterdir()] == ["netconsole.json"]  # no partial copy left
+    finally:
+        publisher.stop()
+
+
+def test_no_figures_yet_or_unreadable_ones_read_as_none(tmp_path: Path) -> None:
+    path = tmp_path / "netconsole.json"
+    assert PublishedReceiver(path).stats() == NOTHING_YET
+    path.write_text('{"datagrams": ')
+    assert PublishedReceiver(path).stats() == NOTHING_YET
