@@ -20,6 +20,7 @@ is ``tick_growth`` (1.0: the tick does not grow with rows stored).
 
     python bench/fleet.py [--hosts 100,500] [--db postgres] [--sqlite-hosts 100]
         [--duration 40] [--silent 10] [--storm-rate 200] [--bulk-lines 500000]
+        [--replicas N | --workers N]   # N collectors behind a proxy, or one of N processes
 
 Last line: a JSON object (``detection_p99_s_100``, ``detection_p99_s_500``,
 ``ingest_p99_ms_500``, ``checker_tick_ms_500``, ... ; ``sqlite_`` prefixed for SQLite).
@@ -52,6 +53,7 @@ from sqlalchemy import event, update
 from agent.sources.proc import proc_sources
 from agent.wire import INGEST_PATH
 from bench._common import FIXTURE_PROC, ROOT, free_port, start_collector
+from bench._peers_procs import tree_cpu_seconds
 from collector import db
 from collector.hosts import registry as hosts
 from collector.incidents.lifecycle import settle_incidents
@@ -221,12 +223,8 @@ def register(db_url: str, names: list[str]) -> dict[str, str]:
 
 
 def cpu_seconds(procs: list[subprocess.Popen[bytes]]) -> float:
-    """utime + stime of the collector processes (clock ticks of 1/100 s)."""
-    total = 0
-    for proc in procs:
-        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / 100.0
+    """utime + stime of the collector processes, their workers included."""
+    return sum(tree_cpu_seconds(proc.pid) for proc in procs)
 
 
 def tick_seconds(urls: list[str]) -> tuple[float, int]:
@@ -249,10 +247,17 @@ def run_fleet(db_url: str, n: int, args: argparse.Namespace) -> dict[str, float]
     sample = real_sample()
     silent = names[:: max(1, n // args.silent)][: args.silent]
     replicas = args.replicas if db_url.startswith("postgresql") else 1
+    workers = args.workers if db_url.startswith("postgresql") else 1
     ports = [free_port() for _ in range(replicas)]
     with webhooks() as (hook, received), ExitStack() as stack:
         procs = [
-            start_collector(db_url, p, args.log, FREEZEWATCH_WEBHOOK_URLS=f"{hook}|json|{SECRET}")
+            start_collector(
+                db_url,
+                p,
+                args.log,
+                FREEZEWATCH_WEBHOOK_URLS=f"{hook}|json|{SECRET}",
+                FREEZEWATCH_WORKERS=str(workers),
+            )
             for p in ports
         ]
         urls = [f"http://127.0.0.1:{p}" for p in ports]
@@ -448,6 +453,9 @@ def main() -> int:
     parser.add_argument("--no-vllm", action="store_true", help="samples without a vLLM entry")
     parser.add_argument(
         "--replicas", type=int, default=1, help="collector processes behind a round-robin proxy"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="PostgreSQL: each collector's serve --workers"
     )
     parser.add_argument("--log", type=Path, default=Path(tempfile.gettempdir()) / "fleet.log")
     args = parser.parse_args()

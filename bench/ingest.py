@@ -9,7 +9,9 @@ many writers as HTTP clients, rows built beforehand: the storage engine's own li
 per line stored over HTTP (the collector; the PostgreSQL server, its backends included; this
 process, the client) and each one's share of a core: where the time of a request goes.
 ``--replicas N``: N collector processes on the PostgreSQL database, the clients spread over
-them (the layout of two collectors on one PostgreSQL, without the proxy). The last line is a
+them (the layout of two collectors on one PostgreSQL, without the proxy). ``--workers N``: one
+collector on PostgreSQL, ``serve --workers N`` (N processes on its one port); ``--clients N``:
+connections posting at once (2), and as many writers through the driver. The last line is a
 JSON object of them all.
 """
 
@@ -32,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.http11 import Connection
 from agent.wire import INGEST_PATH
-from bench._common import add_host, cpu_seconds, running_collector_process
+from bench._common import add_host, running_collector_process
 from bench._peers_fw import postmaster_pid
 from bench._peers_procs import tree_cpu_seconds
 from collector import db
@@ -219,17 +221,21 @@ def driver_run(db_url: str, batches: list[list[list[tuple[Any, ...]]]]) -> float
 
 
 def bench_backend(
-    name: str, db_url: str, server_pid: int | None = None, replicas: int = 1
+    name: str, db_url: str, server_pid: int | None = None, replicas: int = 1, workers: int = 1
 ) -> dict[str, float]:
     """``server_pid``: the database server's process (PostgreSQL's postmaster), metered too.
     ``replicas``: collector processes on the database (PostgreSQL), a client to each in turn;
-    their CPU is the collector's."""
+    ``workers``: each one's ``serve --workers``. Their CPU, workers included, is the
+    collector's."""
     token = add_host(db_url, "bench")
+    env = {"FREEZEWATCH_WORKERS": str(workers)}
     with ExitStack() as stack:
-        started = [stack.enter_context(running_collector_process(db_url)) for _ in range(replicas)]
+        started = [
+            stack.enter_context(running_collector_process(db_url, **env)) for _ in range(replicas)
+        ]
         urls, pids = [url for url, _ in started], [proc.pid for _, proc in started]
         readers: dict[str, Callable[[], float]] = {
-            "collector": lambda: sum(cpu_seconds(pid) for pid in pids),
+            "collector": lambda: sum(tree_cpu_seconds(pid) for pid in pids),
             "client": time.process_time,
         }
         if server_pid is not None:
@@ -263,6 +269,7 @@ def bench_backend(
 
 
 def main() -> None:
+    global CLIENTS  # one setting for every writer of the run, HTTP and driver
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--replicas",
@@ -270,16 +277,31 @@ def main() -> None:
         default=1,
         help="collector processes on PostgreSQL (the HA layout; SQLite has one writer)",
     )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="PostgreSQL: each collector's serve --workers"
+    )
+    parser.add_argument(
+        "--clients",
+        type=int,
+        default=CLIENTS,
+        help=f"connections posting at once, and writers through the driver ({CLIENTS})",
+    )
     args = parser.parse_args()
+    CLIENTS = args.clients
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         figures |= bench_backend("sqlite", f"sqlite:///{tmp}/bench.db")
     from tests.support.postgres import ThrowawayPostgres
 
     with ThrowawayPostgres() as pg:
-        figures |= bench_backend("postgres", pg.url, postmaster_pid(pg), args.replicas)
+        figures |= bench_backend(
+            "postgres", pg.url, postmaster_pid(pg), args.replicas, args.workers
+        )
     if args.replicas > 1:
         figures["postgres_replicas"] = args.replicas
+    if args.workers > 1:
+        figures["postgres_workers"] = args.workers
+    figures["clients"] = CLIENTS
     print(json.dumps(figures))
 
 
