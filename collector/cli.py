@@ -139,9 +139,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings, the command line's over the environment's; exits 2 on a bad one."""
     names = ("db_url", "bind", "port", "workers")
-    overrides = {k: v for k in names if (v := getattr(args, k, None))}
-    return Settings(**overrides)
+    # An empty value is no value (a --bind "" must not mean every interface); 0 is one.
+    overrides = {k: v for k in names if (v := getattr(args, k, None)) not in (None, "")}
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        wrong = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        print(f"error: invalid setting ({wrong})", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

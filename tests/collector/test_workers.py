@@ -69,3 +69,14 @@ def test_a_worker_that_cannot_start_stops_the_collector(
     assert done.returncode == code, done.stderr[-2000:]
     assert says in done.stderr.lower()
     assert "worker 0" in done.stderr and "did not start" in done.stderr
+
+
+@pytest.mark.parametrize("argv", [["--workers", "0"], ["--workers", "-1"]])
+def test_a_worker_count_under_one_is_refused(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["serve", "--db", "sqlite:///never.db", *argv])
+    assert stop.value.code == 2
+    assert "workers: Input should be greater than or equal to 1" in capsys.readouterr().err
+    assert not Path("never.db").exists()
