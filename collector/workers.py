@@ -16,8 +16,8 @@ the collector's start and takes the lead, and only it binds netconsole's UDP por
 answer for the receiver from the figures it publishes). The others start once it serves, and
 join it. Per-process metrics go to prometheus_client's multiprocess files in a directory the
 workers share, so any worker answers a scrape for all of them. A worker that dies is started
-again; one that dies before it serves stops the collector, since a broken configuration fails
-the same way every time.
+again (after a pause if it died young); one of the first that dies before it serves stops the
+collector, since a broken configuration fails the same way every time.
 """
 
 from __future__ import annotations
@@ -57,6 +57,10 @@ STOP_WAIT_S = 30.0
 PR_SET_PDEATHSIG = 1
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 BACKLOG = 2048  # uvicorn's default
+# A worker that died this young is started again only after a pause: no crash loop at full
+# speed while, say, the database is away.
+SHORT_LIFE_S = 10.0
+RESTART_DELAY_S = 5.0
 
 
 def problem(settings: Settings) -> str | None:
@@ -77,6 +81,9 @@ class Worker:
     process: SpawnProcess
     serving: Event
     started_at: float
+    # Started with the collector: failing before it serves means the configuration is broken.
+    # A replacement that fails (the database away for a moment) is tried again instead.
+    first: bool = True
 
 
 def run(settings: Settings, *, log_level: str = "info") -> int:
@@ -117,17 +124,21 @@ def run(settings: Settings, *, log_level: str = "info") -> int:
             for i, worker in enumerate(workers):
                 if worker.process.is_alive():
                     continue
-                if not worker.serving.is_set():
+                if worker.first and not worker.serving.is_set():
                     return failed(worker, stop)
+                lived = time.monotonic() - worker.started_at
                 log.warning(
                     "worker %d (pid %s) exited (code %s) after %.0f s; starting it again",
                     worker.index,
                     worker.process.pid,
                     worker.process.exitcode,
-                    time.monotonic() - worker.started_at,
+                    lived,
                 )
                 mark_process_dead(worker.process.pid, str(shared / METRICS_DIR))  # type: ignore[no-untyped-call]
+                if lived < SHORT_LIFE_S and stop.wait(RESTART_DELAY_S):
+                    break  # told to stop while waiting
                 workers[i] = start(worker.index, settings, log_level, socks[worker.index], shared)
+                workers[i].first = False
         return 0
     finally:
         stop_all(workers)
