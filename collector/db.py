@@ -42,6 +42,11 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def is_postgres_url(url: str) -> bool:
+    """Whether ``url`` names a PostgreSQL database (``is_postgres`` asks a session)."""
+    return make_url(normalize_url(url)).get_backend_name() == "postgresql"
+
+
 def make_engine(url: str) -> Engine:
     url = normalize_url(url)
     if make_url(url).get_backend_name() == "sqlite":
@@ -212,7 +217,7 @@ def migrate(url: str) -> None:
     """Bring the schema to head (idempotent; `serve` calls it before accepting traffic). On
     PostgreSQL under an advisory lock; on SQLite the migration's BEGIN IMMEDIATE serializes."""
     cfg = alembic_config(url)
-    if make_url(normalize_url(url)).get_backend_name() != "postgresql":
+    if not is_postgres_url(url):
         command.upgrade(cfg, "head")
         return
     engine = create_engine(normalize_url(url), poolclass=NullPool)

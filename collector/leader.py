@@ -19,12 +19,11 @@ from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy import Connection, Engine, create_engine, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
-from collector.db import is_postgres, normalize_url
+from collector.db import is_postgres, is_postgres_url, normalize_url
 from collector.timeutil import from_epoch
 
 log = logging.getLogger(__name__)
@@ -59,10 +58,11 @@ class Leadership:
     """This process's claim to the singleton jobs; ``refresh()`` takes or checks it."""
 
     def __init__(self, db_url: str, *, clock: Callable[[], float] = time.time) -> None:
-        url = normalize_url(db_url)
-        self._postgres = make_url(url).get_backend_name() == "postgresql"
+        self._postgres = is_postgres_url(db_url)
         self._engine: Engine | None = (
-            create_engine(url, poolclass=NullPool, connect_args=_CLIENT) if self._postgres else None
+            create_engine(normalize_url(db_url), poolclass=NullPool, connect_args=_CLIENT)
+            if self._postgres
+            else None
         )
         self._conn: Connection | None = None
         self._lock = threading.Lock()

@@ -40,9 +40,8 @@ from pathlib import Path
 from types import FrameType
 
 from prometheus_client.multiprocess import mark_process_dead
-from sqlalchemy.engine import make_url
 
-from collector.db import normalize_url
+from collector.db import is_postgres_url
 from collector.main import WorkerRole
 from collector.metrics.exposition import METRICS_DIR
 from collector.serve import configure_logging, serve
@@ -65,9 +64,7 @@ RESTART_DELAY_S = 5.0
 
 def problem(settings: Settings) -> str | None:
     """Why these settings cannot run ``settings.workers`` processes, if they cannot."""
-    if settings.workers > 1 and make_url(normalize_url(settings.db_url)).get_backend_name() != (
-        "postgresql"
-    ):
+    if settings.workers > 1 and not is_postgres_url(settings.db_url):
         return (
             f"--workers {settings.workers} needs PostgreSQL: SQLite takes one writer at a time, "
             "so more processes would only wait for each other"
