@@ -134,8 +134,9 @@ def run(settings: Settings, *, log_level: str = "info") -> int:
                 mark_process_dead(worker.process.pid, str(shared / METRICS_DIR))  # type: ignore[no-untyped-call]
                 if lived < SHORT_LIFE_S and stop.wait(RESTART_DELAY_S):
                     break  # told to stop while waiting
-                workers[i] = start(worker.index, settings, log_level, socks[worker.index], shared)
-                workers[i].first = False
+                workers[i] = start(
+                    worker.index, settings, log_level, socks[worker.index], shared, first=False
+                )
         return 0
     finally:
         stop_all(workers)
@@ -174,7 +175,13 @@ def listen(host: str, port: int, count: int) -> list[socket.socket]:
 
 
 def start(
-    index: int, settings: Settings, log_level: str, sock: socket.socket, shared: Path
+    index: int,
+    settings: Settings,
+    log_level: str,
+    sock: socket.socket,
+    shared: Path,
+    *,
+    first: bool = True,
 ) -> Worker:
     role = WorkerRole(shared_dir=shared, receiver=index == 0)
     serving = SPAWN.Event()
@@ -184,7 +191,7 @@ def start(
         name=f"freezewatch-worker-{index}",
     )
     process.start()
-    return Worker(index, process, serving, time.monotonic())
+    return Worker(index, process, serving, time.monotonic(), first)
 
 
 def wait_serving(worker: Worker, stop: threading.Event) -> bool:

@@ -26,8 +26,8 @@ from collector.metrics.hosts import host_metrics
 from collector.metrics.ingest import IngestMetrics
 from collector.metrics.jobs import JobMetrics
 
-# The netconsole receiver's own figures (this process): (stats key, help).
 METRICS_DIR = "metrics"  # under the workers' shared directory
+# The netconsole receiver's own figures: (stats key, help).
 RECEIVER_COUNTERS = (
     ("datagrams", "Allowlisted netconsole datagrams received."),
     ("records", "Netconsole records parsed and handed to storage."),

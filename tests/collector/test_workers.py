@@ -46,13 +46,8 @@ def test_each_worker_gets_a_socket_on_the_one_port() -> None:
 
 
 def test_a_port_in_use_fails_before_any_worker_starts() -> None:
-    with socket.create_server(("127.0.0.1", 0)) as taken:
-        port = taken.getsockname()[1]
-        with pytest.raises(OSError):
-            workers.listen("127.0.0.1", port, 2)
-    again = workers.listen("127.0.0.1", port, 2)  # the failed attempt left nothing bound
-    for s in again:
-        s.close()
+    with socket.create_server(("127.0.0.1", 0)) as taken, pytest.raises(OSError):
+        workers.listen("127.0.0.1", taken.getsockname()[1], 2)
 
 
 @pytest.mark.parametrize(
@@ -122,7 +117,7 @@ class Supervised:
     def catch(self, sig: int, handler: Callable[[int, object], None]) -> None:
         self.on_signal = handler
 
-    def start(self, index: int, *_args: object) -> workers.Worker:
+    def start(self, index: int, *_args: object, first: bool = True) -> workers.Worker:
         self.started.append(index)
         serving = threading.Event()
         if not self.plan:  # every step taken: SIGTERM
@@ -132,7 +127,7 @@ class Supervised:
         if code is None:
             serving.set()
         process = FakeProcess(1000 + len(self.started), alive=code is None, exitcode=code)
-        return workers.Worker(index, process, serving, time.monotonic())  # type: ignore[arg-type]
+        return workers.Worker(index, process, serving, time.monotonic(), first)  # type: ignore[arg-type]
 
     def run(self, count: int) -> int:
         return workers.run(Settings(db_url=PG, workers=count, port=0))
@@ -144,8 +139,8 @@ def test_a_replacement_that_fails_is_tried_again(monkeypatch: pytest.MonkeyPatch
     supervised = Supervised(monkeypatch, [None, None, 3])
     original = supervised.start
 
-    def start(index: int, *args: object) -> workers.Worker:
-        worker = original(index, *args)
+    def start(index: int, *args: object, first: bool = True) -> workers.Worker:
+        worker = original(index, *args, first=first)
         if len(supervised.started) == 2:  # worker 1 of the first generation dies after serving
             worker.process.alive, worker.process.exitcode = False, -9  # type: ignore[attr-defined]
         return worker
