@@ -2,7 +2,7 @@
 
 One process runs its requests' Python on one interpreter. On this project's 2-core machine two
 clients posting 1,000-line batches stored 181,000-228,000 lines/s through two workers when the
-kernel put their connections on different workers, against 107,000-127,000 on one
+kernel put their connections on different workers, against 90,000-127,000 on one
 (``bench/ingest.py --workers 2``); where the cores are busy already (there: PostgreSQL, the load
 and the collector on two), a second process adds nothing (``bench/fleet.py --workers 2``, 500
 hosts). Each worker is a replica of "Two collectors on one PostgreSQL" on one port instead of
