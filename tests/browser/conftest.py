@@ -292,8 +292,27 @@ def page(browser: Any, live_collector: LiveCollector) -> Iterator[Any]:
     pg.console_errors = []  # type: ignore[attr-defined]
     pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))
     pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
+    log = browser_log(pg)
     yield pg
     context.close()
+    # Shown with a failing test's report: what the page said and which requests went wrong.
+    print("browser log:", *log, sep="\n  ")
+
+
+def browser_log(pg: Any) -> list[str]:
+    """Every console message, page error, failed request and error answer of ``pg``, timed."""
+    log: list[str] = []
+    start = time.monotonic()
+
+    def add(what: str) -> None:
+        log.append(f"{time.monotonic() - start:7.2f} s {what}")
+
+    pg.on("console", lambda m: add(f"console.{m.type}: {m.text}"))
+    pg.on("pageerror", lambda e: add(f"page error: {e}"))
+    pg.on("requestfailed", lambda r: add(f"request failed: {r.method} {r.url}: {r.failure}"))
+    pg.on("response", lambda r: r.status >= 400 and add(f"HTTP {r.status}: {r.url}"))
+    pg.on("framenavigated", lambda f: f == pg.main_frame and add(f"navigated: {f.url}"))
+    return log
 
 
 def screenshot(page: Any, name: str) -> None:

@@ -72,6 +72,24 @@ def test_a_kernel_marker_click_shows_its_line(page: Any, live_collector: LiveCol
     assert page.console_errors == []
 
 
+def test_a_failed_first_load_is_tried_again(page: Any, live_collector: LiveCollector) -> None:
+    """A connection dropped under the page's first timeline read (a collector restarting) must
+    not leave the charts empty for good: the next poll draws them."""
+    dropped: list[str] = []
+
+    def drop_first(route: Any) -> None:
+        if dropped:
+            route.continue_()
+        else:
+            dropped.append(route.request.url)
+            route.abort("connectionreset")
+
+    page.route(f"**/api/v1/hosts/{HOST}/timeline?*", drop_first)
+    login(page, live_collector.base_url, f"/hosts/{HOST}")
+    page.locator('[data-panel="memory"] .fw-marker[data-kind="xid"]').wait_for()
+    assert len(dropped) == 1
+
+
 CANARY_HOST = "spark-canary"
 NV_ERROR = "nvidia-modeset: ERROR: GPU:0: Idling display engine timed out: 0x0000c67e:0:0:1174"
 ACCESS = 'INFO:     127.0.0.1:40412 - "GET /health HTTP/1.1" 200 OK'

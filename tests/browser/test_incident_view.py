@@ -80,6 +80,27 @@ def test_the_headline_names_what_happened_and_links_to_it(
     assert page.console_errors == []
 
 
+def test_a_failed_first_read_says_so_and_is_tried_again(
+    page: Any, live_collector: LiveCollector, real_incident: RealIncident
+) -> None:
+    """The collector answering 503 to the page's first read (its database away) shows why and
+    keeps polling: the verdict appears once the read works, without a reload."""
+    refused: list[str] = []
+
+    def refuse_first(route: Any) -> None:
+        if refused:
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.fulfill(status=503, json={"detail": "database unavailable"})
+
+    page.route(f"**/api/v1/incidents/{real_incident.id}", refuse_first)
+    login(page, live_collector.base_url, f"/incidents/{real_incident.id}")
+    page.locator("#headline-events").wait_for()
+    assert len(refused) == 1
+    assert page.locator('#headline[data-state="resolved"]').count() == 1
+
+
 def test_an_empty_artifact_says_why(
     page: Any, live_collector: LiveCollector, real_incident: RealIncident
 ) -> None:

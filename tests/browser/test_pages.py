@@ -239,6 +239,26 @@ def duration_text(s: float) -> str:
     return f"{math.floor(s + 0.5)} s"  # Math.round, not Python's round-half-even
 
 
+def test_a_matrix_run_page_whose_first_read_fails_tries_again(
+    page: Any, live_collector: LiveCollector, matrix_run: MatrixRunDone
+) -> None:
+    """A dropped connection under the run page's first read stops nothing: the next poll
+    shows the run (only a 404 ends the polling)."""
+    dropped: list[str] = []
+
+    def drop_first(route: Any) -> None:
+        if dropped:
+            route.continue_()
+        else:
+            dropped.append(route.request.url)
+            route.abort("connectionreset")
+
+    page.route(f"**/api/v1/matrix-runs/{matrix_run.run_id}", drop_first)
+    login(page, live_collector.base_url, f"/matrix/{matrix_run.run_id}")
+    page.locator('body[data-run-status="succeeded"]').wait_for()
+    assert len(dropped) == 1
+
+
 def test_matrix_run_page_shows_a_real_run(
     browser: Any, live_collector: LiveCollector, matrix_run: MatrixRunDone
 ) -> None:

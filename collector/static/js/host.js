@@ -200,13 +200,14 @@
   async function start() {
     await refreshHost().catch((err) => console.warn("host:", err.message));
     applyView(viewFromUrl() || fittedView());
-    await load();
-    // Live tail: refetch the moving window at about the step (2 s … 30 s); other views stay put.
-    let first = true;
+    // The first load, tried again every 2 s until it works (a collector restarting, a dropped
+    // connection); then the live tail refetches the moving window at about the step (2 s …
+    // 30 s) and other views stay put.
+    let loaded = false;
     poll(async () => {
-      if (first || !state.live) { first = false; return; }
-      await Promise.all([load(), refreshHost()]);
-    }, () => Math.min(30000, Math.max(2000, (state.step || 1) * 1000)));
+      if (!loaded) { await load(); loaded = true; return; }
+      if (state.live) await Promise.all([load(), refreshHost()]);
+    }, () => (loaded ? Math.min(30000, Math.max(2000, (state.step || 1) * 1000)) : 2000));
   }
   start().catch((err) => console.warn("host page:", err.message));
 })();

@@ -17,7 +17,7 @@
   const { api, el, clock, duration, pageConfig, notice, listOf, poll, label, outcome } = window.FW;
   const { row, toolbar, passes, hiddenRow, focusRow, noiseKind } = window.FW.logs;
   const cfg = pageConfig();
-  let timeline = null, evidenceLines = [], evidenceKey = "", latest = null, latestText = "";
+  let timeline = null, charted = false, evidenceLines = [], evidenceKey = "", latest = null, latestText = "";
   const filters = toolbar(document.getElementById("log-filters"));
   filters.onChange(drawEvidence);
 
@@ -95,7 +95,7 @@
 
   async function charts(inc) {
     const { since, until } = inc.window || { since: inc.start - 120, until: inc.start + 5 };
-    timeline = new window.FW.Timeline(document.getElementById("charts"), { height: 150, onMarker: (m) => links.onLine(m.line_id) });
+    timeline = timeline || new window.FW.Timeline(document.getElementById("charts"), { height: 150, onMarker: (m) => links.onLine(m.line_id) });
     const span = { id: inc.id, start: inc.start, end: inc.end, kind: inc.kind, resolution: inc.resolution, url: inc.url };
     const samples = listOf(inc.snapshot && inc.snapshot.samples, "samples");
     let data;
@@ -107,6 +107,7 @@
       if (!evidenceLines.length) evidenceLines = (await api(`${path}/lines`, { params: { since, until, limit: 1000, order: "desc" } })).lines || [];
     }
     timeline.setData(data, { since, until });
+    charted = true;  // only once drawn: a failed first draw is redone on the next poll
     window.FW.kindLegend(document.getElementById("kind-legend"), data.markers);
     const kept = listOf(inc.snapshot && inc.snapshot.lines, "lines").length;
     document.getElementById("snapshot-note").textContent = samples.length
@@ -140,14 +141,16 @@
     try {
       inc = await api(`/api/v1/incidents/${cfg.incident}`);
     } catch (err) {
-      notice(document.getElementById("inc-summary"), err.status === 404 ? "No such incident." : err.message);
-      return false;
+      // Gone: say so and stop. Anything else (the collector restarting, a dropped connection)
+      // is tried again on the next poll; a page already drawn keeps what it shows.
+      if (err.status === 404) notice(document.getElementById("inc-summary"), "No such incident.");
+      else if (!latest) notice(document.getElementById("inc-summary"), `${err.message}: trying again`);
+      return err.status !== 404;
     }
     const text = JSON.stringify(inc);
     if (text === latestText) return !settled(inc);
-    latestText = text;
     const lines = gatherLines(inc), key = lines.map((l) => l.id).join(",");
-    if (!timeline) {
+    if (!charted) {
       evidenceLines = lines;
       await charts(inc);
       evidenceKey = key;
@@ -162,6 +165,7 @@
     window.FW.artifacts.render(inc);
     deliveries(inc);
     latest = inc;
+    latestText = text;  // only once drawn: a draw that failed half-way is tried again
     window.fwIncident = inc;  // for tests and curious operators
     document.body.dataset.incidentState = inc.state;
     return !settled(inc);

@@ -281,8 +281,9 @@
     stop = poll(async () => {
       let run;
       try { run = await api(`/api/v1/matrix-runs/${id}`); } catch (err) {
-        notice(document.getElementById("run-summary"), err.status === 404 ? `No matrix run #${id}.` : err.message);
-        if (stop) stop();
+        // Gone: say so and stop; anything else is tried again on the next poll.
+        if (err.status === 404) { notice(document.getElementById("run-summary"), `No matrix run #${id}.`); if (stop) stop(); }
+        else console.warn(`matrix run ${id}:`, err.message);
         return;
       }
       const active = ACTIVE.has(run.status);
