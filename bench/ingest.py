@@ -1,13 +1,15 @@
 """Sustained ingest through the real HTTP endpoint, batches of 1,000, SQLite and PostgreSQL,
 against what the database itself takes in the same run.
 
-Per backend: lines/s and samples/s posted to a collector process; then the same lines, as the
-rows ingest stores, inserted straight through the driver (the bulk statement ingest uses:
-INSERT ... ON CONFLICT DO NOTHING on SQLite, COPY on PostgreSQL), one transaction a batch, as
-many writers as HTTP clients, rows built beforehand: the storage engine's own limit.
-``http_efficiency`` = HTTP lines/s / driver lines/s. Beside them, the CPU each process spent
-per line stored over HTTP (the collector; the PostgreSQL server, its backends included; this
-process, the client) and each one's share of a core: where the time of a request goes.
+Per backend: lines/s posted to a collector process, and the same lines, as the rows ingest
+stores, inserted straight through the driver (the bulk statement ingest uses: INSERT ... ON
+CONFLICT DO NOTHING on SQLite, COPY on PostgreSQL), one transaction a batch, as many writers as
+HTTP clients, rows built beforehand: the storage engine's own limit. The two take turns, a
+quarter of their batches at a time, so that both figures come from the same stretches of a
+noisy machine. ``http_efficiency`` = HTTP lines/s / driver lines/s. Then samples/s posted.
+Beside them, the CPU each process spent per line stored over HTTP (the collector; the
+PostgreSQL server, its backends included; this process, the client) and each one's share of a
+core: where the time of a request goes.
 ``--replicas N``: N collector processes on the PostgreSQL database, the clients spread over
 them (the layout of two collectors on one PostgreSQL, without the proxy). ``--workers N``: one
 collector on PostgreSQL, ``serve --workers N`` (N processes on its one port); ``--clients N``:
@@ -44,7 +46,8 @@ from collector.models import Line, table_of
 from collector.schemas import Batch
 
 BATCH = 1000
-DURATION_S = 10.0
+BATCHES = 200  # per client and side: 200,000 lines each
+ROUNDS = 4  # slices of each side, taken in turn (``in_turns``)
 CLIENTS = 2
 BOOT = "bench-boot-0000"
 
@@ -126,35 +129,74 @@ def run(urls: list[str], token: str, kind: str, cpu: Meter | None = None) -> flo
     """Lines (or samples) stored a second, CLIENTS posting at once, each on one connection;
     client ``c`` posts to ``urls[c % len(urls)]`` (replicas). ``cpu`` reads its processes over
     the posting, bodies already made."""
-    bodies = [make_bodies(kind, c, 200) for c in range(CLIENTS)]
-    counts = [0] * CLIENTS
-    stop = time.monotonic() + DURATION_S
+    with Posting(urls, token, kind) as posting:
+        posting.writers.take(len(posting.writers.items[0]), cpu)
+        return posting.writers.rate
 
-    def worker(c: int) -> None:
-        conn = connect(urls[c % len(urls)])
-        try:
-            for body in bodies[c]:
-                if time.monotonic() >= stop:
-                    break
-                counts[c] += post(conn, token, body)["stored"][kind]
-        finally:
+
+class Writers:
+    """CLIENTS writers at once, writer ``c`` storing its next item of ``items[c]`` with
+    ``store(c, item)`` (how many it stored). ``take`` runs a slice of them; the totals (items
+    stored, seconds spent) add up over the slices."""
+
+    def __init__(self, items: list[list[Any]], store: Callable[[int, Any], int]) -> None:
+        self.items, self.store = items, store
+        self.next = [0] * len(items)
+        self.stored, self.seconds = 0, 0.0
+
+    def take(self, count: int, cpu: Meter | None = None) -> None:
+        """The next ``count`` items of each writer (fewer where its items run out); ``cpu``
+        reads its processes over the slice."""
+        counts = [0] * CLIENTS
+
+        def worker(c: int) -> None:
+            first = self.next[c]
+            for item in self.items[c][first : first + count]:
+                counts[c] += self.store(c, item)
+                self.next[c] += 1
+
+        meter = cpu or Meter({})
+        with meter:
+            self.seconds += in_threads(worker)  # first: ``sum(counts)`` sums once they ran
+        meter.count += sum(counts)
+        self.stored += sum(counts)
+
+    @property
+    def rate(self) -> float:
+        return self.stored / self.seconds if self.seconds else 0.0
+
+
+class Posting:
+    """CLIENTS kept-alive connections posting ``kind`` batches to the collector(s) at ``urls``
+    (client ``c`` to ``urls[c % len(urls)]``, replicas), bodies made beforehand."""
+
+    def __init__(self, urls: list[str], token: str, kind: str, batches: int = 200) -> None:
+        self.urls, self.token, self.kind = urls, token, kind
+        self.connections: list[Connection] = []
+        self.writers = Writers([make_bodies(kind, c, batches) for c in range(CLIENTS)], self.post)
+
+    def post(self, c: int, body: bytes) -> int:
+        stored: int = post(self.connections[c], self.token, body)["stored"][self.kind]
+        return stored
+
+    def __enter__(self) -> Posting:
+        self.connections = [connect(self.urls[c % len(self.urls)]) for c in range(CLIENTS)]
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for conn in self.connections:
             conn.close()
-
-    meter = cpu or Meter({})
-    with meter:
-        elapsed = in_threads(worker)  # first: ``sum(counts) / in_threads(...)`` sums before
-    meter.count = sum(counts)
-    return meter.count / elapsed
 
 
 class Meter:
-    """CPU seconds each named process spent inside the ``with`` block, and the wall time."""
+    """CPU seconds each named process spent inside the ``with`` blocks, and their wall time
+    (added up over blocks: one meter can read several slices of a run)."""
 
     def __init__(self, readers: dict[str, Callable[[], float]]) -> None:
         self.readers = readers
-        self.spent: dict[str, float] = {}
+        self.spent: dict[str, float] = dict.fromkeys(readers, 0.0)
         self.wall = 0.0
-        self.count = 0  # the items the block stored, set by its user
+        self.count = 0  # the items the blocks stored, added by their user
 
     def __enter__(self) -> Meter:
         self._start = {name: read() for name, read in self.readers.items()}
@@ -162,14 +204,15 @@ class Meter:
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        self.wall = time.monotonic() - self._t0
-        self.spent = {name: read() - self._start[name] for name, read in self.readers.items()}
+        self.wall += time.monotonic() - self._t0
+        for name, read in self.readers.items():
+            self.spent[name] += read() - self._start[name]
 
     def per_item_us(self) -> dict[str, float]:
         return {name: 1e6 * cpu / max(self.count, 1) for name, cpu in self.spent.items()}
 
     def core_pct(self) -> dict[str, float]:
-        return {name: 100.0 * cpu / self.wall for name, cpu in self.spent.items()}
+        return {name: 100.0 * cpu / max(self.wall, 1e-9) for name, cpu in self.spent.items()}
 
 
 def in_threads(worker: Callable[[int], None]) -> float:
@@ -200,24 +243,40 @@ def line_rows(db_url: str, count: int) -> list[list[list[tuple[Any, ...]]]]:
     return per_client
 
 
+class Driver:
+    """CLIENTS writers inserting ``batches`` (``line_rows``) straight through the driver with
+    ingest's bulk statement, one transaction a batch: the storage engine's own limit."""
+
+    def __init__(self, db_url: str, batches: list[list[list[tuple[Any, ...]]]]) -> None:
+        self.engine = db.make_engine(db_url)
+        self.factory = db.make_sessionmaker(self.engine)
+        self.writers = Writers(batches, self.insert)
+
+    def insert(self, _c: int, rows: list[tuple[Any, ...]]) -> int:
+        with db.session_scope(self.factory) as session:
+            return db.insert_ignoring_duplicates(session, table_of(Line), LINE_COLUMNS, rows)
+
+    def __enter__(self) -> Driver:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.engine.dispose()
+
+
 def driver_run(db_url: str, batches: list[list[list[tuple[Any, ...]]]]) -> float:
     """Lines/s of ``batches`` inserted through the driver, CLIENTS writers at once."""
-    engine = db.make_engine(db_url)
-    factory = db.make_sessionmaker(engine)
-    table = table_of(Line)
-    counts = [0] * CLIENTS
-    stop = time.monotonic() + DURATION_S
+    with Driver(db_url, batches) as driver:
+        driver.writers.take(len(batches[0]))
+        return driver.writers.rate
 
-    def worker(c: int) -> None:
-        for rows in batches[c]:
-            if time.monotonic() >= stop:
-                break
-            with db.session_scope(factory) as session:
-                counts[c] += db.insert_ignoring_duplicates(session, table, LINE_COLUMNS, rows)
 
-    elapsed = in_threads(worker)
-    engine.dispose()
-    return sum(counts) / elapsed
+def in_turns(http: Writers, driver: Writers, cpu: Meter) -> None:
+    """HTTP and driver slices in turn, ROUNDS of each: on a machine whose speed swings by half
+    from one 10 s to the next, both figures then come from the same stretches of time."""
+    per_round = -(-len(http.items[0]) // ROUNDS)
+    for _ in range(ROUNDS):
+        http.take(per_round, cpu)
+        driver.take(per_round)
 
 
 def bench_backend(
@@ -241,9 +300,13 @@ def bench_backend(
         if server_pid is not None:
             readers["server"] = partial(tree_cpu_seconds, server_pid)
         cpu = Meter(readers)
-        lines = run(urls, token, "lines", cpu)
+        with (
+            Posting(urls, token, "lines", BATCHES) as posting,
+            Driver(db_url, line_rows(db_url, BATCHES)) as direct,
+        ):
+            in_turns(posting.writers, direct.writers, cpu)
+        lines, driver = posting.writers.rate, direct.writers.rate
         samples = run(urls, token, "samples")
-    driver = driver_run(db_url, line_rows(db_url, 200))
     efficiency = lines / driver
     per_line, share = cpu.per_item_us(), cpu.core_pct()
     print(
