@@ -62,12 +62,34 @@ class ReceiverView(Protocol):
     def allowlist_changed(self) -> None: ...
 
 
+class Trouble:
+    """A warning when a repeated step starts failing and a note when it works again, not one
+    per try (the figures are written every second and read on every scrape)."""
+
+    def __init__(self, failing: str, working: str) -> None:
+        self.texts = failing, working
+        self.failing = False
+
+    def failed(self, exc: Exception) -> None:
+        if not self.failing:
+            log.warning("%s: %s (said once until it works again)", self.texts[0], exc)
+        self.failing = True
+
+    def passed(self) -> None:
+        if self.failing:
+            log.info("%s", self.texts[1])
+        self.failing = False
+
+
 class Publisher:
     """Writes ``channel``'s figures to ``path`` every PUBLISH_S (atomically: a reader sees the
     last whole copy)."""
 
     def __init__(self, channel: ReceiverView, path: Path) -> None:
         self._channel, self._path = channel, path
+        self._trouble = Trouble(
+            "netconsole figures not published", "netconsole figures published again"
+        )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="netconsole-publish", daemon=True)
 
@@ -89,7 +111,9 @@ class Publisher:
             try:
                 self.publish()
             except OSError as exc:
-                log.warning("netconsole figures not published: %s", exc)
+                self._trouble.failed(exc)
+            else:
+                self._trouble.passed()
 
 
 class PublishedReceiver:
@@ -97,13 +121,18 @@ class PublishedReceiver:
 
     def __init__(self, path: Path) -> None:
         self._path = path
+        self._trouble = Trouble(
+            "netconsole figures unreadable, reporting none", "netconsole figures readable again"
+        )
 
     def stats(self) -> ChannelStatsOut:
         try:
-            return ChannelStatsOut.model_validate_json(self._path.read_bytes())
+            stats = ChannelStatsOut.model_validate_json(self._path.read_bytes())
         except (OSError, ValidationError) as exc:
-            log.warning("netconsole figures unreadable (%s): reporting none", exc)
+            self._trouble.failed(exc)
             return NOTHING_YET
+        self._trouble.passed()
+        return stats
 
     def allowlist_changed(self) -> None:
         """Nothing to do here: the owner reloads its allowlist within its refresh (5 s)."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import pytest
 
 from collector.netconsole.channel import ChannelStatsOut
 from collector.netconsole.published import NOTHING_YET, PublishedReceiver, Publisher
@@ -43,3 +46,25 @@ def test_no_figures_yet_or_unreadable_ones_read_as_none(tmp_path: Path) -> None:
     assert PublishedReceiver(path).stats() == NOTHING_YET
     path.write_text('{"datagrams": ')
     assert PublishedReceiver(path).stats() == NOTHING_YET
+
+
+def test_unreadable_figures_are_reported_once_until_readable_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Read on every scrape: a broken file warns once, not once a scrape, and says when it
+    is back."""
+    path = tmp_path / "netconsole.json"
+    path.write_text('{"datagrams": ')
+    other = PublishedReceiver(path)
+    with caplog.at_level(logging.INFO, logger="collector.netconsole.published"):
+        for _ in range(3):
+            assert other.stats() == NOTHING_YET
+        assert [r.levelname for r in caplog.records] == ["WARNING"]
+        assert "unreadable" in caplog.records[0].getMessage()
+        path.write_text(NOTHING_YET.model_copy(update={"datagrams": 3}).model_dump_json())
+        assert other.stats().datagrams == 3
+        assert other.stats().datagrams == 3
+        assert [r.levelname for r in caplog.records] == ["WARNING", "INFO"]
+        path.unlink()
+        assert other.stats() == NOTHING_YET
+        assert [r.levelname for r in caplog.records] == ["WARNING", "INFO", "WARNING"]
