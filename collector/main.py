@@ -71,6 +71,7 @@ class WorkerRole:
 
     shared_dir: Path  # what the workers share: per-process metrics, the receiver's figures
     receiver: bool  # whether it runs the netconsole receiver (one worker does)
+    replacement: bool = False  # started in place of a worker that died
 
 
 def create_app(
@@ -176,6 +177,8 @@ def create_app(
     app.state.templates = make_templates(clock)
     app.state.ingest_metrics = IngestMetrics()
     app.state.job_metrics = JobMetrics()
+    if worker is not None and worker.replacement:
+        app.state.job_metrics.worker_restarts.inc()  # summed over the workers' metric files
     app.state.login_throttle = LoginThrottle(clock)
     app.add_middleware(ingest.IngestLane)  # inside the metrics: they count what it answers
     app.add_middleware(IngestMetricsMiddleware, metrics=app.state.ingest_metrics)

@@ -183,7 +183,7 @@ def start(
     *,
     first: bool = True,
 ) -> Worker:
-    role = WorkerRole(shared_dir=shared, receiver=index == 0)
+    role = WorkerRole(shared_dir=shared, receiver=index == 0, replacement=not first)
     serving = SPAWN.Event()
     process = SPAWN.Process(
         target=worker_main,

@@ -109,15 +109,21 @@ def connections_of(pid: int, inodes: set[str]) -> int:
     return count
 
 
-def scraped(url: str) -> tuple[float, float]:
-    """(kernel lines stored, freezewatch_leader) as one scrape of /metrics says."""
+def scraped(url: str) -> tuple[float, float, float]:
+    """(kernel lines stored, freezewatch_leader, worker restarts) as one scrape of /metrics
+    says."""
     families = {f.name: f for f in text_string_to_metric_families(httpx.get(url + "/metrics").text)}
     lines = next(
         s.value
         for s in families["freezewatch_ingest_records"].samples
         if s.name.endswith("_total") and s.labels == {"stream": "lines", "outcome": "stored"}
     )
-    return lines, families["freezewatch_leader"].samples[0].value
+    (restarts,) = [
+        s.value
+        for s in families["freezewatch_worker_restarts"].samples
+        if s.name.endswith("_total")
+    ]
+    return lines, families["freezewatch_leader"].samples[0].value, restarts
 
 
 def alive(pid: int) -> bool:
@@ -174,7 +180,7 @@ def test_two_workers_serve_as_one_collector(pg: str, tmp_path: Path) -> None:
 
         # Whichever worker answers a scrape, it counts what every worker stored.
         for _ in range(SCRAPES):  # a connection each: the kernel picks the worker
-            assert scraped(url) == (CONNECTIONS * 10 + 0.0, 1.0)
+            assert scraped(url) == (CONNECTIONS * 10 + 0.0, 1.0, 0.0)
 
         # The netconsole receiver runs (in one worker: a second bind would have stopped it),
         # and every worker reports its figures.
@@ -193,6 +199,9 @@ def test_two_workers_serve_as_one_collector(pg: str, tmp_path: Path) -> None:
         r = httpx.post(url + INGEST_PATH, json=batch(1000, 5), headers=auth, timeout=30)
         assert r.status_code == 200 and r.json()["stored"]["lines"] == 5
         pids = [pids[0], replaced[0]]
+        # Counted once, whichever worker answers (a scrape that can alert on a crash loop).
+        for _ in range(SCRAPES):
+            assert scraped(url) == (CONNECTIONS * 10 + 5.0, 1.0, 1.0)
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(60)
