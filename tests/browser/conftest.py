@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -313,6 +313,26 @@ def browser_log(pg: Any) -> list[str]:
     pg.on("response", lambda r: r.status >= 400 and add(f"HTTP {r.status}: {r.url}"))
     pg.on("framenavigated", lambda f: f == pg.main_frame and add(f"navigated: {f.url}"))
     return log
+
+
+def fail_first(page: Any, pattern: str, fail: Callable[[Any], None]) -> list[str]:
+    """The page's first request matching ``pattern`` goes to ``fail(route)`` (a connection
+    dropped, an error answer), the later ones to the collector; returns the URLs failed."""
+    failed: list[str] = []
+
+    def handle(route: Any) -> None:
+        if failed:
+            route.continue_()
+        else:
+            failed.append(route.request.url)
+            fail(route)
+
+    page.route(pattern, handle)
+    return failed
+
+
+def drop_connection(route: Any) -> None:
+    route.abort("connectionreset")
 
 
 def screenshot(page: Any, name: str) -> None:

@@ -24,6 +24,8 @@ from tests.browser.conftest import (
     WIDE,
     LiveCollector,
     RealIncident,
+    drop_connection,
+    fail_first,
     login,
     sample,
     screenshot,
@@ -75,16 +77,7 @@ def test_a_kernel_marker_click_shows_its_line(page: Any, live_collector: LiveCol
 def test_a_failed_first_load_is_tried_again(page: Any, live_collector: LiveCollector) -> None:
     """A connection dropped under the page's first timeline read (a collector restarting) must
     not leave the charts empty for good: the next poll draws them."""
-    dropped: list[str] = []
-
-    def drop_first(route: Any) -> None:
-        if dropped:
-            route.continue_()
-        else:
-            dropped.append(route.request.url)
-            route.abort("connectionreset")
-
-    page.route(f"**/api/v1/hosts/{HOST}/timeline?*", drop_first)
+    dropped = fail_first(page, f"**/api/v1/hosts/{HOST}/timeline?*", drop_connection)
     login(page, live_collector.base_url, f"/hosts/{HOST}")
     page.locator('[data-panel="memory"] .fw-marker[data-kind="xid"]').wait_for()
     assert len(dropped) == 1

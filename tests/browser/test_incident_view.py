@@ -15,6 +15,7 @@ from tests.browser.conftest import (
     XID_79,
     LiveCollector,
     RealIncident,
+    fail_first,
     login,
 )
 
@@ -85,16 +86,11 @@ def test_a_failed_first_read_says_so_and_is_tried_again(
 ) -> None:
     """The collector answering 503 to the page's first read (its database away) shows why and
     keeps polling: the verdict appears once the read works, without a reload."""
-    refused: list[str] = []
-
-    def refuse_first(route: Any) -> None:
-        if refused:
-            route.continue_()
-        else:
-            refused.append(route.request.url)
-            route.fulfill(status=503, json={"detail": "database unavailable"})
-
-    page.route(f"**/api/v1/incidents/{real_incident.id}", refuse_first)
+    refused = fail_first(
+        page,
+        f"**/api/v1/incidents/{real_incident.id}",
+        lambda route: route.fulfill(status=503, json={"detail": "database unavailable"}),
+    )
     login(page, live_collector.base_url, f"/incidents/{real_incident.id}")
     page.locator("#headline-events").wait_for()
     assert len(refused) == 1

@@ -25,6 +25,8 @@ from tests.browser.conftest import (
     LiveCollector,
     MatrixRunDone,
     RealIncident,
+    drop_connection,
+    fail_first,
     login,
     screenshot,
 )
@@ -244,16 +246,7 @@ def test_a_matrix_run_page_whose_first_read_fails_tries_again(
 ) -> None:
     """A dropped connection under the run page's first read stops nothing: the next poll
     shows the run (only a 404 ends the polling)."""
-    dropped: list[str] = []
-
-    def drop_first(route: Any) -> None:
-        if dropped:
-            route.continue_()
-        else:
-            dropped.append(route.request.url)
-            route.abort("connectionreset")
-
-    page.route(f"**/api/v1/matrix-runs/{matrix_run.run_id}", drop_first)
+    dropped = fail_first(page, f"**/api/v1/matrix-runs/{matrix_run.run_id}", drop_connection)
     login(page, live_collector.base_url, f"/matrix/{matrix_run.run_id}")
     page.locator('body[data-run-status="succeeded"]').wait_for()
     assert len(dropped) == 1
