@@ -92,6 +92,7 @@ def test_a_failed_first_read_says_so_and_is_tried_again(
         lambda route: route.fulfill(status=503, json={"detail": "database unavailable"}),
     )
     login(page, live_collector.base_url, f"/incidents/{real_incident.id}")
+    page.locator("#inc-summary .notice", has_text="database unavailable: trying again").wait_for()
     page.locator("#headline-events").wait_for()
     assert len(refused) == 1
     assert page.locator('#headline[data-state="resolved"]').count() == 1

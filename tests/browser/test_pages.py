@@ -248,8 +248,10 @@ def test_a_matrix_run_page_whose_first_read_fails_tries_again(
     shows the run (only a 404 ends the polling)."""
     dropped = fail_first(page, f"**/api/v1/matrix-runs/{matrix_run.run_id}", drop_connection)
     login(page, live_collector.base_url, f"/matrix/{matrix_run.run_id}")
+    page.locator("#run-summary .notice", has_text="trying again").wait_for()
     page.locator('body[data-run-status="succeeded"]').wait_for()
     assert len(dropped) == 1
+    assert "trying again" not in page.inner_text("#run-summary")  # replaced by the run
 
 
 def test_matrix_run_page_shows_a_real_run(

@@ -281,8 +281,10 @@
     stop = poll(async () => {
       let run;
       try { run = await api(`/api/v1/matrix-runs/${id}`); } catch (err) {
-        // Gone: say so and stop; anything else is tried again on the next poll.
+        // Gone: say so and stop; anything else is tried again on the next poll (said on a page
+        // not drawn yet; a drawn one keeps what it shows).
         if (err.status === 404) { notice(document.getElementById("run-summary"), `No matrix run #${id}.`); if (stop) stop(); }
+        else if (!document.body.dataset.runStatus) notice(document.getElementById("run-summary"), `${err.message}: trying again`);
         else console.warn(`matrix run ${id}:`, err.message);
         return;
       }
