@@ -22,16 +22,20 @@ from collector.prepared import Prepared
 from collector.schemas import AgentInfo, Batch
 from collector.settings import Settings
 
-# A clock offset moving more than this between two batches is a step (NTP, a skewed boot):
-# taken at once. Smaller moves are network jitter and queueing: smoothed.
-OFFSET_STEP_S = 5.0
+# Each batch's reading is the offset plus the time the batch took to arrive, never less: a
+# lower reading is taken at once (less delay, or the agent's clock stepped forward), a higher
+# one moves the offset by this share of the difference. A POST held up in a network cut reads
+# its whole delay (seconds) and must not move the host's time base by that much: taken at once,
+# it shifted the charts and made a replay that stopped where the host froze look like it
+# reached the return. An agent clock stepped back is followed within about 30 batches.
 OFFSET_SMOOTHING = 0.1
 
 
 def measured_offset(previous: float | None, *, received_at: float, sent_at: float) -> float:
-    """The agent's clock offset (our clock minus its), smoothed over the batches."""
+    """The agent's clock offset (our clock minus its): the lowest reading, raised slowly
+    (``OFFSET_SMOOTHING``)."""
     sample = received_at - sent_at
-    if previous is None or abs(sample - previous) > OFFSET_STEP_S:
+    if previous is None or sample <= previous:
         return round(sample, 3)
     return round(previous + (sample - previous) * OFFSET_SMOOTHING, 3)
 

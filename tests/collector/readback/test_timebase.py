@@ -59,3 +59,21 @@ def test_a_good_clock_is_shown_as_the_agent_read_it(collector: Collector) -> Non
     assert abs(host["clock_offset_s"]) < 2 and host["clock_corrected"] is False
     (row,) = get(collector, "/api/v1/hosts/synced/samples", since=now - 600)["samples"]
     assert row["ts"] == row["agent_ts"] == pytest.approx(now - 1)
+
+
+def test_a_batch_held_up_in_a_network_cut_does_not_move_the_time_base(
+    collector: Collector,
+) -> None:
+    """A POST in flight when the link went down arrives seconds late (its ``sent_at`` from
+    before the cut): it once set the offset to that delay, shifting the host's records and
+    reading the return of a network cut on the wrong clock. The next batch on time keeps it."""
+    token = collector.add_host("cut")
+    now = time.time()
+    post(collector, token, "cut", samples=[sample(1, now - 1)], sent_at=now - 0.02)
+    post(collector, token, "cut", samples=[sample(2, now - 0.5)], sent_at=now - 8.0)
+    host = get(collector, "/api/v1/hosts/cut")
+    assert abs(host["clock_offset_s"]) < 2 and host["clock_corrected"] is False
+    (row,) = get(collector, "/api/v1/hosts/cut/samples", since=now - 0.75)["samples"]
+    assert row["ts"] == row["agent_ts"] == pytest.approx(now - 0.5)
+    post(collector, token, "cut", samples=[sample(3, now)], sent_at=time.time() - 0.02)
+    assert abs(get(collector, "/api/v1/hosts/cut")["clock_offset_s"]) < 0.5
