@@ -7,6 +7,7 @@ different SQL (bulk loads, upserts, row locks, time bucketing) it calls a helper
 
 from __future__ import annotations
 
+import fcntl
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -214,11 +215,13 @@ def alembic_config(url: str) -> Config:
 
 
 def migrate(url: str) -> None:
-    """Bring the schema to head (idempotent; `serve` calls it before accepting traffic). On
-    PostgreSQL under an advisory lock; on SQLite the migration's BEGIN IMMEDIATE serializes."""
+    """Bring the schema to head (idempotent; `serve` calls it before accepting traffic), one
+    process at a time: on PostgreSQL under an advisory lock, on SQLite under a file lock
+    (``sqlite_migration_lock``)."""
     cfg = alembic_config(url)
     if not is_postgres_url(url):
-        command.upgrade(cfg, "head")
+        with sqlite_migration_lock(url):
+            command.upgrade(cfg, "head")
         return
     engine = create_engine(normalize_url(url), poolclass=NullPool)
     with engine.connect() as conn:  # not pooled: closing it releases the lock, error or not
@@ -228,6 +231,23 @@ def migrate(url: str) -> None:
         command.upgrade(cfg, "head")
         conn.commit()
     engine.dispose()
+
+
+@contextmanager
+def sqlite_migration_lock(url: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``<database>-migrate.lock`` beside the file, for the whole
+    upgrade. Alembic commits each SQLite migration on its own (it does not take SQLite's DDL
+    as transactional), so BEGIN IMMEDIATE serialized single steps only: a second collector
+    could read the version between two steps of the first and run the next one again. A
+    separate file, as closing any descriptor of the database itself would drop this
+    process's SQLite locks. Nothing to lock for an in-memory database."""
+    database = make_url(normalize_url(url)).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        yield
+        return
+    with open(f"{database}-migrate.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        yield
 
 
 def table_bytes(session: Session) -> dict[str, int]:
