@@ -38,9 +38,10 @@ _BUS_OFF_PCI = re.compile(rf"\bGPU (?:at )?(?:PCI:)?(?P<pci>{_BDF})")
 _NV_ERR = re.compile(r"\bNV_ERR_[A-Z0-9_]+")
 # The status an NV_ASSERT_OK/NV_CHECK_OK failed with, as nvstatuscodes prints it: "desc [NAME]"
 _NV_ERR_STATUS = re.compile(r"\[(NV_ERR_[A-Z0-9_]+)\]")
-# NV_ASSERT(cond) prints the condition's source text: "Assertion failed: <cond> @ file.c:123";
-# a status named in it ("(status == NV_ERR_GPU_IN_FULLCHIP_RESET)") is not the error
-_ASSERT_COND = re.compile(r"Assertion failed: (?P<cond>.*) @ [\w./-]+:\d+")
+# NV_ASSERT/NV_CHECK(cond) print the condition's source text: "Assertion failed: <cond> @ f.c:1",
+# "Check failed: <cond> @ f.c:1"; a status named in it ("(status == NV_ERR_GPU_IN_FULLCHIP_RESET)")
+# is not the error
+_ASSERT_COND = re.compile(r"(?:Assertion|Check) failed: (?P<cond>.*) @ [\w./-]+:\d+")
 # Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from f(x) @ file.c:1359
 _NV_STATUS_DESC = re.compile(r"(?:Check|Assertion) failed: (?P<desc>[^\[]*?)\s*\[NV_ERR_")
 _CALL_SITE = re.compile(
@@ -274,7 +275,7 @@ def _nv_err_name(text: str) -> str | None:
     status = _NV_ERR_STATUS.search(text)
     if status:
         return status.group(1)
-    cond = _ASSERT_COND.search(text) if "Assertion failed: " in text else None
+    cond = _ASSERT_COND.search(text) if " failed: " in text else None
     for nv in _NV_ERR.finditer(text):
         if cond is None or not cond.start("cond") <= nv.start() < cond.end("cond"):
             return nv.group(0)

@@ -43,6 +43,14 @@ def test_nv_err_named_in_an_asserted_condition_is_not_the_error() -> None:
     )
 
 
+def test_nv_err_named_in_a_checked_condition_is_not_the_error() -> None:
+    event = classify_kernel_line(
+        "NVRM: GPU0 nvCheckFailedNoLog: Check failed: (status == NV_OK) || "
+        "(status == NV_ERR_GPU_IN_FULLCHIP_RESET) @ gpu_user_shared_data.c:503"
+    )
+    assert event is not None and (event.kind, event.code) == ("nv_err", "assertion")
+
+
 def test_nv_err_status_is_the_bracketed_name() -> None:
     event = classify_kernel_line(
         "NVRM: nvAssertOkFailedNoLog: Assertion failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST] "
