@@ -36,6 +36,12 @@ _SXID = re.compile(
 _SXID_LINK = re.compile(r"\bLink (?P<link>\d+)\b")
 _BUS_OFF_PCI = re.compile(rf"\bGPU (?:at )?(?:PCI:)?(?P<pci>{_BDF})")
 _NV_ERR = re.compile(r"\bNV_ERR_[A-Z0-9_]+")
+# The status an NV_ASSERT_OK/NV_CHECK_OK failed with, as nvstatuscodes prints it: "desc [NAME]"
+_NV_ERR_STATUS = re.compile(r"\[(NV_ERR_[A-Z0-9_]+)\]")
+# NV_ASSERT/NV_CHECK(cond) print the condition's source text: "Assertion failed: <cond> @ f.c:1",
+# "Check failed: <cond> @ f.c:1"; a status named in it ("(status == NV_ERR_GPU_IN_FULLCHIP_RESET)")
+# is not the error
+_ASSERT_COND = re.compile(r"(?:Assertion|Check) failed: (?P<cond>.*) @ [\w./-]+:\d+")
 # Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from f(x) @ file.c:1359
 _NV_STATUS_DESC = re.compile(r"(?:Check|Assertion) failed: (?P<desc>[^\[]*?)\s*\[NV_ERR_")
 _CALL_SITE = re.compile(
@@ -263,13 +269,25 @@ GSP_MEANINGS = {
 }
 
 
+def _nv_err_name(text: str) -> str | None:
+    """The ``NV_ERR_*`` status a line reports: the bracketed one, else a bare name outside an
+    asserted condition."""
+    status = _NV_ERR_STATUS.search(text)
+    if status:
+        return status.group(1)
+    cond = _ASSERT_COND.search(text) if " failed: " in text else None
+    for nv in _NV_ERR.finditer(text):
+        if cond is None or not cond.start("cond") <= nv.start() < cond.end("cond"):
+            return nv.group(0)
+    return None
+
+
 def _classify_nv_err(text: str) -> KernelEvent | None:
-    nv = _NV_ERR.search(text) if "NV_ERR_" in text else None
-    if nv is None and not ("Failed" in text and _NV_ASSERT.search(text)):
+    name = _nv_err_name(text) if "NV_ERR_" in text else None
+    if name is None and not ("Failed" in text and _NV_ASSERT.search(text)):
         return None
     desc = _NV_STATUS_DESC.search(text)
     site = _CALL_SITE.search(text)
-    name = nv.group(0) if nv else None
     return make_event(
         "nv_err",
         ("error", "restart_app") if name == "NV_ERR_NO_MEMORY" else None,

@@ -28,6 +28,38 @@ def test_nv_err_call_site_line_is_not_hard_coded() -> None:
     assert event is not None and event.call_site == "_memdescAllocInternal @ mem_desc.c:1336"
 
 
+def test_nv_err_named_in_an_asserted_condition_is_not_the_error() -> None:
+    # NV_ASSERT prints its condition: the status it names is what was allowed, not what failed
+    event = classify_kernel_line(
+        "NVRM: GPU0 nvAssertFailedNoLog: Assertion failed: (status == NV_OK) || "
+        "(status == NV_ERR_GPU_IN_FULLCHIP_RESET) @ rs_client.c:844"
+    )
+    assert event is not None
+    assert (event.kind, event.code, event.nv_err, event.device) == (
+        "nv_err",
+        "assertion",
+        None,
+        "GPU0",
+    )
+
+
+def test_nv_err_named_in_a_checked_condition_is_not_the_error() -> None:
+    event = classify_kernel_line(
+        "NVRM: GPU0 nvCheckFailedNoLog: Check failed: (status == NV_OK) || "
+        "(status == NV_ERR_GPU_IN_FULLCHIP_RESET) @ gpu_user_shared_data.c:503"
+    )
+    assert event is not None and (event.kind, event.code) == ("nv_err", "assertion")
+
+
+def test_nv_err_status_is_the_bracketed_name() -> None:
+    event = classify_kernel_line(
+        "NVRM: nvAssertOkFailedNoLog: Assertion failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST] "
+        "(0x0000000F) returned from rmStatus @ kernel_ce_gv100.c:106"
+    )
+    assert event is not None
+    assert (event.code, event.meaning) == ("NV_ERR_GPU_IS_LOST", "GPU lost from the bus")
+
+
 def test_xid_with_process_context() -> None:
     event = classify_kernel_line(
         "NVRM: Xid (PCI:000f:01:00): 119, pid=3849, name=KMS thread, Timeout after 45s of "
