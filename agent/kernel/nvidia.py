@@ -27,6 +27,9 @@ _RECOVERY_ACTION = {
     "drain and reset": "reset_gpu",
     "drain p2p": "reset_gpu",
     "node reboot required": "reboot",
+    # the newer drivers' names for the same two (e.g. 610: "to 0x2 (OS Reboot)")
+    "pf flr": "reset_gpu",
+    "os reboot": "reboot",
     "recover imex domain": "none",
 }
 _SXID = re.compile(

@@ -182,6 +182,18 @@ def test_xid_154_takes_the_action_it_names() -> None:
 
 
 @pytest.mark.parametrize(
+    ("named", "action"), [("0x1 (PF FLR)", "reset_gpu"), ("0x2 (OS Reboot)", "reboot")]
+)
+def test_xid_154_knows_the_newer_drivers_names(named: str, action: str) -> None:
+    """Newer drivers print the same actions under other names; an unknown name would mean a
+    GPU reset where the driver asks for a reboot."""
+    event = classify_kernel_line(
+        f"NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to {named}"
+    )
+    assert event is not None and (event.severity, event.action) == ("fatal", action)
+
+
+@pytest.mark.parametrize(
     ("line", "severity", "action", "words"),
     [
         (
