@@ -198,3 +198,23 @@ def test_a_hang_signal_while_serving_then_the_engine_dies() -> None:
     [plan] = parser.plans()
     assert (plan.outcome, plan.phase) == ("crashed", "crashed")
     assert plan.error is not None and "EngineCore encountered a fatal error." in plan.error
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # 0.10+: the API server's non-default args (spark-vllm-docker#296, vLLM 0.23)
+        "(APIServer pid=536) INFO 06-20 19:17:46 [api_utils.py:273] non-default args: "
+        "{'model_tag': 'Qwen/Qwen3.6-35B-A3B-FP8', 'speculative_config': {'method': 'dflash', "
+        "'model': 'z-lab/Qwen3.6-35B-A3B-DFlash', 'num_speculative_tokens': 5}}",
+        # the engine's config line
+        "(EngineCore_DP0 pid=7) INFO 10-22 09:30:05 [core.py:77] Initializing a V1 LLM engine "
+        "(v0.11.0) with config: model='m', speculative_config=SpeculativeConfig(method='mtp', "
+        "model='m', num_spec_tokens=1), tokenizer='m'",
+    ],
+)
+def test_a_speculative_config_in_the_start_line_itself(line: str) -> None:
+    parser = VllmLogParser()
+    parser.feed(line)
+    [plan] = parser.plans()
+    assert plan.drafter_loaded is True
