@@ -113,7 +113,13 @@ class VllmLogParser:
 
         if "Avg prompt throughput" in msg:
             stats = stats_fields(msg)
-            return [self._fact("stats", stats, ctx)] if stats is not None else facts
+            if stats is None:
+                return facts
+            # Only a running engine logs its stats: a capture that starts here is serving.
+            plan = self.current or self._new_plan(ctx, facts)
+            self._outcome(plan, parsed, ctx, facts)
+            facts.append(self._fact("stats", stats, ctx))
+            return facts
         if "SpecDecoding metrics" in msg and fmt.SPEC.search(msg):
             return [self._fact("spec_decode", spec_fields(msg), ctx)]
         signal = hang_signal(msg)

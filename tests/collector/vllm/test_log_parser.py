@@ -141,8 +141,7 @@ def test_live_feed_facts_stats_and_spec() -> None:
     ],
 )
 def test_stats_line_variants(line: str) -> None:
-    [fact] = VllmLogParser().feed(line)
-    assert fact.kind == "stats"
+    [fact] = [f for f in VllmLogParser().feed(line) if f.kind == "stats"]
     assert (fact.data["running"], fact.data["waiting"], fact.data["kv_cache_usage_pct"]) == (
         2,
         1,
@@ -198,6 +197,39 @@ def test_a_hang_signal_while_serving_then_the_engine_dies() -> None:
     [plan] = parser.plans()
     assert (plan.outcome, plan.phase) == ("crashed", "crashed")
     assert plan.error is not None and "EngineCore encountered a fatal error." in plan.error
+
+
+def test_a_capture_that_starts_at_a_stats_line_is_serving() -> None:
+    # vLLM 0.23's lines (vllm-project/vllm#48752): only a running engine logs its stats, so a
+    # capture that opens on them (and the hang after) belongs to a server that is serving.
+    parser, facts = _feed(
+        [
+            "(APIServer pid=605) INFO 07-15 15:32:57 [loggers.py:273] Engine 000: Avg prompt "
+            "throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 3 reqs, "
+            "Waiting: 0 reqs, GPU KV cache usage: 0.7%, Prefix cache hit rate: 0.0%",
+            "(EngineCore pid=1154) INFO 07-15 15:33:47 [shm_broadcast.py:705] No available shared "
+            "memory broadcast block found in 60 seconds.",
+        ]
+    )
+    [plan] = parser.plans()
+    assert (plan.outcome, plan.phase, plan.error) == ("started", "serving", None)
+    assert [f.kind for f in facts][:2] == ["server_start", "phase"]
+    [stats] = [f for f in facts if f.kind == "stats"]
+    assert stats.data["running"] == 3 and stats.plan_index == 0
+    [signal] = [f.data for f in facts if f.kind == "hang_signal"]
+    assert signal["phase"] == "serving"
+
+
+def test_stats_do_not_revive_a_failed_start() -> None:
+    parser, _ = _feed(
+        [
+            "(EngineCore pid=2) ERROR 06-23 06:27:21 [core.py:1229] EngineCore failed to start.",
+            "(APIServer pid=1) INFO 06-23 06:27:31 [loggers.py:273] Engine 000: Avg prompt "
+            "throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs",
+        ]
+    )
+    [plan] = parser.plans()
+    assert plan.outcome == "failed"
 
 
 @pytest.mark.parametrize(
