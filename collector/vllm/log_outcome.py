@@ -50,6 +50,7 @@ def hang_signal(msg: str) -> str | None:
 
 
 _OPENERS = (
+    fmt.DRAFTER,  # detected or loaded only while a start loads its weights
     fmt.MODEL_LOAD,
     fmt.PROFILING,
     fmt.CAPTURE,

@@ -250,3 +250,18 @@ def test_a_speculative_config_in_the_start_line_itself(line: str) -> None:
     parser.feed(line)
     [plan] = parser.plans()
     assert plan.drafter_loaded is True
+
+
+def test_a_capture_that_opens_on_the_drafter_belongs_to_that_start() -> None:
+    # vllm-project/vllm#46249 (0.2x, TP 4, MTP): the ranks detect the MTP drafter before the
+    # checkpoint's progress bar; both are the one start.
+    parser, _ = _feed(
+        [
+            "(Worker_TP3 pid=563381) INFO 06-21 23:53:10 [llm_base_proposer.py:1377] Detected "
+            "MTP model. Sharing target model embedding weights with the draft model.",
+            "Loading safetensors checkpoint shards:   0% Completed | 0/15 [00:00<?, ?it/s]",
+        ]
+    )
+    [plan] = parser.plans()
+    assert plan.drafter_loaded is True and plan.first_line_no == 1
+    assert [p["phase"] for p in plan.phases] == ["loading_weights"]
