@@ -4,7 +4,8 @@
   engine's generic failure lines, the engine never starting in time, or a traceback in the API
   server ending in an exception.
 - ``started``: serving: uvicorn's "Application startup complete", "Starting vLLM server on",
-  or a request answered 200 (a captured log may lack the first).
+  a request answered 200, or the engine's periodic stats line (a captured log may lack the
+  first).
 - ``crashed``: the engine died ("died unexpectedly", "exited unexpectedly", EngineDeadError,
   "EngineCore encountered a fatal error", the API server's output handler or V0's background
   task failing) under a server or an offline job that was running.
@@ -49,6 +50,7 @@ def hang_signal(msg: str) -> str | None:
 
 
 _OPENERS = (
+    fmt.DRAFTER,  # detected or loaded only while a start loads its weights
     fmt.MODEL_LOAD,
     fmt.PROFILING,
     fmt.CAPTURE,
@@ -70,7 +72,12 @@ def outcome_of(
     state: OutcomeState, *, outcome: str, level: str | None, msg: str, clean: str
 ) -> Outcome | None:
     """The outcome a line moves the start to (``outcome``: where it is now), else None."""
-    if fmt.READY.search(msg) or fmt.SERVING.search(msg) or fmt.ANSWERED.search(msg):
+    if (
+        fmt.READY.search(msg)
+        or fmt.SERVING.search(msg)
+        or fmt.ANSWERED.search(msg)
+        or fmt.STATS.search(msg)
+    ):
         return Outcome("started", None) if outcome == "incomplete" else None
     if fmt.CRASH.search(msg):
         if outcome == "crashed" or (outcome == "failed" and state.root_cause):

@@ -113,7 +113,13 @@ class VllmLogParser:
 
         if "Avg prompt throughput" in msg:
             stats = stats_fields(msg)
-            return [self._fact("stats", stats, ctx)] if stats is not None else facts
+            if stats is None:
+                return facts
+            # Only a running engine logs its stats: a capture that starts here is serving.
+            plan = self.current or self._new_plan(ctx, facts)
+            self._outcome(plan, parsed, ctx, facts)
+            facts.append(self._fact("stats", stats, ctx))
+            return facts
         if "SpecDecoding metrics" in msg and fmt.SPEC.search(msg):
             return [self._fact("spec_decode", spec_fields(msg), ctx)]
         signal = hang_signal(msg)
@@ -132,6 +138,7 @@ class VllmLogParser:
                 version = v.group("v") or v.group("v2") or v.group("v3")
                 self._set(plan, "vllm_version", version, ctx, facts)
             self._block_size(plan, msg)
+            self._drafter(plan, msg, ctx, facts)
             return facts
 
         plan = self._plans[-1] if self._plans else None
@@ -152,15 +159,20 @@ class VllmLogParser:
         if m:
             plan.block_size = int(m.group(1) or m.group(2))
 
-    def _plan_line(self, plan: StartupPlan, parsed: _Line, ctx: Ctx, facts: list[VllmFact]) -> None:
-        msg = parsed.msg
-        if "Initializing" in msg or "block_size" in msg:
-            self._block_size(plan, msg)
+    def _drafter(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
+        """A drafter's load line, an MTP architecture, or a speculative config (also in the
+        start's own lines: the non-default args and the engine's config line)."""
         if fmt.DRAFTER.search(msg) or fmt.SPEC_CONFIG.search(msg):
             if fmt.DRAFTER_LOAD.search(msg):
                 self._enter(plan, "loading_drafter", ctx, facts)
             if not plan.drafter_loaded:
                 self._set(plan, "drafter_loaded", True, ctx, facts)
+
+    def _plan_line(self, plan: StartupPlan, parsed: _Line, ctx: Ctx, facts: list[VllmFact]) -> None:
+        msg = parsed.msg
+        if "Initializing" in msg or "block_size" in msg:
+            self._block_size(plan, msg)
+        self._drafter(plan, msg, ctx, facts)
         m = fmt.MODEL_LOAD.search(msg) or fmt.MODEL_LOAD_V0.search(msg)
         if m and plan.model_load_gib is None:
             self._set(plan, "model_load_gib", float(m.group(1)), ctx, facts)

@@ -141,8 +141,7 @@ def test_live_feed_facts_stats_and_spec() -> None:
     ],
 )
 def test_stats_line_variants(line: str) -> None:
-    [fact] = VllmLogParser().feed(line)
-    assert fact.kind == "stats"
+    [fact] = [f for f in VllmLogParser().feed(line) if f.kind == "stats"]
     assert (fact.data["running"], fact.data["waiting"], fact.data["kv_cache_usage_pct"]) == (
         2,
         1,
@@ -198,3 +197,71 @@ def test_a_hang_signal_while_serving_then_the_engine_dies() -> None:
     [plan] = parser.plans()
     assert (plan.outcome, plan.phase) == ("crashed", "crashed")
     assert plan.error is not None and "EngineCore encountered a fatal error." in plan.error
+
+
+def test_a_capture_that_starts_at_a_stats_line_is_serving() -> None:
+    # vLLM 0.23's lines (vllm-project/vllm#48752): only a running engine logs its stats, so a
+    # capture that opens on them (and the hang after) belongs to a server that is serving.
+    parser, facts = _feed(
+        [
+            "(APIServer pid=605) INFO 07-15 15:32:57 [loggers.py:273] Engine 000: Avg prompt "
+            "throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 3 reqs, "
+            "Waiting: 0 reqs, GPU KV cache usage: 0.7%, Prefix cache hit rate: 0.0%",
+            "(EngineCore pid=1154) INFO 07-15 15:33:47 [shm_broadcast.py:705] No available shared "
+            "memory broadcast block found in 60 seconds.",
+        ]
+    )
+    [plan] = parser.plans()
+    assert (plan.outcome, plan.phase, plan.error) == ("started", "serving", None)
+    assert [f.kind for f in facts][:2] == ["server_start", "phase"]
+    [stats] = [f for f in facts if f.kind == "stats"]
+    assert stats.data["running"] == 3 and stats.plan_index == 0
+    [signal] = [f.data for f in facts if f.kind == "hang_signal"]
+    assert signal["phase"] == "serving"
+
+
+def test_stats_do_not_revive_a_failed_start() -> None:
+    parser, _ = _feed(
+        [
+            "(EngineCore pid=2) ERROR 06-23 06:27:21 [core.py:1229] EngineCore failed to start.",
+            "(APIServer pid=1) INFO 06-23 06:27:31 [loggers.py:273] Engine 000: Avg prompt "
+            "throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs",
+        ]
+    )
+    [plan] = parser.plans()
+    assert plan.outcome == "failed"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # 0.10+: the API server's non-default args (spark-vllm-docker#296, vLLM 0.23)
+        "(APIServer pid=536) INFO 06-20 19:17:46 [api_utils.py:273] non-default args: "
+        "{'model_tag': 'Qwen/Qwen3.6-35B-A3B-FP8', 'speculative_config': {'method': 'dflash', "
+        "'model': 'z-lab/Qwen3.6-35B-A3B-DFlash', 'num_speculative_tokens': 5}}",
+        # the engine's config line
+        "(EngineCore_DP0 pid=7) INFO 10-22 09:30:05 [core.py:77] Initializing a V1 LLM engine "
+        "(v0.11.0) with config: model='m', speculative_config=SpeculativeConfig(method='mtp', "
+        "model='m', num_spec_tokens=1), tokenizer='m'",
+    ],
+)
+def test_a_speculative_config_in_the_start_line_itself(line: str) -> None:
+    parser = VllmLogParser()
+    parser.feed(line)
+    [plan] = parser.plans()
+    assert plan.drafter_loaded is True
+
+
+def test_a_capture_that_opens_on_the_drafter_belongs_to_that_start() -> None:
+    # vllm-project/vllm#46249 (0.2x, TP 4, MTP): the ranks detect the MTP drafter before the
+    # checkpoint's progress bar; both are the one start.
+    parser, _ = _feed(
+        [
+            "(Worker_TP3 pid=563381) INFO 06-21 23:53:10 [llm_base_proposer.py:1377] Detected "
+            "MTP model. Sharing target model embedding weights with the draft model.",
+            "Loading safetensors checkpoint shards:   0% Completed | 0/15 [00:00<?, ?it/s]",
+        ]
+    )
+    [plan] = parser.plans()
+    assert plan.drafter_loaded is True and plan.first_line_no == 1
+    assert [p["phase"] for p in plan.phases] == ["loading_weights"]
