@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Lowest first. A module may import modules of its own package and of packages listed before
 # its own, never after: api/web → domains → db/models.
 LAYERS = (
-    ("errors", "settings", "timeutil", "heap", "packing"),
+    ("errors", "settings", "timeutil", "heap", "packing", "trouble"),
     ("models",),
     (
         "db",

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from collector.netconsole.channel import ChannelStatsOut, NetconsoleChannel
 from collector.settings import Settings
+from collector.trouble import Trouble
 
 log = logging.getLogger(__name__)
 
@@ -62,25 +63,6 @@ class ReceiverView(Protocol):
     def allowlist_changed(self) -> None: ...
 
 
-class Trouble:
-    """A warning when a repeated step starts failing and a note when it works again, not one
-    per try (the figures are written every second and read on every scrape)."""
-
-    def __init__(self, failing: str, working: str) -> None:
-        self.texts = failing, working
-        self.failing = False
-
-    def failed(self, exc: Exception) -> None:
-        if not self.failing:
-            log.warning("%s: %s (said once until it works again)", self.texts[0], exc)
-        self.failing = True
-
-    def passed(self) -> None:
-        if self.failing:
-            log.info("%s", self.texts[1])
-        self.failing = False
-
-
 class Publisher:
     """Writes ``channel``'s figures to ``path`` every PUBLISH_S (atomically: a reader sees the
     last whole copy)."""
@@ -88,7 +70,7 @@ class Publisher:
     def __init__(self, channel: ReceiverView, path: Path) -> None:
         self._channel, self._path = channel, path
         self._trouble = Trouble(
-            "netconsole figures not published", "netconsole figures published again"
+            log, "netconsole figures not published", "netconsole figures published again"
         )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="netconsole-publish", daemon=True)
@@ -122,7 +104,9 @@ class PublishedReceiver:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._trouble = Trouble(
-            "netconsole figures unreadable, reporting none", "netconsole figures readable again"
+            log,
+            "netconsole figures unreadable, reporting none",
+            "netconsole figures readable again",
         )
 
     def stats(self) -> ChannelStatsOut:

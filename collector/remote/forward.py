@@ -13,8 +13,19 @@ import paramiko
 
 from collector.remote.commands import READ_CHUNK
 from collector.remote.connect import DEFAULT_CONNECT_TIMEOUT_S, SSHTarget, connect
+from collector.trouble import Trouble
 
 log = logging.getLogger(__name__)
+
+
+def _not_channel_refusals(record: logging.LogRecord) -> bool:
+    """paramiko logs every refused channel as an ERROR; a forward says it once itself (a
+    matrix run polls vLLM's port through one the whole time the model loads)."""
+    message = str(record.msg)
+    return not (message.startswith("Secsh channel ") and " open FAILED: " in message)
+
+
+logging.getLogger("paramiko.transport").addFilter(_not_channel_refusals)
 
 
 class _PortForward:
@@ -32,6 +43,11 @@ class _PortForward:
         self.remote = remote
         self._client = client
         self._connect_timeout = connect_timeout
+        self._trouble = Trouble(
+            log,
+            f"{target.host}: forward to {remote[0]}:{remote[1]} failed",
+            f"{target.host}: forward to {remote[0]}:{remote[1]} works again",
+        )
         self._stop = threading.Event()
         self._open: set[socket.socket | paramiko.Channel] = set()
         self._lock = threading.Lock()
@@ -63,9 +79,10 @@ class _PortForward:
                 "direct-tcpip", self.remote, peer, timeout=self._connect_timeout
             )
         except (paramiko.SSHException, OSError) as exc:
-            log.warning("%s: forward to %s:%s failed: %s", self.target.host, *self.remote, exc)
+            self._trouble.failed(exc)
             conn.close()
             return
+        self._trouble.passed()
         with self._lock:
             self._open.update((conn, chan))
         try:

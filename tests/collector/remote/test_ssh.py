@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import http.server
 import json
+import logging
 import subprocess
 import threading
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import paramiko
@@ -221,25 +223,34 @@ def test_close_kills_a_running_group(sshd: TestSshd) -> None:
     assert _wait_gone(marker) == []
 
 
-@pytest.fixture
-def http_server() -> Iterator[int]:
-    class Hello(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = f"hello {self.path}".encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = f"hello {self.path}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-        def log_message(self, *args: object) -> None:
-            pass
+    def log_message(self, *args: object) -> None:
+        pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+
+@contextmanager
+def serving(port: int = 0) -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Hello)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield int(server.server_address[1])
-    server.shutdown()
-    server.server_close()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def http_server() -> Iterator[int]:
+    with serving() as port:
+        yield port
 
 
 def test_port_forward_reaches_a_server_behind_sshd(sshd: TestSshd, http_server: int) -> None:
@@ -254,3 +265,28 @@ def test_port_forward_reaches_a_server_behind_sshd(sshd: TestSshd, http_server: 
         close()
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{local_port}/health", timeout=2)
+
+
+def test_a_forward_to_a_port_nobody_listens_on_yet_says_so_once(
+    sshd: TestSshd, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A matrix run polls vLLM's port through a forward while the model loads: every refused
+    try used to log an ERROR (paramiko) and a WARNING (ours), four times a second."""
+    with serving() as port:
+        pass  # a port that was free a moment ago: refused until served again below
+    caplog.set_level(logging.DEBUG)
+    local_port, close = forward_local_port(sshd.target(), "127.0.0.1", port)
+    url = f"http://127.0.0.1:{local_port}/health"
+    try:
+        for _ in range(5):
+            with pytest.raises(OSError):
+                urllib.request.urlopen(url, timeout=10)
+        with serving(port), urllib.request.urlopen(url, timeout=10) as response:
+            assert response.read() == b"hello /health"
+    finally:
+        close()
+    ours = [r for r in caplog.records if r.name == "collector.remote.forward"]
+    assert [r.levelname for r in ours if r.levelno >= logging.INFO] == ["WARNING", "INFO"]
+    assert "said once" in ours[0].getMessage() and "works again" in ours[-1].getMessage()
+    assert len([r for r in ours if r.levelno == logging.DEBUG and "failed" in r.getMessage()]) == 4
+    assert not [r for r in caplog.records if r.name.startswith("paramiko") and r.levelno >= 40]
