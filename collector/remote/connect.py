@@ -22,6 +22,22 @@ log = logging.getLogger(__name__)
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 
 
+class _CallersSayIt(logging.Filter):
+    """paramiko's transport thread logs a failure it also raises to its caller as ERRORs: a
+    refused channel, or a banner that never came followed by its traceback a line at a time
+    (25 records for each SSH probe of a frozen host). Our callers report the same failure in
+    their own words, so paramiko's copy is a DEBUG record, kept only when debugging."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR:
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+logging.getLogger("paramiko.transport").addFilter(_CallersSayIt())
+
+
 class SSHError(Exception):
     """Base of every SSH failure; `host` names the target."""
 

@@ -18,16 +18,6 @@ from collector.trouble import Trouble
 log = logging.getLogger(__name__)
 
 
-def _not_channel_refusals(record: logging.LogRecord) -> bool:
-    """paramiko logs every refused channel as an ERROR; a forward says it once itself (a
-    matrix run polls vLLM's port through one the whole time the model loads)."""
-    message = str(record.msg)
-    return not (message.startswith("Secsh channel ") and " open FAILED: " in message)
-
-
-logging.getLogger("paramiko.transport").addFilter(_not_channel_refusals)
-
-
 class _PortForward:
     """A local listening socket whose connections are tunnelled as direct-tcpip channels."""
 
