@@ -116,8 +116,8 @@ class VllmLogParser:
             if stats is None:
                 return facts
             # Only a running engine logs its stats: a capture that starts here is serving.
-            plan = self.current or self._new_plan(ctx, facts)
-            self._outcome(plan, parsed, ctx, facts)
+            running = self.current or self._new_plan(ctx, facts)
+            self._outcome(running, parsed, ctx, facts)
             facts.append(self._fact("stats", stats, ctx))
             return facts
         if "SpecDecoding metrics" in msg and fmt.SPEC.search(msg):
