@@ -101,6 +101,18 @@ TRACEBACK = "Traceback (most recent call last):"
 EXCEPTION = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::|$)"
 )
+# Frames (and their code lines) that say where a traceback pasted without vLLM's header line
+# was raised: run_engine_core builds the engine (EngineCoreProc(...), whose __init__ runs
+# executor_class(...) and _initialize_kv_caches) and logs "EngineCore failed to start." when
+# that raises, or "EngineCore encountered a fatal error." when run_busy_loop does; the API
+# server starts its engines through AsyncLLM.from_vllm_config, make_async_mp_client and
+# launch_core_engines / wait_for_engine_startup.
+STARTUP_FRAME = re.compile(
+    r"\bin (?:_initialize_kv_caches|from_vllm_config|from_engine_args|make_async_mp_client|"
+    r"make_client|launch_core_engines|wait_for_engine_startup)$|"
+    r"EngineCoreProc\(|\bexecutor_class\("
+)
+RUNNING_FRAME = re.compile(r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)")
 # The lines vLLM prints when its engine stops making progress, by the name we give them.
 HANG_SIGNALS = (
     ("shm_broadcast_timeout", re.compile(r"No available shared memory broadcast block found")),

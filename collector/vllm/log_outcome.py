@@ -35,10 +35,15 @@ class Outcome:
 
 @dataclass
 class OutcomeState:
-    """Per start: whether its error is already a root cause, and an open traceback."""
+    """Per start: whether its error is already a root cause, and an open traceback. Before
+    any start: a traceback pasted without vLLM's header line (``loose``), its last exception
+    line so far, and, once its frames opened a start, whether that start waits for its error."""
 
     root_cause: bool = False
     in_traceback: bool = False
+    loose: bool = False
+    loose_error: str | None = None
+    awaiting_error: bool = False
 
 
 def hang_signal(msg: str) -> str | None:
@@ -66,6 +71,31 @@ _OPENERS = (
 def opens_start(msg: str) -> bool:
     """A plan or outcome line in a capture that missed the start of its server."""
     return any(p.search(msg) for p in _OPENERS)
+
+
+def is_exception(msg: str) -> bool:
+    """A traceback's exception line: unindented, an exception's name (and its message)."""
+    return not msg[:1].isspace() and fmt.EXCEPTION.match(msg) is not None
+
+
+def loose_traceback(state: OutcomeState, msg: str, clean: str) -> str | None:
+    """A line of a traceback pasted without its header, before any start: the outcome once a
+    frame says where it was raised (``failed`` while the engine started, ``crashed`` in its
+    busy loop), else None. Its exception lines are kept in ``state`` for the error."""
+    if msg.strip() == fmt.TRACEBACK or msg[:1].isspace():
+        state.loose = True
+    if not state.loose:
+        return None
+    if is_exception(msg):
+        state.loose_error = clean
+        return None
+    if not msg[:1].isspace():
+        return None
+    if fmt.RUNNING_FRAME.search(msg):
+        return "crashed"
+    if fmt.STARTUP_FRAME.search(msg):
+        return "failed"
+    return None
 
 
 def outcome_of(

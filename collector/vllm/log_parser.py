@@ -14,7 +14,14 @@ from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
-from collector.vllm.log_outcome import OutcomeState, hang_signal, opens_start, outcome_of
+from collector.vllm.log_outcome import (
+    OutcomeState,
+    hang_signal,
+    is_exception,
+    loose_traceback,
+    opens_start,
+    outcome_of,
+)
 from collector.vllm.log_stats import spec_fields, stats_fields
 from collector.vllm.plan import StartupPlan, plan_state
 
@@ -148,10 +155,28 @@ class VllmLogParser:
             if plan.phase in (None, "starting"):
                 self._enter(plan, "loading_weights", ctx, facts)
         if plan is None:
+            loose = loose_traceback(self._state, msg, parsed.clean)
+            if loose is not None:
+                return self._loose_start(loose, ctx, facts)
             if not opens_start(msg):
                 return facts
             plan = self._new_plan(ctx, facts)
         self._plan_line(plan, parsed, ctx, facts)
+        if self._state.awaiting_error and is_exception(msg):
+            self._state.awaiting_error = False  # the traceback's last line: its error
+            plan.error = parsed.clean
+            facts.append(self._fact("outcome", {"outcome": plan.outcome, "error": plan.error}, ctx))
+        return facts
+
+    def _loose_start(self, outcome: str, ctx: Ctx, facts: list[VllmFact]) -> list[VllmFact]:
+        """A start seen only as the middle of its traceback: it failed or crashed where the
+        frame says; its error is the exception line already seen, else the one to come."""
+        error = self._state.loose_error
+        plan = self._new_plan(ctx, facts)
+        self._enter(plan, outcome, ctx, facts)
+        plan.outcome, plan.error = outcome, error
+        self._state.awaiting_error = error is None
+        facts.append(self._fact("outcome", {"outcome": outcome, "error": error}, ctx))
         return facts
 
     def _block_size(self, plan: StartupPlan, msg: str) -> None:

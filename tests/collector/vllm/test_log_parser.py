@@ -265,3 +265,64 @@ def test_a_capture_that_opens_on_the_drafter_belongs_to_that_start() -> None:
     [plan] = parser.plans()
     assert plan.drafter_loaded is True and plan.first_line_no == 1
     assert [p["phase"] for p in plan.phases] == ["loading_weights"]
+
+
+# A traceback pasted without vLLM's header line ("EngineCore failed to start." or
+# "EngineCore encountered a fatal error."): its frames say which of the two it was.
+_E = "(EngineCore_DP0 pid=7) ERROR 02-03 22:43:35 [core.py:968] "
+_STARTUP_TB = [
+    _E + "Traceback (most recent call last):",
+    _E + '  File "/x/vllm/v1/engine/core.py", line 699, in run_engine_core',
+    _E + "    engine_core = EngineCoreProc(*args, **kwargs)",
+    _E + '  File "/x/vllm/v1/engine/core.py", line 124, in __init__',
+    _E + "    kv_cache_config = self._initialize_kv_caches(vllm_config)",
+    _E + '  File "/x/vllm/v1/core/kv_cache_utils.py", line 1096, in unify_kv_cache_spec_page_size',
+    _E + "    assert new_spec.page_size_bytes == max_page_size",
+    _E + "AssertionError",
+]
+_BUSY_TB = [
+    _E + '    raise TimeoutError("RPC call to sample_tokens timed out.")',
+    _E + "TimeoutError: RPC call to sample_tokens timed out.",
+    _E,
+    _E + "The above exception was the direct cause of the following exception:",
+    _E,
+    _E + "Traceback (most recent call last):",
+    _E + '  File "/x/vllm/v1/engine/core.py", line 959, in run_engine_core',
+    _E + "    engine_core.run_busy_loop()",
+    _E + '  File "/x/vllm/v1/engine/core.py", line 986, in run_busy_loop',
+    _E + "    self._process_engine_step()",
+]
+
+
+def test_a_headless_startup_traceback_is_a_failed_start_with_its_last_line() -> None:
+    [plan] = parse_vllm_log(_STARTUP_TB)
+    assert (plan.outcome, plan.error) == ("failed", _E + "AssertionError")
+    assert plan.phases[-1]["phase"] == "failed"
+
+
+def test_a_headless_busy_loop_traceback_is_a_crash_with_the_exception_seen() -> None:
+    [plan] = parse_vllm_log(_BUSY_TB)
+    assert plan.outcome == "crashed"
+    assert plan.error == _E + "TimeoutError: RPC call to sample_tokens timed out."
+
+
+def test_after_a_headless_crash_a_logged_traceback_opens_no_extra_start() -> None:
+    logged = [
+        "(APIServer pid=1) INFO 02-03 22:50:00 [api_server.py:1] vLLM API server version 0.15.1",
+        _E + "EngineCore failed to start.",
+        *_STARTUP_TB,
+    ]
+    first, second = parse_vllm_log(_BUSY_TB + logged)
+    assert first.outcome == "crashed"
+    assert (second.outcome, second.error) == ("failed", _E + "EngineCore failed to start.")
+
+
+def test_a_headless_traceback_survives_a_restore_before_its_frames() -> None:
+    parser = VllmLogParser()
+    for line in _BUSY_TB[:6]:
+        parser.feed(line)
+    parser = VllmLogParser.restore(parser.snapshot())
+    for line in _BUSY_TB[6:]:
+        parser.feed(line)
+    [plan] = parser.plans()
+    assert (plan.outcome, plan.error) == ("crashed", _BUSY_TB[1])
