@@ -132,7 +132,8 @@ def _lockup(text: str) -> KernelEvent | None:
 def _oom(text: str) -> KernelEvent | None:
     if "Killed process" in text or "Kill process" in text:
         m = _OOM_KILLED.search(text)
-        if m and ("Out of memory" in text or "Killed process" in text):
+        # the memory cgroup's 3.x-4.x wording: "Memory cgroup out of memory: Kill process 42 (x)"
+        if m and ("Out of memory" in text or "out of memory" in text or "Killed process" in text):
             cgroup = "Memory cgroup" in text
             return make_event(
                 "oom_kill",

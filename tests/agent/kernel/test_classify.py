@@ -461,3 +461,16 @@ def test_the_line_is_found_after_any_prefix() -> None:
 
 def test_gpu_fault_kinds() -> None:
     assert {"xid", "sxid", "nv_err", "gsp", "uvm", "bus_off"} == GPU_FAULT_KINDS
+
+
+def test_memory_cgroup_kill_in_the_3x_wording() -> None:
+    # 3.x-4.x memcg OOM: lower-case "out of memory", "Kill process" (tests/fixtures/real, ltp#1080)
+    event = classify_kernel_line(
+        "Memory cgroup out of memory: Kill process 42453 (memcg_test_1) score 0 or sacrifice child"
+    )
+    assert event is not None and (event.kind, event.code, event.pid, event.process) == (
+        "oom_kill",
+        "cgroup",
+        42453,
+        "memcg_test_1",
+    )
