@@ -25,8 +25,12 @@ _RCU_STALL = re.compile(r"\brcu_\w+ (?:self-)?detected (?:expedited )?stalls?\b"
 # older kernels: "Out of memory: Kill process 456 (python) score 50 or sacrifice child"
 _OOM_KILLED = re.compile(r"Kill(?:ed)? process (?P<pid>\d+)(?:, UID \d+,)? \((?P<comm>[^)]*)\)")
 _OOM_INVOKED = re.compile(r"(?:^|\s)(?P<comm>\S+) invoked oom-killer:")
+# "python3: page allocation failure: order:4, mode:...", 2.6: "swapper: page allocation failure.
+# order:3, mode:0x4020"; vmalloc: 5.x+ "vmalloc error: size 0, ...", 3.x-5.x "vmalloc: allocation
+# failure: 0 bytes" (with or without "<comm>: " before it), "vmalloc: allocation failure, allocated"
 _ALLOC_FAIL = re.compile(
-    r"^(?P<comm>.+?): (?:page allocation failure: order:(?P<order>\d+)|vmalloc error:)"
+    r"^(?:(?P<comm>.+?): )??(?:page allocation failure[:.] order:(?P<order>\d+)"
+    r"|vmalloc(?: error:|: allocation failure[:,]))"
 )
 _ALLOC_STALL = re.compile(r"page allocation stalls for (?P<ms>\d+)ms")
 # The die line: "<what>: <error code> [#<n>]"

@@ -474,3 +474,25 @@ def test_memory_cgroup_kill_in_the_3x_wording() -> None:
         42453,
         "memcg_test_1",
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "code", "process"),
+    [
+        ("swapper: page allocation failure. order:3, mode:0x4020", "page", "swapper"),
+        ("vmalloc: allocation failure: 0 bytes", "vmalloc", None),
+        (
+            "modprobe: vmalloc: allocation failure: 8192 bytes, mode:0xcc0(GFP_KERNEL)",
+            "vmalloc",
+            "modprobe",
+        ),
+        ("vmalloc: allocation failure, allocated 4096 of 8192 bytes", "vmalloc", None),
+    ],
+)
+def test_allocation_failures_in_older_wordings(line: str, code: str, process: str | None) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code, event.process) == (
+        "alloc_failure",
+        code,
+        process,
+    )
