@@ -17,7 +17,11 @@ from agent.kernel.event import KernelEvent, make_event
 _SOFT_LOCKUP = re.compile(
     r"soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<secs>\d+)s!\s*\[(?P<comm>.*):(?P<pid>\d+)\]"
 )
-_HARD_LOCKUP = re.compile(r"hard LOCKUP on cpu (?P<cpu>\d+)")
+# "Watchdog detected hard LOCKUP on cpu 3" (x86 perf NMI, arm64 buddy/SDEI), powerpc's own
+# watchdog: "Watchdog CPU:59 Hard LOCKUP" (4.15), "CPU 12 self-detected hard LOCKUP @ ..."
+_HARD_LOCKUP = re.compile(
+    r"hard LOCKUP on cpu (?P<cpu>\d+)|\bCPU[: ]?(?P<other>\d+):? (?:self-detected )?[Hh]ard LOCKUP"
+)
 _WQ_LOCKUP = re.compile(r"BUG: workqueue lockup - pool .*stuck for (?P<secs>\d+)s")
 _HUNG_TASK = re.compile(r"\btask (?P<comm>.+):(?P<pid>\d+) blocked for more than (?P<secs>\d+)")
 _RCU_STALL = re.compile(r"\brcu_\w+ (?:self-)?detected (?:expedited )?stalls?\b")
@@ -119,7 +123,7 @@ def _lockup(text: str) -> KernelEvent | None:
             "soft_lockup",
             ("fatal", "reboot"),
             code="hard",
-            meaning=f"hard lockup on CPU {m.group('cpu')}",
+            meaning=f"hard lockup on CPU {m.group('cpu') or m.group('other')}",
             detail=text.strip(),
         )
     m = _WQ_LOCKUP.search(text)

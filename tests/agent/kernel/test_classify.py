@@ -496,3 +496,32 @@ def test_allocation_failures_in_older_wordings(line: str, code: str, process: st
         code,
         process,
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "cpu"),
+    [
+        ("Watchdog CPU:59 Hard LOCKUP", "59"),
+        ("watchdog: CPU 12 self-detected hard LOCKUP @ mmio_stuck+0x1c/0x40", "12"),
+        ("watchdog: CPU4: Watchdog detected hard LOCKUP on cpu 5", "5"),
+    ],
+)
+def test_hard_lockups_of_every_watchdog(line: str, cpu: str) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("soft_lockup", "hard")
+    assert event.meaning == f"hard lockup on CPU {cpu}"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "hardlockup_watchdog_disable: cpu1: disabled",
+        "pcieport 0000:00:02.0: AER: Uncorrected (Fatal) error received: id=0010",
+        "mce: [Hardware Error]: Machine check events logged",
+        "EDAC MC1: 1 CE memory scrubbing error on CPU_SrcID#1_Ha#0_Chan#0_DIMM#0 (channel:0)",
+        "nvme nvme1: I/O 775 QID 2 timeout, aborting",
+        "SError Interrupt on CPU3, code 0xbe000011 -- SError",
+    ],
+)
+def test_other_subsystems_hardware_errors_are_not_events(line: str) -> None:
+    assert classify_kernel_line(line) is None
