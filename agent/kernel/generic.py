@@ -17,7 +17,11 @@ from agent.kernel.event import KernelEvent, make_event
 _SOFT_LOCKUP = re.compile(
     r"soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<secs>\d+)s!\s*\[(?P<comm>.*):(?P<pid>\d+)\]"
 )
-_HARD_LOCKUP = re.compile(r"hard LOCKUP on cpu (?P<cpu>\d+)")
+# "Watchdog detected hard LOCKUP on cpu 3" (x86 perf NMI, arm64 buddy/SDEI), powerpc's own
+# watchdog: "Watchdog CPU:59 Hard LOCKUP" (4.15), "CPU 12 self-detected hard LOCKUP @ ..."
+_HARD_LOCKUP = re.compile(
+    r"hard LOCKUP on cpu (?P<cpu>\d+)|\bCPU[: ]?(?P<other>\d+):? (?:self-detected )?[Hh]ard LOCKUP"
+)
 _WQ_LOCKUP = re.compile(r"BUG: workqueue lockup - pool .*stuck for (?P<secs>\d+)s")
 _HUNG_TASK = re.compile(r"\btask (?P<comm>.+):(?P<pid>\d+) blocked for more than (?P<secs>\d+)")
 _RCU_STALL = re.compile(r"\brcu_\w+ (?:self-)?detected (?:expedited )?stalls?\b")
@@ -25,8 +29,12 @@ _RCU_STALL = re.compile(r"\brcu_\w+ (?:self-)?detected (?:expedited )?stalls?\b"
 # older kernels: "Out of memory: Kill process 456 (python) score 50 or sacrifice child"
 _OOM_KILLED = re.compile(r"Kill(?:ed)? process (?P<pid>\d+)(?:, UID \d+,)? \((?P<comm>[^)]*)\)")
 _OOM_INVOKED = re.compile(r"(?:^|\s)(?P<comm>\S+) invoked oom-killer:")
+# "python3: page allocation failure: order:4, mode:...", 2.6: "swapper: page allocation failure.
+# order:3, mode:0x4020"; vmalloc: 5.x+ "vmalloc error: size 0, ...", 3.x-5.x "vmalloc: allocation
+# failure: 0 bytes" (with or without "<comm>: " before it), "vmalloc: allocation failure, allocated"
 _ALLOC_FAIL = re.compile(
-    r"^(?P<comm>.+?): (?:page allocation failure: order:(?P<order>\d+)|vmalloc error:)"
+    r"^(?:(?P<comm>.+?): )??(?:page allocation failure[:.] order:(?P<order>\d+)"
+    r"|vmalloc(?: error:|: allocation failure[:,]))"
 )
 _ALLOC_STALL = re.compile(r"page allocation stalls for (?P<ms>\d+)ms")
 # The die line: "<what>: <error code> [#<n>]"
@@ -115,7 +123,7 @@ def _lockup(text: str) -> KernelEvent | None:
             "soft_lockup",
             ("fatal", "reboot"),
             code="hard",
-            meaning=f"hard lockup on CPU {m.group('cpu')}",
+            meaning=f"hard lockup on CPU {m.group('cpu') or m.group('other')}",
             detail=text.strip(),
         )
     m = _WQ_LOCKUP.search(text)
@@ -132,7 +140,8 @@ def _lockup(text: str) -> KernelEvent | None:
 def _oom(text: str) -> KernelEvent | None:
     if "Killed process" in text or "Kill process" in text:
         m = _OOM_KILLED.search(text)
-        if m and ("Out of memory" in text or "Killed process" in text):
+        # the memory cgroup's 3.x-4.x wording: "Memory cgroup out of memory: Kill process 42 (x)"
+        if m and ("Out of memory" in text or "out of memory" in text or "Killed process" in text):
             cgroup = "Memory cgroup" in text
             return make_event(
                 "oom_kill",

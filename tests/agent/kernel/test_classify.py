@@ -461,3 +461,67 @@ def test_the_line_is_found_after_any_prefix() -> None:
 
 def test_gpu_fault_kinds() -> None:
     assert {"xid", "sxid", "nv_err", "gsp", "uvm", "bus_off"} == GPU_FAULT_KINDS
+
+
+def test_memory_cgroup_kill_in_the_3x_wording() -> None:
+    # 3.x-4.x memcg OOM: lower-case "out of memory", "Kill process" (tests/fixtures/real, ltp#1080)
+    event = classify_kernel_line(
+        "Memory cgroup out of memory: Kill process 42453 (memcg_test_1) score 0 or sacrifice child"
+    )
+    assert event is not None and (event.kind, event.code, event.pid, event.process) == (
+        "oom_kill",
+        "cgroup",
+        42453,
+        "memcg_test_1",
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "code", "process"),
+    [
+        ("swapper: page allocation failure. order:3, mode:0x4020", "page", "swapper"),
+        ("vmalloc: allocation failure: 0 bytes", "vmalloc", None),
+        (
+            "modprobe: vmalloc: allocation failure: 8192 bytes, mode:0xcc0(GFP_KERNEL)",
+            "vmalloc",
+            "modprobe",
+        ),
+        ("vmalloc: allocation failure, allocated 4096 of 8192 bytes", "vmalloc", None),
+    ],
+)
+def test_allocation_failures_in_older_wordings(line: str, code: str, process: str | None) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code, event.process) == (
+        "alloc_failure",
+        code,
+        process,
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "cpu"),
+    [
+        ("Watchdog CPU:59 Hard LOCKUP", "59"),
+        ("watchdog: CPU 12 self-detected hard LOCKUP @ mmio_stuck+0x1c/0x40", "12"),
+        ("watchdog: CPU4: Watchdog detected hard LOCKUP on cpu 5", "5"),
+    ],
+)
+def test_hard_lockups_of_every_watchdog(line: str, cpu: str) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("soft_lockup", "hard")
+    assert event.meaning == f"hard lockup on CPU {cpu}"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "hardlockup_watchdog_disable: cpu1: disabled",
+        "pcieport 0000:00:02.0: AER: Uncorrected (Fatal) error received: id=0010",
+        "mce: [Hardware Error]: Machine check events logged",
+        "EDAC MC1: 1 CE memory scrubbing error on CPU_SrcID#1_Ha#0_Chan#0_DIMM#0 (channel:0)",
+        "nvme nvme1: I/O 775 QID 2 timeout, aborting",
+        "SError Interrupt on CPU3, code 0xbe000011 -- SError",
+    ],
+)
+def test_other_subsystems_hardware_errors_are_not_events(line: str) -> None:
+    assert classify_kernel_line(line) is None
