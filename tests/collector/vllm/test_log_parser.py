@@ -326,3 +326,36 @@ def test_a_headless_traceback_survives_a_restore_before_its_frames() -> None:
         parser.feed(line)
     [plan] = parser.plans()
     assert (plan.outcome, plan.error) == ("crashed", _BUSY_TB[1])
+
+
+@pytest.mark.parametrize(
+    ("lines", "error"),
+    [
+        # vllm-project/vllm#19186 (0.9): a worker's capture_end fails in the driver's wording.
+        (
+            [
+                "(VllmWorker rank=3 pid=1090) ERROR 06-05 06:18:13 [multiproc_executor.py:470]"
+                "     super().capture_end()",
+                "(VllmWorker rank=3 pid=1090) ERROR 06-05 06:18:13 [multiproc_executor.py:470]"
+                " RuntimeError: CUDA error: out of memory",
+            ],
+            "RuntimeError: CUDA error: out of memory",
+        ),
+        # gpustack/gpustack#835 (V0 0.6): NCCL fails while the workers build their groups.
+        (
+            [
+                "(VllmWorkerProcess pid=1253) ERROR 12-25 01:10:28 multiproc_worker_utils.py:229]"
+                " RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for"
+                " details)",
+                "ERROR 12-25 01:10:28 engine.py:366] Traceback (most recent call last):",
+                'ERROR 12-25 01:10:28 engine.py:366]   File "/x/vllm/engine/multiprocessing/'
+                'engine.py", line 119, in from_engine_args',
+            ],
+            "RuntimeError: NCCL error: unhandled system error",
+        ),
+    ],
+)
+def test_cuda_driver_oom_and_nccl_errors_are_root_causes(lines: list[str], error: str) -> None:
+    [plan] = parse_vllm_log(lines)
+    assert plan.outcome == "failed"
+    assert plan.error is not None and error in plan.error
