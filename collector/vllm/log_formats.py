@@ -93,9 +93,12 @@ GENERIC_FAIL = re.compile(
 )
 # The engine died under a running server or job ("encountered a fatal error" is what
 # run_engine_core logs when the busy loop raises; "failed to start" when the constructor does;
-# the API server's output handler and V0's background task fail when their engine is gone).
+# the API server's output handler and V0's background task fail when their engine is gone;
+# V1's multiproc executor logs "Worker proc VllmWorker-N died unexpectedly[ (exit code: N)],
+# shutting down executor." when a worker process dies, before the engine reports its error).
 CRASH = re.compile(
     r"Engine core proc \S+ died unexpectedly|engine core exited unexpectedly|"
+    r"Worker proc \S+ died unexpectedly|"
     r"Engine loop has died|EngineDeadError|EngineCore encountered a fatal error|"
     r"AsyncLLM output_handler failed|Engine background task failed"
 )

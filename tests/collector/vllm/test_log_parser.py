@@ -359,3 +359,22 @@ def test_cuda_driver_oom_and_nccl_errors_are_root_causes(lines: list[str], error
     [plan] = parse_vllm_log(lines)
     assert plan.outcome == "failed"
     assert plan.error is not None and error in plan.error
+
+
+def test_a_multiproc_worker_dying_is_the_crash_and_its_error() -> None:
+    # intel/llm-scaler#154 (compose prefix) and OpenPipe/ART#201: the executor names the dead
+    # worker before the engine's generic fatal error; a capture may hold only that line.
+    prefix = "eap-llm-server-on-arc  | ERROR 11-08 11:01:29 [multiproc_executor.py:135] "
+    died = prefix + "Worker proc VllmWorker-3 died unexpectedly, shutting down executor."
+    fatal = prefix.replace("multiproc_executor.py:135", "core.py:502")
+    [plan] = parse_vllm_log([died, fatal + "EngineCore encountered a fatal error."])
+    assert (plan.outcome, plan.error) == ("crashed", died)
+    # Constructed: the "(exit code: N)" wording vllm-project/vllm-ascend#7742 quotes, in
+    # vLLM's own header.
+    [plan] = parse_vllm_log(
+        [
+            "ERROR 08-22 13:05:18 [multiproc_executor.py:295] Worker proc VllmWorker-14 died "
+            "unexpectedly (exit code: None), shutting down executor."
+        ]
+    )
+    assert plan.outcome == "crashed"
