@@ -378,3 +378,18 @@ def test_a_multiproc_worker_dying_is_the_crash_and_its_error() -> None:
         ]
     )
     assert plan.outcome == "crashed"
+
+
+def test_a_capture_that_starts_at_the_init_total_opens_a_start() -> None:
+    # vllm-project/vllm#29830 (0.12, DEBUG on): the capture begins at the engine's DEBUG memory
+    # summary (not a failure), then the init total: one start, still incomplete.
+    [plan] = parse_vllm_log(
+        [
+            "(EngineCore_DP0 pid=3413554) DEBUG 12-01 19:49:03 [v1/worker/gpu_worker.py:484] Free "
+            "memory on device (43.91/44.4 GiB) on startup. Desired GPU memory utilization is "
+            "(0.9, 39.96 GiB).",
+            "(EngineCore_DP0 pid=3413554) INFO 12-01 19:49:03 [v1/engine/core.py:254] init engine "
+            "(profile, create kv cache, warmup model) took 1.34 seconds",
+        ]
+    )
+    assert (plan.outcome, plan.error, plan.init_engine_s) == ("incomplete", None, 1.34)
