@@ -74,6 +74,9 @@ STOPPED = re.compile(
 )
 # Root causes (specific) beat the generic "engine failed" lines for `error`. The KV-capacity
 # error said "models's max seq len" from 0.7.3 to 0.21, "model's" after, and V0 had its own.
+# Out of memory in the CUDA driver's wording ("CUDA error: out of memory", e.g. at CUDA graph
+# capture) as well as PyTorch allocator's; NCCL failing ("NCCL error: unhandled system error",
+# pynccl's RuntimeError and torch's "NCCL error in:") while the workers set up their groups.
 ROOT_CAUSE = re.compile(
     r"on startup is less than desired GPU memory utilization|"
     r"No available memory for the cache blocks|"
@@ -81,7 +84,7 @@ ROOT_CAUSE = re.compile(
     r"max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV|"
     r"Failed to load model - not enough GPU memory|"
     r"User-specified max_model_len \(\d+\) is greater than|"
-    r"CUDA out of memory|OutOfMemoryError|"
+    r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|NCCL error\b|"
     r"Timed out waiting for engine core processes to start|"
     r"Timed out waiting for engines to send initial message"
 )
@@ -90,9 +93,12 @@ GENERIC_FAIL = re.compile(
 )
 # The engine died under a running server or job ("encountered a fatal error" is what
 # run_engine_core logs when the busy loop raises; "failed to start" when the constructor does;
-# the API server's output handler and V0's background task fail when their engine is gone).
+# the API server's output handler and V0's background task fail when their engine is gone;
+# V1's multiproc executor logs "Worker proc VllmWorker-N died unexpectedly[ (exit code: N)],
+# shutting down executor." when a worker process dies, before the engine reports its error).
 CRASH = re.compile(
     r"Engine core proc \S+ died unexpectedly|engine core exited unexpectedly|"
+    r"Worker proc \S+ died unexpectedly|"
     r"Engine loop has died|EngineDeadError|EngineCore encountered a fatal error|"
     r"AsyncLLM output_handler failed|Engine background task failed"
 )

@@ -59,6 +59,8 @@ _OPENERS = (
     fmt.MODEL_LOAD,
     fmt.PROFILING,
     fmt.CAPTURE,
+    fmt.POOL,
+    fmt.INIT_ENGINE,  # the engine's init total: the last plan line before it is ready
     fmt.READY,
     fmt.SERVING,
     fmt.ANSWERED,

@@ -326,3 +326,70 @@ def test_a_headless_traceback_survives_a_restore_before_its_frames() -> None:
         parser.feed(line)
     [plan] = parser.plans()
     assert (plan.outcome, plan.error) == ("crashed", _BUSY_TB[1])
+
+
+@pytest.mark.parametrize(
+    ("lines", "error"),
+    [
+        # vllm-project/vllm#19186 (0.9): a worker's capture_end fails in the driver's wording.
+        (
+            [
+                "(VllmWorker rank=3 pid=1090) ERROR 06-05 06:18:13 [multiproc_executor.py:470]"
+                "     super().capture_end()",
+                "(VllmWorker rank=3 pid=1090) ERROR 06-05 06:18:13 [multiproc_executor.py:470]"
+                " RuntimeError: CUDA error: out of memory",
+            ],
+            "RuntimeError: CUDA error: out of memory",
+        ),
+        # gpustack/gpustack#835 (V0 0.6): NCCL fails while the workers build their groups.
+        (
+            [
+                "(VllmWorkerProcess pid=1253) ERROR 12-25 01:10:28 multiproc_worker_utils.py:229]"
+                " RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for"
+                " details)",
+                "ERROR 12-25 01:10:28 engine.py:366] Traceback (most recent call last):",
+                'ERROR 12-25 01:10:28 engine.py:366]   File "/x/vllm/engine/multiprocessing/'
+                'engine.py", line 119, in from_engine_args',
+            ],
+            "RuntimeError: NCCL error: unhandled system error",
+        ),
+    ],
+)
+def test_cuda_driver_oom_and_nccl_errors_are_root_causes(lines: list[str], error: str) -> None:
+    [plan] = parse_vllm_log(lines)
+    assert plan.outcome == "failed"
+    assert plan.error is not None and error in plan.error
+
+
+def test_a_multiproc_worker_dying_is_the_crash_and_its_error() -> None:
+    # intel/llm-scaler#154 (compose prefix) and OpenPipe/ART#201: the executor names the dead
+    # worker before the engine's generic fatal error; a capture may hold only that line.
+    prefix = "eap-llm-server-on-arc  | ERROR 11-08 11:01:29 [multiproc_executor.py:135] "
+    died = prefix + "Worker proc VllmWorker-3 died unexpectedly, shutting down executor."
+    fatal = prefix.replace("multiproc_executor.py:135", "core.py:502")
+    [plan] = parse_vllm_log([died, fatal + "EngineCore encountered a fatal error."])
+    assert (plan.outcome, plan.error) == ("crashed", died)
+    # Constructed: the "(exit code: N)" wording vllm-project/vllm-ascend#7742 quotes, in
+    # vLLM's own header.
+    [plan] = parse_vllm_log(
+        [
+            "ERROR 08-22 13:05:18 [multiproc_executor.py:295] Worker proc VllmWorker-14 died "
+            "unexpectedly (exit code: None), shutting down executor."
+        ]
+    )
+    assert plan.outcome == "crashed"
+
+
+def test_a_capture_that_starts_at_the_init_total_opens_a_start() -> None:
+    # vllm-project/vllm#29830 (0.12, DEBUG on): the capture begins at the engine's DEBUG memory
+    # summary (not a failure), then the init total: one start, still incomplete.
+    [plan] = parse_vllm_log(
+        [
+            "(EngineCore_DP0 pid=3413554) DEBUG 12-01 19:49:03 [v1/worker/gpu_worker.py:484] Free "
+            "memory on device (43.91/44.4 GiB) on startup. Desired GPU memory utilization is "
+            "(0.9, 39.96 GiB).",
+            "(EngineCore_DP0 pid=3413554) INFO 12-01 19:49:03 [v1/engine/core.py:254] init engine "
+            "(profile, create kv cache, warmup model) took 1.34 seconds",
+        ]
+    )
+    assert (plan.outcome, plan.error, plan.init_engine_s) == ("incomplete", None, 1.34)
