@@ -28,7 +28,7 @@ def test_the_corpus_is_real_and_spans_versions() -> None:
     assert len(logs) >= 20
     assert all(log.header.get("source", "").startswith("https://") for log in logs)
     versions = {m.group(1) for log in logs if (m := re.match(r"v0\.(\d+x?)", log.path.name))}
-    assert {"5", "6", "7", "8", "9", "10", "11", "15", "23", "2x"} <= versions  # 2x: 0.20 on
+    assert {"5", "6", "7", "8", "9", "10", "11", "12", "15", "23", "2x"} <= versions  # 2x: 0.20 on
     outcomes = {p.get("outcome") for log in logs for p in log.expect.get("plans", [])}
     assert {"started", "failed", "crashed", "incomplete"} <= outcomes
     assert any(log.expect.get("hang_signals") for log in logs)
