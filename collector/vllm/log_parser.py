@@ -127,7 +127,7 @@ class VllmLogParser:
             self._outcome(running, parsed, ctx, facts)
             facts.append(self._fact("stats", stats, ctx))
             return facts
-        if "SpecDecoding metrics" in msg and fmt.SPEC.search(msg):
+        if "metrics: " in msg and fmt.SPEC.search(msg):
             return [self._fact("spec_decode", spec_fields(msg), ctx)]
         signal = hang_signal(msg)
         if signal is not None:
