@@ -165,9 +165,9 @@ def test_stats_line_external_prefix_and_mm_cache_hit_rates() -> None:
     [
         # V0's line: the rate is a fraction.
         (
-            "INFO 10-16 19:05:47 metrics.py:367] Speculative metrics: Draft acceptance rate: 0.642, "
-            "System efficiency: 0.598, Number of speculative tokens: 3, Number of accepted tokens: "
-            "8547, Number of draft tokens: 13311, Number of emitted tokens: 10616.",
+            "INFO 10-16 19:05:47 metrics.py:367] Speculative metrics: Draft acceptance rate: "
+            "0.642, System efficiency: 0.598, Number of speculative tokens: 3, Number of accepted "
+            "tokens: 8547, Number of draft tokens: 13311, Number of emitted tokens: 10616.",
             64.2,
             8547,
             13311,
@@ -463,3 +463,15 @@ def test_a_capture_that_starts_at_the_init_total_opens_a_start() -> None:
         ]
     )
     assert (plan.outcome, plan.error, plan.init_engine_s) == ("incomplete", None, 1.34)
+
+
+def test_a_capture_that_starts_at_a_spec_decode_line_is_serving() -> None:
+    # Like the stats line, only a running engine logs its spec-decode metrics (vllm#9539).
+    parser = VllmLogParser()
+    facts = parser.feed(
+        "INFO 10-16 19:05:47 metrics.py:367] Speculative metrics: Draft acceptance rate: 0.642, "
+        "System efficiency: 0.598, Number of speculative tokens: 3, Number of accepted tokens: "
+        "8547, Number of draft tokens: 13311, Number of emitted tokens: 10616."
+    )
+    assert [f.kind for f in facts][-1] == "spec_decode"
+    assert parser.current is not None and parser.current.outcome == "started"
