@@ -127,27 +127,45 @@ HANG_SIGNALS = (
     ("watchdog_stack_dump", re.compile(r"\[Watchdog\]\s*Dumped stack to")),
     ("fsm_advance_failed", re.compile(r"Failed to advance FSM")),
 )
+# V0 and V1 up to 0.8.3 print the stats line with no "Engine NNN: " in front; V0 counts
+# "Swapped" and "Pending" requests and a "CPU KV cache usage" (0.5-0.10).
 STATS = re.compile(
-    r"(?:Engine (?P<engine>\d+)|(?P<n>\d+) Engines Aggregated): Avg prompt throughput"
+    r"(?:(?:Engine (?P<engine>\d+)|(?P<n>\d+) Engines Aggregated): )?Avg prompt throughput: "
 )
-SPEC = re.compile(r"SpecDecoding metrics: ")
+# "Speculative metrics: " is V0's line (0.5-0.10) and V1's before 0.8.4 (vllm#15902).
+SPEC = re.compile(r"SpecDecoding metrics: |Speculative metrics: ")
 STAT_FIELDS = {
     "prompt_throughput": re.compile(rf"Avg prompt throughput: {FLOAT} tokens/s"),
     "generation_throughput": re.compile(rf"Avg generation throughput: {FLOAT} tokens/s"),
     "running": re.compile(r"Running: (\d+) reqs"),
     "waiting": re.compile(r"(?:Waiting|Pending): (\d+) reqs"),
+    "swapped": re.compile(r"Swapped: (\d+) reqs"),
     "deferred": re.compile(r"Deferred: (\d+) reqs"),
     "preemptions": re.compile(r"Preemptions: (\d+)"),
     "kv_cache_usage_pct": re.compile(rf"GPU KV cache usage: {FLOAT}%"),
+    "cpu_kv_cache_usage_pct": re.compile(rf"CPU KV cache usage: {FLOAT}%"),
     "prefix_cache_hit_rate_pct": re.compile(rf"Prefix cache hit rate: {FLOAT}%"),
+    "external_prefix_cache_hit_rate_pct": re.compile(rf"External prefix cache hit rate: {FLOAT}%"),
+    "mm_cache_hit_rate_pct": re.compile(rf"MM cache hit rate: {FLOAT}%"),
 }
 SPEC_FIELDS = {
     "mean_acceptance_length": re.compile(rf"Mean acceptance length: {FLOAT}"),
     "accepted_throughput": re.compile(rf"Accepted throughput: {FLOAT} tokens/s"),
     "drafted_throughput": re.compile(rf"Drafted throughput: {FLOAT} tokens/s"),
-    "accepted_tokens": re.compile(r"Accepted: (\d+) tokens"),
-    "drafted_tokens": re.compile(r"Drafted: (\d+) tokens"),
-    "acceptance_rate_pct": re.compile(rf"Avg Draft acceptance rate: {FLOAT}%"),
+    # "Number of accepted tokens: N" in V0's line and V1's before 0.8.4.
+    "accepted_tokens": re.compile(r"Accepted: (\d+) tokens|Number of accepted tokens: (\d+)"),
+    "drafted_tokens": re.compile(r"Drafted: (\d+) tokens|Number of draft tokens: (\d+)"),
 }
+# "Avg Draft acceptance rate: X%" last (0.11+), "Draft acceptance rate: X%" first (0.8.4-0.10),
+# a fraction "Draft acceptance rate: 0.642" in V0's line and V1's before 0.8.4.
+ACCEPTANCE_RATE = re.compile(r"Draft acceptance rate: (nan|\d+(?:\.\d+)?)(%?)")
 PER_POSITION = re.compile(r"Per-position acceptance rate: ((?:\d+(?:\.\d+)?(?:, )?)+)")
-INT_STATS = {"running", "waiting", "deferred", "preemptions", "accepted_tokens", "drafted_tokens"}
+INT_STATS = {
+    "running",
+    "waiting",
+    "swapped",
+    "deferred",
+    "preemptions",
+    "accepted_tokens",
+    "drafted_tokens",
+}

@@ -109,6 +109,7 @@ def outcome_of(
         or fmt.SERVING.search(msg)
         or fmt.ANSWERED.search(msg)
         or fmt.STATS.search(msg)
+        or fmt.SPEC.search(msg)
     ):
         return Outcome("started", None) if outcome == "incomplete" else None
     if fmt.CRASH.search(msg):

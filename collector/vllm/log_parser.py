@@ -118,17 +118,20 @@ class VllmLogParser:
         facts: list[VllmFact] = []
         ctx = (ts, line_no, parsed.log_time)
 
+        kind, data = None, None
         if "Avg prompt throughput" in msg:
-            stats = stats_fields(msg)
-            if stats is None:
+            kind, data = "stats", stats_fields(msg)
+            if data is None:
                 return facts
-            # Only a running engine logs its stats: a capture that starts here is serving.
+        elif "metrics: " in msg and fmt.SPEC.search(msg):
+            kind, data = "spec_decode", spec_fields(msg)
+        if kind is not None and data is not None:
+            # Only a running engine logs its stats and spec-decode metrics: a capture that
+            # starts here is serving.
             running = self.current or self._new_plan(ctx, facts)
             self._outcome(running, parsed, ctx, facts)
-            facts.append(self._fact("stats", stats, ctx))
+            facts.append(self._fact(kind, data, ctx))
             return facts
-        if "SpecDecoding metrics" in msg and fmt.SPEC.search(msg):
-            return [self._fact("spec_decode", spec_fields(msg), ctx)]
         signal = hang_signal(msg)
         if signal is not None:
             plan = self.current

@@ -110,10 +110,14 @@ def test_live_feed_facts_stats_and_spec() -> None:
         "generation_throughput": 41.2,
         "running": 1,
         "waiting": 0,
+        "swapped": None,
         "deferred": None,
         "preemptions": None,
         "kv_cache_usage_pct": 3.9,
+        "cpu_kv_cache_usage_pct": None,
         "prefix_cache_hit_rate_pct": 12.5,
+        "external_prefix_cache_hit_rate_pct": None,
+        "mm_cache_hit_rate_pct": None,
     }
     assert stats[1]["generation_throughput"] == 0.0
     [spec] = [f.data for f in facts if f.kind == "spec_decode"]
@@ -127,6 +131,72 @@ def test_live_feed_facts_stats_and_spec() -> None:
         "per_position_acceptance": [0.81, 0.633],
     }
     assert parser.current is not None and parser.current.outcome == "started"
+
+
+def test_v0_stats_line_without_engine_prefix() -> None:
+    # V0 (and V1 before 0.8.4) print no "Engine NNN: "; V0 counts swapped requests and CPU KV.
+    line = (
+        "INFO 01-22 18:27:20 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+        "throughput: 41.7 tokens/s, Running: 1 reqs, Swapped: 2 reqs, Pending: 3 reqs, GPU KV "
+        "cache usage: 2.0%, CPU KV cache usage: 0.5%."
+    )
+    [fact] = [f for f in VllmLogParser().feed(line) if f.kind == "stats"]
+    assert fact.data["engine"] is None
+    assert (fact.data["running"], fact.data["swapped"], fact.data["waiting"]) == (1, 2, 3)
+    assert (fact.data["kv_cache_usage_pct"], fact.data["cpu_kv_cache_usage_pct"]) == (2.0, 0.5)
+
+
+def test_stats_line_external_prefix_and_mm_cache_hit_rates() -> None:
+    line = (
+        "(APIServer pid=1) INFO 07-20 18:11:49 [loggers.py:271] Engine 002: Avg prompt throughput: "
+        "0.1 tokens/s, Avg generation throughput: 43.3 tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
+        "GPU KV cache usage: 10.1%, Prefix cache hit rate: 5.0%, MM cache hit rate: 7.5%, "
+        "External prefix cache hit rate: 100.0%"
+    )
+    [fact] = [f for f in VllmLogParser().feed(line) if f.kind == "stats"]
+    assert fact.data["engine"] == "002"
+    assert fact.data["prefix_cache_hit_rate_pct"] == 5.0
+    assert fact.data["mm_cache_hit_rate_pct"] == 7.5
+    assert fact.data["external_prefix_cache_hit_rate_pct"] == 100.0
+
+
+@pytest.mark.parametrize(
+    ("line", "rate", "accepted", "drafted"),
+    [
+        # V0's line: the rate is a fraction.
+        (
+            "INFO 10-16 19:05:47 metrics.py:367] Speculative metrics: Draft acceptance rate: "
+            "0.642, System efficiency: 0.598, Number of speculative tokens: 3, Number of accepted "
+            "tokens: 8547, Number of draft tokens: 13311, Number of emitted tokens: 10616.",
+            64.2,
+            8547,
+            13311,
+        ),
+        # V1 0.8.4-0.10: the rate first, in percent, with no "Avg".
+        (
+            "INFO 06-06 14:20:34 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: "
+            "38.8%, Mean acceptance length: 2.16, Accepted: 150 tokens, Drafted: 387 tokens, "
+            "Per-position acceptance rate: 0.543, 0.357, 0.264",
+            38.8,
+            150,
+            387,
+        ),
+        # V1 0.8.3: nothing drafted yet.
+        (
+            "INFO 04-02 18:03:41 [metrics.py:53] SpecDecoding metrics: Draft acceptance rate: "
+            "nan%, Accepted: 0 tokens, Drafted: 0 tokens",
+            None,
+            0,
+            0,
+        ),
+    ],
+)
+def test_older_spec_decode_lines(
+    line: str, rate: float | None, accepted: int, drafted: int
+) -> None:
+    [fact] = [f for f in VllmLogParser().feed(line) if f.kind == "spec_decode"]
+    assert fact.data["acceptance_rate_pct"] == rate
+    assert (fact.data["accepted_tokens"], fact.data["drafted_tokens"]) == (accepted, drafted)
 
 
 @pytest.mark.parametrize(
@@ -393,3 +463,15 @@ def test_a_capture_that_starts_at_the_init_total_opens_a_start() -> None:
         ]
     )
     assert (plan.outcome, plan.error, plan.init_engine_s) == ("incomplete", None, 1.34)
+
+
+def test_a_capture_that_starts_at_a_spec_decode_line_is_serving() -> None:
+    # Like the stats line, only a running engine logs its spec-decode metrics (vllm#9539).
+    parser = VllmLogParser()
+    facts = parser.feed(
+        "INFO 10-16 19:05:47 metrics.py:367] Speculative metrics: Draft acceptance rate: 0.642, "
+        "System efficiency: 0.598, Number of speculative tokens: 3, Number of accepted tokens: "
+        "8547, Number of draft tokens: 13311, Number of emitted tokens: 10616."
+    )
+    assert [f.kind for f in facts][-1] == "spec_decode"
+    assert parser.current is not None and parser.current.outcome == "started"
