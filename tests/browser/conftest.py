@@ -271,7 +271,29 @@ class Browser:
     def new_context(self, **options: Any) -> Any:
         context = self._chromium.new_context(**options)
         context.set_default_timeout(UI_WAIT_MS)
+        context.route("**/static/**", fetch_outside_chromium)
         return context
+
+
+def fetch_outside_chromium(route: Any) -> None:
+    """A page's scripts and styles, fetched by Playwright rather than Chromium's network stack.
+
+    Chromium fails every request in flight with net::ERR_NETWORK_CHANGED when an interface
+    comes or goes on the machine, and the twohost tests make and remove network namespaces
+    and veth pairs beside these tests: a page whose script failed that way stays blank (CI:
+    the incident page's incident.js). The files come from the collector all the same; the
+    pages' own API reads still go through Chromium (and are retried by the pages)."""
+    error: Exception | None = None
+    for _ in range(3):
+        try:
+            response = route.fetch()
+        except Exception as exc:  # playwright's Error: the connection failed
+            error = exc
+            continue
+        route.fulfill(response=response)
+        return
+    print(f"static file not fetched: {route.request.url}: {error}")
+    route.abort("failed")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._chromium, name)
