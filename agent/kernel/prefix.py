@@ -36,8 +36,9 @@ _CALLER = re.compile(r"\[\s*[CT]\d+\]\s?")
 _ISO = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?:?\s+")
 # "Mar 29 15:38:59", "déc. 08 12:07:18", "avril 21 22:46:38", "11月 15 14:15:47"
 _SYSLOG = re.compile(r"(?:[^\W\d_]{3,9}\.?|\d{1,2}月) {1,2}\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?\s+")
-# After a journal/syslog time: "[host ]kernel[pid]: " (journalctl --no-hostname drops the host)
-_IDENT = re.compile(r"(?:\S+ )?kernel(?:\[\d+\])?: ")
+# After a journal/syslog time: "[host ]kernel[pid]: " (journalctl --no-hostname drops the host),
+# or metalog's "[kernel] "
+_IDENT = re.compile(r"(?:\S+ )?kernel(?:\[\d+\])?: |\[kernel\] ")
 
 # Messages that begin with their subsystem tag carry no prefix.
 _BARE = ("NVRM", "nvidia", "NV_ERR_", "watchdog: ", "INFO: task ", "rcu: ", "Out of memory")

@@ -33,6 +33,7 @@ MSG = "NVRM: GPU0 _kgspRpcRecvPoll: GSP RM heartbeat timed out"
         "2026-09-14T14:02:21+0000 spark-01 kernel: ",  # short-iso
         "2026-09-14T14:02:21.123456+00:00 spark-01 kernel: ",  # short-iso-precise
         "[   12.345678] spark-01 kernel: ",  # short-monotonic
+        "Jun 06 15:45:40 [kernel] [ 1596.567501] ",  # metalog
         "déc. 08 12:07:18 bestosprec kernel: ",  # another locale
         "11月 15 14:15:47 leon-NF5468M6 kernel: ",
         "192.168.11.119: kern: warning: [2026-04-22T21:27:51.291660856Z]: ",  # Talos
@@ -47,6 +48,8 @@ def test_stack_frames_keep_their_indent_and_messages_their_brackets() -> None:
     assert kernel_message("[  155.441404]  uvm_release+0x151/0x160 [nvidia_uvm]") == (
         " uvm_release+0x151/0x160 [nvidia_uvm]"
     )
+    frame = "Jun 06 15:45:40 [kernel] [ 1596.567494]  [<ffffffff81049bd6>] cpu_idle+0xa6/0xc0"
+    assert kernel_message(frame) == " [<ffffffff81049bd6>] cpu_idle+0xa6/0xc0"
     drm = "[drm:nv_drm_load [nvidia_drm]] *ERROR* [nvidia-drm] Failed to allocate NvKmsKapiDevice"
     assert kernel_message(drm) == drm
     assert kernel_message("Oops: 0000 [#1] SMP") == "Oops: 0000 [#1] SMP"
