@@ -119,7 +119,7 @@ def outcome_of(
     if msg.strip() == fmt.TRACEBACK:
         state.in_traceback = True
         return None
-    raised = state.in_traceback and not clean[:1].isspace() and fmt.EXCEPTION.match(msg)
+    raised = state.in_traceback and is_exception(msg)
     if raised:
         state.in_traceback = False
     elif level in ("DEBUG", "INFO", "WARNING", "WARN"):

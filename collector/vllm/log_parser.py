@@ -26,6 +26,7 @@ from collector.vllm.log_stats import spec_fields, stats_fields
 from collector.vllm.plan import StartupPlan, plan_state
 
 PHASES = VLLM_PHASES  # shared with the agent (its guard can act only in given phases)
+OUTCOME_PHASE = {"started": "serving", "failed": "failed", "crashed": "crashed"}
 # Where a line is: (its stored ts, its line number, the log's own time text or None).
 Ctx = tuple[float | None, int | None, str | None]
 
@@ -118,20 +119,10 @@ class VllmLogParser:
         facts: list[VllmFact] = []
         ctx = (ts, line_no, parsed.log_time)
 
-        kind, data = None, None
         if "Avg prompt throughput" in msg:
-            kind, data = "stats", stats_fields(msg)
-            if data is None:
-                return facts
-        elif "metrics: " in msg and fmt.SPEC.search(msg):
-            kind, data = "spec_decode", spec_fields(msg)
-        if kind is not None and data is not None:
-            # Only a running engine logs its stats and spec-decode metrics: a capture that
-            # starts here is serving.
-            running = self.current or self._new_plan(ctx, facts)
-            self._outcome(running, parsed, ctx, facts)
-            facts.append(self._fact(kind, data, ctx))
-            return facts
+            return self._metrics("stats", stats_fields(msg), parsed, ctx, facts)
+        if "metrics: " in msg and fmt.SPEC.search(msg):
+            return self._metrics("spec_decode", spec_fields(msg), parsed, ctx, facts)
         signal = hang_signal(msg)
         if signal is not None:
             plan = self.current
@@ -167,8 +158,19 @@ class VllmLogParser:
         self._plan_line(plan, parsed, ctx, facts)
         if self._state.awaiting_error and is_exception(msg):
             self._state.awaiting_error = False  # the traceback's last line: its error
-            plan.error = parsed.clean
-            facts.append(self._fact("outcome", {"outcome": plan.outcome, "error": plan.error}, ctx))
+            self._conclude(plan, plan.outcome, parsed.clean, ctx, facts)
+        return facts
+
+    def _metrics(
+        self, kind: str, data: dict[str, Any] | None, parsed: _Line, ctx: Ctx, facts: list[VllmFact]
+    ) -> list[VllmFact]:
+        """A stats or spec-decode line. Only a running engine logs them: a capture that starts
+        here is serving."""
+        if data is None:
+            return facts
+        running = self.current or self._new_plan(ctx, facts)
+        self._outcome(running, parsed, ctx, facts)
+        facts.append(self._fact(kind, data, ctx))
         return facts
 
     def _loose_start(self, outcome: str, ctx: Ctx, facts: list[VllmFact]) -> list[VllmFact]:
@@ -176,10 +178,8 @@ class VllmLogParser:
         frame says; its error is the exception line already seen, else the one to come."""
         error = self._state.loose_error
         plan = self._new_plan(ctx, facts)
-        self._enter(plan, outcome, ctx, facts)
-        plan.outcome, plan.error = outcome, error
+        self._conclude(plan, outcome, error, ctx, facts)
         self._state.awaiting_error = error is None
-        facts.append(self._fact("outcome", {"outcome": outcome, "error": error}, ctx))
         return facts
 
     def _block_size(self, plan: StartupPlan, msg: str) -> None:
@@ -276,11 +276,16 @@ class VllmLogParser:
         )
         if result is None:
             return
-        phase = {"started": "serving", "failed": "failed", "crashed": "crashed"}[result.outcome]
-        self._enter(plan, phase, ctx, facts)
-        plan.outcome, plan.error = result.outcome, result.error
         self._state.root_cause = self._state.root_cause or result.root_cause
-        facts.append(self._fact("outcome", {"outcome": plan.outcome, "error": plan.error}, ctx))
+        self._conclude(plan, result.outcome, result.error, ctx, facts)
+
+    def _conclude(
+        self, plan: StartupPlan, outcome: str, error: str | None, ctx: Ctx, facts: list[VllmFact]
+    ) -> None:
+        """The start's outcome and error from this line on, its phase, and the fact saying so."""
+        self._enter(plan, OUTCOME_PHASE[outcome], ctx, facts)
+        plan.outcome, plan.error = outcome, error
+        facts.append(self._fact("outcome", {"outcome": outcome, "error": error}, ctx))
 
     def _new_plan(self, ctx: Ctx, facts: list[VllmFact]) -> StartupPlan:
         plan = StartupPlan(first_ts=ctx[0], first_line_no=ctx[1])
