@@ -283,11 +283,13 @@ def fetch_outside_chromium(route: Any) -> None:
     and veth pairs beside these tests: a page whose script failed that way stays blank (CI:
     the incident page's incident.js). The files come from the collector all the same; the
     pages' own API reads still go through Chromium (and are retried by the pages)."""
-    error: Exception | None = None
+    from playwright.sync_api import Error
+
+    error: Error | None = None
     for _ in range(3):
         try:
             response = route.fetch()
-        except Exception as exc:  # playwright's Error: the connection failed
+        except Error as exc:  # the connection failed
             error = exc
             continue
         route.fulfill(response=response)
