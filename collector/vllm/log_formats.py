@@ -9,6 +9,7 @@ that changed between releases. Messages are matched by content, never by source 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 HEADER = re.compile(
@@ -17,6 +18,26 @@ HEADER = re.compile(
     r"(?P<date>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+\[?(?P<src>[\w./-]+:\d+)\]\s?(?P<msg>.*)$"
 )
 TAG_ONLY = re.compile(r"\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s?(?P<msg>.*)$")
+
+
+@dataclass
+class VllmLine:
+    level: str | None
+    log_time: str | None
+    msg: str
+    clean: str
+
+
+def split_vllm_line(line: str) -> VllmLine:
+    """Strip ANSI colours and vLLM's prefix; the message is what remains."""
+    clean = ANSI.sub("", line).rstrip("\r\n").rstrip()
+    m = HEADER.search(clean)
+    if m:
+        return VllmLine(m.group("level"), m.group("date"), m.group("msg"), clean)
+    t = TAG_ONLY.search(clean)
+    return VllmLine(None, None, t.group("msg") if t else clean, clean)
+
+
 FLOAT = r"(-?\d+(?:\.\d+)?)"
 
 VERSION = re.compile(

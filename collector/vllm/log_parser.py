@@ -14,6 +14,7 @@ from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
+from collector.vllm.log_formats import VllmLine, split_vllm_line
 from collector.vllm.log_outcome import (
     OutcomeState,
     hang_signal,
@@ -41,24 +42,6 @@ class VllmFact:
     ts: float | None
     line_no: int | None
     plan_index: int
-
-
-@dataclass
-class _Line:
-    level: str | None
-    log_time: str | None
-    msg: str
-    clean: str
-
-
-def split_vllm_line(line: str) -> _Line:
-    """Strip ANSI colours and vLLM's prefix; the message is what remains."""
-    clean = fmt.ANSI.sub("", line).rstrip("\r\n").rstrip()
-    m = fmt.HEADER.search(clean)
-    if m:
-        return _Line(m.group("level"), m.group("date"), m.group("msg"), clean)
-    t = fmt.TAG_ONLY.search(clean)
-    return _Line(None, None, t.group("msg") if t else clean, clean)
 
 
 def _num(text: str) -> float:
@@ -162,7 +145,12 @@ class VllmLogParser:
         return facts
 
     def _metrics(
-        self, kind: str, data: dict[str, Any] | None, parsed: _Line, ctx: Ctx, facts: list[VllmFact]
+        self,
+        kind: str,
+        data: dict[str, Any] | None,
+        parsed: VllmLine,
+        ctx: Ctx,
+        facts: list[VllmFact],
     ) -> list[VllmFact]:
         """A stats or spec-decode line. Only a running engine logs them: a capture that starts
         here is serving."""
@@ -196,7 +184,9 @@ class VllmLogParser:
             if not plan.drafter_loaded:
                 self._set(plan, "drafter_loaded", True, ctx, facts)
 
-    def _plan_line(self, plan: StartupPlan, parsed: _Line, ctx: Ctx, facts: list[VllmFact]) -> None:
+    def _plan_line(
+        self, plan: StartupPlan, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]
+    ) -> None:
         msg = parsed.msg
         if "Initializing" in msg or "block_size" in msg:
             self._block_size(plan, msg)
@@ -266,7 +256,9 @@ class VllmLogParser:
         self._set(plan, name, value, ctx, facts)
         return True
 
-    def _outcome(self, plan: StartupPlan, parsed: _Line, ctx: Ctx, facts: list[VllmFact]) -> None:
+    def _outcome(
+        self, plan: StartupPlan, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]
+    ) -> None:
         result = outcome_of(
             self._state,
             outcome=plan.outcome,
