@@ -274,6 +274,9 @@ class Browser:
         context.route("**/static/**", fetch_outside_chromium)
         return context
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._chromium, name)
+
 
 def fetch_outside_chromium(route: Any) -> None:
     """A page's scripts and styles, fetched by Playwright rather than Chromium's network stack.
@@ -285,20 +288,21 @@ def fetch_outside_chromium(route: Any) -> None:
     pages' own API reads still go through Chromium (and are retried by the pages)."""
     from playwright.sync_api import Error
 
-    error: Error | None = None
+    response, error = None, None
     for _ in range(3):
         try:
             response = route.fetch()
+            break
         except Error as exc:  # the connection failed
             error = exc
-            continue
-        route.fulfill(response=response)
-        return
-    print(f"static file not fetched: {route.request.url}: {error}")
-    route.abort("failed")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._chromium, name)
+    try:
+        if response is not None:
+            route.fulfill(response=response)
+        else:
+            print(f"static file not fetched: {route.request.url}: {error}")
+            route.abort("failed")
+    except Error:  # the page closed (its test ended) while its file was on the way
+        pass
 
 
 def login(page: Any, base: str, path: str = "/", token: str = ADMIN_TOKEN) -> None:
