@@ -48,15 +48,15 @@ def test_incident_through_apprise_json_retried_then_delivered_once(collector: Co
         with db.session_scope(factory(collector)) as s:
             s.execute(Delivery.__table__.delete())
         iid = lose(collector)
-
-        assert deliver(collector) == []  # 500: kept, backing off
+        t0 = utcnow()
+        assert deliver(collector, since=t0) == []  # 500: kept, backing off
         [failed] = deliveries(collector)
         assert (failed.state, failed.attempts) == ("pending", 1)
         assert "500" in (failed.last_error or "")
-        assert deliver(collector) == []  # not due yet
+        assert deliver(collector, since=t0) == []  # not due yet
         later = 11 + collector.settings.webhook_backoff_base_s
-        assert len(deliver(collector, now_offset_s=later)) == 1
-        assert deliver(collector, now_offset_s=later + 3600) == []  # delivered: never again
+        assert len(deliver(collector, now_offset_s=later, since=t0)) == 1
+        assert deliver(collector, now_offset_s=later + 3600, since=t0) == []  # never again
 
         assert [r.status for r in rec.requests] == [500, 200]
         [got] = rec.accepted

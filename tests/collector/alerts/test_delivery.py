@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 
 import httpx
@@ -33,11 +33,13 @@ def lose(c: Collector) -> int:
     return opened[0]
 
 
-def deliver(c: Collector, now_offset_s: float = 11.0) -> list[int]:
+def deliver(c: Collector, now_offset_s: float = 11.0, since: datetime | None = None) -> list[int]:
+    """Run the sender `now_offset_s` after `since` (default: the wall clock now). Tests that
+    compare several runs pass one `since`, so a slow machine cannot move them apart."""
     with httpx.Client() as http:
         return webhooks.deliver_due_alerts(
             factory(c),
-            now=utcnow() + timedelta(seconds=now_offset_s),
+            now=(since or utcnow()) + timedelta(seconds=now_offset_s),
             http_client=http,
             settings=c.settings,
             rng=random.Random(1),
@@ -71,9 +73,11 @@ def test_opened_alert_payload_and_retry_after_500(collector: Collector) -> None:
             lines=[kline(1, time.time(), "watchdog: BUG: soft lockup - CPU#3 stuck for 22s!")],
         )
         iid = lose(collector)
-        assert deliver(collector) == []  # 500
-        assert deliver(collector) == []  # not due yet: backing off
-        delivered = deliver(collector, now_offset_s=11 + collector.settings.webhook_backoff_base_s)
+        t0 = utcnow()
+        assert deliver(collector, since=t0) == []  # 500
+        assert deliver(collector, since=t0) == []  # not due yet: backing off
+        later = 11 + collector.settings.webhook_backoff_base_s
+        delivered = deliver(collector, now_offset_s=later, since=t0)
         assert len(delivered) == 1 and rec.bad_signatures == 0
         body = rec.received[0]["body"]
         assert body["event"] == "incident.opened"
@@ -193,7 +197,8 @@ def test_a_sender_killed_mid_post_resends_soon_and_never_after_the_resolved(
         post(collector, token, "spark-01")
         iid = lose(collector)
         sf, settings = factory(collector), collector.settings
-        claimed_at = utcnow() + timedelta(seconds=11)
+        t0 = utcnow()
+        claimed_at = t0 + timedelta(seconds=11)
         with db.session_scope(sf) as s:  # what the killed sender left: claimed, unanswered
             (opened,) = s.scalars(select(Delivery))
             assert webhooks._claim(s, opened.id, claimed_at, settings)
@@ -201,10 +206,11 @@ def test_a_sender_killed_mid_post_resends_soon_and_never_after_the_resolved(
         post(collector, token, "spark-01", boot=BOOT_B)  # back: the resolved is queued
         lease = webhooks.lease_s(settings)
         assert lease < 30  # short: not the 40 s it used to be
-        assert deliver(collector, now_offset_s=11 + lease - 1) == []  # resolved waits
+        assert deliver(collector, now_offset_s=11 + lease - 1, since=t0) == []  # resolved waits
         assert rec.received == []
-        assert len(deliver(collector, now_offset_s=11 + lease + 0.1)) == 1  # the opened again
-        assert len(deliver(collector, now_offset_s=11 + lease + 0.1)) == 1  # now the resolved
+        over = 11 + lease + 0.1
+        assert len(deliver(collector, now_offset_s=over, since=t0)) == 1  # the opened again
+        assert len(deliver(collector, now_offset_s=over, since=t0)) == 1  # now the resolved
         assert rec.events() == ["incident.opened", "incident.resolved"]
         assert rec.ids()[0] == opened_id  # the same webhook-id: at least once, keyed by it
         with db.session_scope(sf) as s:
