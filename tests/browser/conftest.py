@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -272,10 +273,40 @@ class Browser:
         context = self._chromium.new_context(**options)
         context.set_default_timeout(UI_WAIT_MS)
         context.route("**/static/**", fetch_outside_chromium)
-        return context
+        return Context(context)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._chromium, name)
+
+
+class Context:
+    """A browser context whose pages' ``goto`` survives a network change (see
+    ``fetch_outside_chromium``): a navigation Chromium failed with ERR_NETWORK_CHANGED is
+    made again, up to twice."""
+
+    def __init__(self, context: Any) -> None:
+        self._context = context
+
+    def new_page(self) -> Any:
+        page = self._context.new_page()
+        page.goto = partial(goto_again_after_network_change, page.goto)
+        return page
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
+def goto_again_after_network_change(goto: Callable[..., Any], url: str, **options: Any) -> Any:
+    from playwright.sync_api import Error
+
+    for attempt in range(3):
+        try:
+            return goto(url, **options)
+        except Error as exc:
+            if "ERR_NETWORK_CHANGED" not in str(exc) or attempt == 2:
+                raise
+            print(f"navigation to {url} failed with a network change; again")
+    raise AssertionError("unreachable")
 
 
 def fetch_outside_chromium(route: Any) -> None:
