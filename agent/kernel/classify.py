@@ -44,6 +44,7 @@ _PRECHECK = (
     "Out of memory",
     "allocation failure",
     "vmalloc error",
+    "cma_alloc",
     "[#",
     "Kernel panic",
     "@ pc:0x",

@@ -503,6 +503,9 @@ def test_memory_cgroup_kill_in_the_3x_wording() -> None:
             "modprobe",
         ),
         ("vmalloc: allocation failure, allocated 4096 of 8192 bytes", "vmalloc", None),
+        ("cma: cma_alloc: alloc failed, req-size: 2040 pages, ret: -12", "cma", None),
+        ("cma_alloc: linux,cma: alloc failed, req-size: 512 pages, ret: -12", "cma", None),
+        ("__cma_alloc: reserved: alloc failed, req-size: 4 pages, ret: -16", "cma", None),
     ],
 )
 def test_allocation_failures_in_older_wordings(line: str, code: str, process: str | None) -> None:
