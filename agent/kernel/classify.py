@@ -44,10 +44,13 @@ _PRECHECK = (
     "Out of memory",
     "allocation failure",
     "vmalloc error",
+    "cma_alloc",
     "[#",
     "Kernel panic",
+    "@ pc:0x",
 )
-_NVIDIA = ("NVRM", "NV_ERR_", "nvidia-uvm", "SXid")
+# "@ pc:0x": a GSP CrashCat report's fault line, which the driver prints without its NVRM tag
+_NVIDIA = ("NVRM", "NV_ERR_", "nvidia-uvm", "SXid", "@ pc:0x")
 
 
 def classify_kernel_line(text: str) -> KernelEvent | None:

@@ -1,6 +1,6 @@
 """The kernel's own freeze precursors and crashes: soft/hard/workqueue lockups, hung tasks, RCU
-stalls, OOM kills (every wording since 2.6), allocation failures and stalls, and oops / BUG /
-general protection fault / panic as one kind, ``oops``.
+stalls, OOM kills (every wording since 2.6), allocation failures (page, vmalloc, CMA) and
+stalls, and oops / BUG / general protection fault / panic as one kind, ``oops``.
 
 An oops prints many lines; the event is the die line (``Oops: 0000 [#1] SMP``,
 ``general protection fault ...: 0000 [#1]``, ``Internal error: Oops: ... [#1]``), printed once
@@ -37,6 +37,11 @@ _ALLOC_FAIL = re.compile(
     r"|vmalloc(?: error:|: allocation failure[:,]))"
 )
 _ALLOC_STALL = re.compile(r"page allocation stalls for (?P<ms>\d+)ms")
+# Contiguous memory (CMA): 4.x "cma: cma_alloc: alloc failed, req-size: 2040 pages, ret: -12",
+# 5.x+ "cma_alloc: linux,cma: alloc failed, ...", 6.12+ "__cma_alloc: reserved: alloc failed, ..."
+_CMA_FAIL = re.compile(
+    r"cma_alloc(?:\(\))?: (?:[\w,.@-]+: )?alloc failed, req-size: (?P<pages>\d+)"
+)
 # The die line: "<what>: <error code> [#<n>]"
 _DIE = re.compile(r"(?P<what>[A-Za-z][^\[]*?):? (?:[0-9a-fA-F]{4,16} )?\[#(?P<n>\d+)\]")
 _PANIC = re.compile(r"Kernel panic - not syncing: ?(?P<why>.*)")
@@ -186,6 +191,14 @@ def _alloc(text: str) -> KernelEvent | None:
             else "vmalloc failure",
             detail=text.strip(),
         )
+    m = _CMA_FAIL.search(text)
+    if m:
+        return make_event(
+            "alloc_failure",
+            code="cma",
+            meaning=f"contiguous memory (CMA) allocation of {m.group('pages')} pages failed",
+            detail=text.strip(),
+        )
     m = _ALLOC_STALL.search(text)
     if m:
         return make_event(
@@ -224,6 +237,6 @@ def classify_generic(text: str) -> KernelEvent | None:
             return _alloc(text)
     if "process" in text or "oom-killer" in text or "Out of memory" in text:
         return _oom(text)
-    if "allocation failure" in text or "vmalloc error" in text:
+    if "allocation failure" in text or "vmalloc error" in text or "cma_alloc" in text:
         return _alloc(text)
     return None

@@ -324,7 +324,7 @@ def classify_nvidia(text: str) -> KernelEvent | None:
         event = _classify_nv_err(text)
         if event is not None:
             return event
-    if "NVRM" in text and _may_be_gsp(text):
+    if ("NVRM" in text or "@ pc:0x" in text) and _may_be_gsp(text):
         event = _classify_gsp(text)
         if event is not None:
             return event

@@ -324,6 +324,22 @@ def test_gsp_failure_families(line: str, family: str, device: str | None) -> Non
     assert event is not None and (event.kind, event.code, event.device) == ("gsp", family, device)
 
 
+def test_a_crashcat_fault_line_without_the_nvrm_tag() -> None:
+    """The CrashCat report prints its fault line bare; the frames around it keep NVRM."""
+    for line in (
+        "GSP task watchdog timeout @ pc:0x1b66396, partition:4#0, task:3, gfid: 0",
+        "Jun 12 16:25:44 fedora-box kernel: GSP task watchdog timeout @ pc:0x1b3e756, "
+        "partition:4#0, task:3",
+    ):
+        event = classify_kernel_line(line)
+        assert event is not None and (event.kind, event.code) == ("gsp", "crashcat")
+    assert (
+        classify_kernel_line("NVRM:     Reported by libos partition:4#5 kernel v3.1 [0] @ ts:1")
+        is None
+    )
+    assert classify_kernel_line("fw: boot ok @ pc:0x1000") is None
+
+
 def test_uvm_error_but_not_uvm_banner() -> None:
     event = classify_kernel_line("nvidia-uvm: Encountered a global fatal error: Unknown error")
     assert event is not None and event.kind == "uvm"
@@ -487,6 +503,9 @@ def test_memory_cgroup_kill_in_the_3x_wording() -> None:
             "modprobe",
         ),
         ("vmalloc: allocation failure, allocated 4096 of 8192 bytes", "vmalloc", None),
+        ("cma: cma_alloc: alloc failed, req-size: 2040 pages, ret: -12", "cma", None),
+        ("cma_alloc: linux,cma: alloc failed, req-size: 512 pages, ret: -12", "cma", None),
+        ("__cma_alloc: reserved: alloc failed, req-size: 4 pages, ret: -16", "cma", None),
     ],
 )
 def test_allocation_failures_in_older_wordings(line: str, code: str, process: str | None) -> None:
