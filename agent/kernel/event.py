@@ -44,6 +44,7 @@ KIND_ADVICE: dict[str, tuple[str, str]] = {
     "gsp": ("fatal", "reset_gpu"),
     "uvm": ("error", "restart_app"),
     "bus_off": ("fatal", "reboot"),
+    "aer": ("error", "none"),  # nonfatal; a fatal one: ("fatal", "reboot")
     "oops": ("fatal", "reboot"),
     "soft_lockup": ("error", "reboot"),
     "hung_task": ("warning", "none"),
