@@ -120,6 +120,7 @@ KERNEL_EVENT_KINDS = (
     "gsp",
     "uvm",
     "bus_off",
+    "aer",
     "oops",
     "soft_lockup",
     "hung_task",

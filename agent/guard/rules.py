@@ -169,6 +169,10 @@ def _kernel_matches(value: Any, where: str) -> tuple[KernelMatch, ...]:
             if qualifier != "fatal" and not qualifier.isdigit():
                 raise GuardConfigError(f"{where}: 'xid fatal' or 'xid <code>', not {item!r}")
             out.append(KernelMatch(kind, int(qualifier) if qualifier.isdigit() else "fatal"))
+        elif kind == "aer" and qualifier:  # a non-fatal one leaves the link up
+            if qualifier != "fatal":
+                raise GuardConfigError(f"{where}: 'aer' or 'aer fatal', not {item!r}")
+            out.append(KernelMatch(kind, "fatal"))
         elif kind == "nv_err" and qualifier:
             if not re.fullmatch(r"NV_ERR_[A-Z0-9_]+", qualifier):
                 raise GuardConfigError(f"{where}: 'nv_err NV_ERR_<NAME>', not {item!r}")

@@ -3,11 +3,13 @@
 Called on every ingested kernel line: a cheap substring precheck rejects ordinary lines before
 any prefix is looked at or any regex runs. The line may carry any prefix (``prefix``); the
 event is found by its subsystem tag. Benign driver chatter (module load banners, GPU UUID and
-serial lines, RPC history dumps) yields None.
+serial lines, RPC history dumps) and corrected PCIe errors (they flood) yield None.
 """
 
 from __future__ import annotations
 
+from agent.kernel.aer import NEEDLE as AER_NEEDLE
+from agent.kernel.aer import classify_aer
 from agent.kernel.event import (
     EVENT_KINDS,
     GPU_FAULT_KINDS,
@@ -48,6 +50,7 @@ _PRECHECK = (
     "[#",
     "Kernel panic",
     "@ pc:0x",
+    AER_NEEDLE,
 )
 # "@ pc:0x": a GSP CrashCat report's fault line, which the driver prints without its NVRM tag
 _NVIDIA = ("NVRM", "NV_ERR_", "nvidia-uvm", "SXid", "@ pc:0x")
@@ -67,4 +70,6 @@ def classify_kernel_line(text: str) -> KernelEvent | None:
             if event is not None or message.startswith("NVRM"):
                 return event  # the driver's own message is never one of the kernel's events
             break
+    if AER_NEEDLE in message:
+        return classify_aer(message)
     return classify_generic(message)

@@ -44,6 +44,7 @@ KIND_ADVICE: dict[str, tuple[str, str]] = {
     "gsp": ("fatal", "reset_gpu"),
     "uvm": ("error", "restart_app"),
     "bus_off": ("fatal", "reboot"),
+    "aer": ("error", "none"),  # nonfatal; a fatal one: ("fatal", "reboot")
     "oops": ("fatal", "reboot"),
     "soft_lockup": ("error", "reboot"),
     "hung_task": ("warning", "none"),
@@ -62,8 +63,9 @@ class KernelEvent:
     """A classified kernel message; fields a kind doesn't carry are None.
 
     ``code`` names the fault within its kind (the Xid or SXid number, the ``NV_ERR_*`` name,
-    the GSP failure family, the oops flavour); ``device`` is the GPU or NVSwitch (PCI address,
-    else ``GPU<n>``); ``module`` the kernel module an oops happened in.
+    the GSP failure family, the oops flavour, AER's ``fatal``/``nonfatal``); ``device`` is the
+    GPU or NVSwitch (PCI address, else ``GPU<n>``) or, for ``aer``, the PCIe device or port as
+    the kernel names it (``0000:00:01.0``); ``module`` the kernel module an oops happened in.
     """
 
     kind: str

@@ -98,7 +98,8 @@ def enqueue_kernel_events(
 
 
 def alerts_on(event: object) -> bool:
-    """GPU faults (except purely informational ones) and fatal events of any kind alert."""
+    """GPU faults (except purely informational ones) and fatal events of any kind alert: a
+    fatal ``aer`` does, a non-fatal one (any PCIe device's, the link still up) stays quiet."""
     severity = getattr(event, "severity", None)
     if getattr(event, "kind", None) in GPU_FAULT_KINDS:
         return severity != Severity.INFO

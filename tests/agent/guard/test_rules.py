@@ -11,6 +11,7 @@ import pytest
 
 from agent.cli import main
 from agent.config import parse_args
+from agent.guard.kernel import matches
 from agent.guard.rules import (
     GuardConfigError,
     KernelMatch,
@@ -19,6 +20,7 @@ from agent.guard.rules import (
     parse_size,
 )
 from agent.guard.setup import build_guard, read_guard_config
+from agent.kernel.classify import classify_kernel_line
 from tests.support.proctree import GIB
 
 from .conftest import Events
@@ -78,6 +80,18 @@ def test_every_rule_kind() -> None:
     assert parsed.summary()["state"] == "armed"
 
 
+def test_aer_fatal_matches_only_a_fatal_aer() -> None:
+    """``aer fatal``: stop vLLM when the GPU's link failed, not on a non-fatal error."""
+    (rule,) = config([{"kernel_event": ["aer fatal"]}]).rules
+    assert rule.kernel == (KernelMatch("aer", "fatal"),)
+    line = "pcieport 0000:00:02.0: AER: PCIe Bus Error: severity=Uncorrected (Fatal), type=Tr"
+    fatal = classify_kernel_line(line)
+    nonfatal = classify_kernel_line(line.replace("(Fatal)", "(Non-Fatal)"))
+    assert fatal is not None and nonfatal is not None
+    assert matches("aer", "fatal", fatal) and not matches("aer", "fatal", nonfatal)
+    assert matches("aer", None, nonfatal)
+
+
 MEM = {"mem_available_below": "4GiB"}
 STOP = ["docker_stop"]
 
@@ -92,6 +106,7 @@ STOP = ["docker_stop"]
         ([{"kernel_event": ["xid bad"]}], STOP, "'xid fatal' or 'xid <code>'"),
         ([{"kernel_event": ["nvidia_err"]}], STOP, "unknown kernel event kind"),
         ([{"kernel_event": ["oom_kill vllm"]}], STOP, "takes no qualifier"),
+        ([{"kernel_event": ["aer nonfatal"]}], STOP, "'aer' or 'aer fatal'"),
         ([{**MEM, "phases": ["warmup"]}], STOP, "unknown vLLM phase"),
         ([MEM], [], "no actions"),
         ([], STOP, "at least one rule"),

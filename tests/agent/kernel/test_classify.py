@@ -544,3 +544,89 @@ def test_hard_lockups_of_every_watchdog(line: str, cpu: str) -> None:
 )
 def test_other_subsystems_hardware_errors_are_not_events(line: str) -> None:
     assert classify_kernel_line(line) is None
+
+
+# An uncorrected PCIe AER report, as aer.c prints it (4.19+: "AER: " after the device).
+AER_REPORT = [
+    "pcieport 0000:00:01.0: AER: Uncorrected (Fatal) error message received from 0000:01:00.0",
+    "nvidia 0000:01:00.0: AER: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction "
+    "Layer, (Requester ID)",
+    "nvidia 0000:01:00.0: AER:   device [10de:2330] error status/mask=00004000/00000000",
+    "nvidia 0000:01:00.0: AER:    [14] CmpltTO                (First)",
+    "pcieport 0000:00:01.0: AER: Root Port link has been reset (0)",
+    "pcieport 0000:00:01.0: AER: device recovery failed",
+]
+
+
+def test_an_uncorrected_aer_report_is_one_event_on_its_bus_error_line() -> None:
+    events = [classify_kernel_line(line) for line in AER_REPORT]
+    assert [e is not None for e in events] == [False, True, False, False, False, False]
+    event = events[1]
+    assert event is not None
+    assert (event.kind, event.code, event.device, event.pci) == (
+        "aer",
+        "fatal",
+        "0000:01:00.0",
+        "0000:01:00.0",
+    )
+    assert (event.severity, event.action) == ("fatal", "reboot")
+    assert event.meaning is not None and "falling off the bus" in event.meaning
+    assert "Transaction Layer" in event.meaning
+    assert event.kind not in GPU_FAULT_KINDS  # any PCIe device: alerts only when fatal
+
+
+@pytest.mark.parametrize(
+    ("line", "device"),
+    [
+        # 2.6.3x-4.18: no "AER: " tag, the agent's id
+        (
+            "[74889.542044] pcieport 0000:00:02.0: PCIe Bus Error: severity=Uncorrected (Fatal), "
+            "type=Transaction Layer, id=0010(Receiver ID)",
+            "0000:00:02.0",
+        ),
+        # a device gone from config space, a VMD domain, CXL (6.x), a bare paste
+        (
+            "pcieport 10000:e0:03.0: AER: PCIe Bus Error: severity=Uncorrected (Fatal), "
+            "type=Inaccessible, (Unregistered Agent ID)",
+            "10000:e0:03.0",
+        ),
+        (
+            "cxl_pci 0000:0D:00.0: AER: CXL Bus Error: severity=Uncorrected (Fatal), "
+            "type=Transaction Layer, (Receiver ID)",
+            "0000:0d:00.0",
+        ),
+        (
+            "PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Receiver ID)",
+            None,
+        ),
+    ],
+)
+def test_aer_fatal_forms(line: str, device: str | None) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code, event.device) == ("aer", "fatal", device)
+
+
+def test_aer_nonfatal_is_an_error_with_no_action() -> None:
+    event = classify_kernel_line(
+        "Mar 29 15:38:59 spark-01 kernel: nvidia 0000:0f:00.0: AER: PCIe Bus Error: "
+        "severity=Uncorrected (Non-Fatal), type=Transaction Layer, (Requester ID)"
+    )
+    assert event is not None
+    assert (event.kind, event.code, event.device) == ("aer", "nonfatal", "0000:0f:00.0")
+    assert (event.severity, event.action) == ("error", "none")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: 0000:00:03.0",
+        "pcieport 0000:00:1c.4: AER: Uncorrected (Non-Fatal) error received: id=00e4",
+        "pcieport 0000:00:1c.5: AER: Multiple Corrected error received: id=00e5",
+        "pcieport 0000:00:1c.5: PCIe Bus Error: severity=Corrected, type=Physical Layer, "
+        "id=00e5(Receiver ID)",
+        "pcieport 0000:00:03.1: PCIe Bus Error: severity=Correctable, type=Data Link Layer, "
+        "(Transmitter ID)",
+    ],
+)
+def test_aer_lines_that_are_no_event(line: str) -> None:
+    assert classify_kernel_line(line) is None

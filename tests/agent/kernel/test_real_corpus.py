@@ -38,3 +38,17 @@ def test_an_oops_is_one_event_in_its_module() -> None:
     [event] = read_kernel_log(oops.lines)
     assert (event.event.kind, event.event.module) == ("oops", "nvidia")
     assert "nvidia_vma_access" in (event.event.meaning or "")
+
+
+def test_each_uncorrected_aer_report_is_one_event_and_corrected_floods_none() -> None:
+    files = {f.path.name: f for f in kernel_files()}
+    fatal = read_kernel_log(files["aer-uncorrected-fatal-gpu-link.txt"].lines)
+    assert [(e.event.kind, e.event.code, e.event.device) for e in fatal] == [
+        ("aer", "fatal", "0000:00:02.0"),
+        ("xid", "79", "0000:02:00"),
+        ("aer", "fatal", "0000:00:03.0"),
+        ("aer", "fatal", "0000:00:1c.4"),
+        ("aer", "fatal", None),
+        ("aer", "fatal", "0000:00:01.1"),
+    ]
+    assert read_kernel_log(files["aer-corrected-floods-benign.txt"].lines) == []
