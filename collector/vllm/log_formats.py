@@ -1,9 +1,10 @@
 """vLLM's log lines as it has printed them across versions (0.5 → 0.33), as patterns.
 
 An optional ``(<Proc> pid=N) `` tag, ``LEVEL MM-DD HH:MM:SS [file.py:NNN] message`` (0.5-0.7.3
-print ``file.py:NNN]`` without the ``[``), uvicorn's ``INFO:     ...`` lines, ANSI colours,
-whatever a log shipper put in front (journald, docker compose, TorchServe), and message formats
-that changed between releases. Messages are matched by content, never by source line numbers.
+print ``file.py:NNN]`` without the ``[``), uvicorn's ``INFO:     ...`` lines, ANSI colours (also
+in caret notation, as a paste shows them), whatever a log shipper put in front (journald, docker
+compose, TorchServe), and message formats that changed between releases. Messages are matched
+by content, never by source line numbers.
 """
 
 from __future__ import annotations
@@ -11,7 +12,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# Colours as the terminal gets them, and as a paste shows them in caret notation ("^[[0;36m").
+ANSI = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]")
+# What a paste or a log reader wraps a whole line in: a markdown block quote ("> ", nested
+# "> > "), the RFC 3339 stamp of `docker logs -t` / `kubectl logs --timestamps` (bracketed in
+# CI logs such as Buildkite's), docker compose's "service  | ", and the "2025-06-27
+# 12:57:51,690 - name - INFO - " of a Python logger re-logging the server's output. Peeled off
+# the front, so an error keeps only vLLM's own text and a traceback's frames keep their indent.
+WRAPPER = re.compile(
+    r">[ \t]?|\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\]?[ \t]|"
+    r"\w[\w.-]*\s+\|(?: |$)|"
+    r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - "
+)
 HEADER = re.compile(
     r"(?:\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s+)?"
     r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
@@ -29,8 +41,13 @@ class VllmLine:
 
 
 def split_vllm_line(line: str) -> VllmLine:
-    """Strip ANSI colours and vLLM's prefix; the message is what remains."""
+    """Strip colours, a paste's wrappers and vLLM's prefix; the message is what remains.
+
+    ``clean`` is the line without colours and wrappers (what an error quotes); any other
+    shipper's prefix stays in it, since only vLLM's header says where that prefix ends."""
     clean = ANSI.sub("", line).rstrip("\r\n").rstrip()
+    while m := WRAPPER.match(clean):
+        clean = clean[m.end() :]
     m = HEADER.search(clean)
     if m:
         return VllmLine(m.group("level"), m.group("date"), m.group("msg"), clean)

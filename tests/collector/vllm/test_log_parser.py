@@ -438,7 +438,7 @@ def test_a_multiproc_worker_dying_is_the_crash_and_its_error() -> None:
     died = prefix + "Worker proc VllmWorker-3 died unexpectedly, shutting down executor."
     fatal = prefix.replace("multiproc_executor.py:135", "core.py:502")
     [plan] = parse_vllm_log([died, fatal + "EngineCore encountered a fatal error."])
-    assert (plan.outcome, plan.error) == ("crashed", died)
+    assert (plan.outcome, plan.error) == ("crashed", died.split("| ", 1)[1])  # compose's peeled
     # Constructed: the "(exit code: N)" wording vllm-project/vllm-ascend#7742 quotes, in
     # vLLM's own header.
     [plan] = parse_vllm_log(
@@ -475,3 +475,57 @@ def test_a_capture_that_starts_at_a_spec_decode_line_is_serving() -> None:
     )
     assert [f.kind for f in facts][-1] == "spec_decode"
     assert parser.current is not None and parser.current.outcome == "started"
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        # vllm-project/vllm#21882: the reporter quoting the issue as a markdown block quote.
+        (
+            "> RuntimeError: Engine core initialization failed. See root cause above. "
+            "Failed core proc(s): {'EngineCore_0': 1}",
+            "RuntimeError: Engine core initialization failed. See root cause above. "
+            "Failed core proc(s): {'EngineCore_0': 1}",
+        ),
+        # vllm-project/vllm#33297: quoted Buildkite lines, caret-notation colours in the second.
+        (
+            "> [2026-01-26T17:25:37Z] ^[[0;36m(EngineCore_DP0 pid=738)^[[0;0m ^[[31mERROR^[[0m "
+            "^[[90m01-26 09:25:37^[[0m ^[[90m[core.py:935]^[[0m ValueError: Free memory on device "
+            "cuda:0 (1.54/22.05 GiB) on startup is less than desired GPU memory utilization "
+            "(0.9, 19.84 GiB).",
+            "(EngineCore_DP0 pid=738) ERROR 01-26 09:25:37 [core.py:935] ValueError: Free memory "
+            "on device cuda:0 (1.54/22.05 GiB) on startup is less than desired GPU memory "
+            "utilization (0.9, 19.84 GiB).",
+        ),
+        # Constructed from vllm#48214's `docker logs --timestamps` stamp, nested in a quote.
+        (
+            "> 2026-07-08T22:40:03.166647879Z \x1b[0;36m(EngineCore pid=542)\x1b[0;0m ERROR "
+            "07-08 22:40:03 [core.py:1136] EngineCore failed to start.",
+            "(EngineCore pid=542) ERROR 07-08 22:40:03 [core.py:1136] EngineCore failed to start.",
+        ),
+    ],
+)
+def test_a_pastes_wrappers_are_not_part_of_the_error(line: str, error: str) -> None:
+    [plan] = parse_vllm_log([line])
+    assert (plan.outcome, plan.error) == ("failed", error)
+
+
+def test_wrapped_traceback_frames_keep_their_indent() -> None:
+    # allenai/olmocr#260 (a Python logger re-logging vLLM's output) and vllm#16652 (compose,
+    # padded): once the wrapper is peeled, the frames say where the start failed.
+    olmocr = (
+        '2025-06-27 12:57:51,690 - __main__ - INFO -   File "/home/ml/.conda/envs/olmocr/lib/'
+        'python3.11/site-packages/vllm/v1/utils.py", line 494, in wait_for_engine_startup'
+    )
+    compose = (
+        'vllm_server  |   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/'
+        'async_llm.py", line 136, in from_vllm_config' + " " * 20
+    )
+    quoted = ['>   File "/x/vllm/v1/engine/core.py", line 1, in run_busy_loop', "> KeyError: 3"]
+    for lines, outcome, error in (
+        ([olmocr], "failed", None),
+        ([compose], "failed", None),
+        (quoted, "crashed", "KeyError: 3"),
+    ):
+        [plan] = parse_vllm_log(lines)
+        assert (plan.outcome, plan.error) == (outcome, error)
