@@ -166,9 +166,11 @@ HANG_SIGNALS = (
     ("fsm_advance_failed", re.compile(r"Failed to advance FSM")),
 )
 # V0 and V1 up to 0.8.3 print the stats line with no "Engine NNN: " in front; V0 counts
-# "Swapped" and "Pending" requests and a "CPU KV cache usage" (0.5-0.10).
+# "Swapped" and "Pending" requests and a "CPU KV cache usage" (0.5-0.10), and prints its
+# prefix-cache hit rates on a line of their own ("Prefix cache hit rate: GPU: X%, CPU: Y%").
 STATS = re.compile(
-    r"(?:(?:Engine (?P<engine>\d+)|(?P<n>\d+) Engines Aggregated): )?Avg prompt throughput: "
+    r"(?:(?:Engine (?P<engine>\d+)|(?P<n>\d+) Engines Aggregated): )?Avg prompt throughput: |"
+    r"Prefix cache hit rate: GPU: "
 )
 # "Speculative metrics: " is V0's line (0.5-0.10) and V1's before 0.8.4 (vllm#15902).
 SPEC = re.compile(r"SpecDecoding metrics: |Speculative metrics: ")
@@ -182,12 +184,15 @@ STAT_FIELDS = {
     "preemptions": re.compile(r"Preemptions: (\d+)"),
     "kv_cache_usage_pct": re.compile(rf"GPU KV cache usage: {FLOAT}%"),
     "cpu_kv_cache_usage_pct": re.compile(rf"CPU KV cache usage: {FLOAT}%"),
-    "prefix_cache_hit_rate_pct": re.compile(rf"Prefix cache hit rate: {FLOAT}%"),
+    "prefix_cache_hit_rate_pct": re.compile(rf"Prefix cache hit rate: (?:GPU: )?{FLOAT}%"),
+    "cpu_prefix_cache_hit_rate_pct": re.compile(rf"Prefix cache hit rate: GPU: .*?, CPU: {FLOAT}%"),
     "external_prefix_cache_hit_rate_pct": re.compile(rf"External prefix cache hit rate: {FLOAT}%"),
     "mm_cache_hit_rate_pct": re.compile(rf"MM cache hit rate: {FLOAT}%"),
 }
 SPEC_FIELDS = {
     "mean_acceptance_length": re.compile(rf"Mean acceptance length: {FLOAT}"),
+    # The draft length the engine is using now (dynamic speculative decoding, 0.2x+).
+    "current_speculative_depth": re.compile(r"Current speculative depth: (\d+)"),
     "accepted_throughput": re.compile(rf"Accepted throughput: {FLOAT} tokens/s"),
     "drafted_throughput": re.compile(rf"Drafted throughput: {FLOAT} tokens/s"),
     # "Number of accepted tokens: N" in V0's line and V1's before 0.8.4.
@@ -206,4 +211,5 @@ INT_STATS = {
     "preemptions",
     "accepted_tokens",
     "drafted_tokens",
+    "current_speculative_depth",
 }

@@ -116,6 +116,7 @@ def test_live_feed_facts_stats_and_spec() -> None:
         "kv_cache_usage_pct": 3.9,
         "cpu_kv_cache_usage_pct": None,
         "prefix_cache_hit_rate_pct": 12.5,
+        "cpu_prefix_cache_hit_rate_pct": None,
         "external_prefix_cache_hit_rate_pct": None,
         "mm_cache_hit_rate_pct": None,
     }
@@ -123,6 +124,7 @@ def test_live_feed_facts_stats_and_spec() -> None:
     [spec] = [f.data for f in facts if f.kind == "spec_decode"]
     assert spec == {
         "mean_acceptance_length": 2.44,
+        "current_speculative_depth": None,
         "accepted_throughput": 24.3,
         "drafted_throughput": 33.67,
         "accepted_tokens": 243,
@@ -529,3 +531,33 @@ def test_wrapped_traceback_frames_keep_their_indent() -> None:
     ):
         [plan] = parse_vllm_log(lines)
         assert (plan.outcome, plan.error) == (outcome, error)
+
+
+def test_spec_decode_line_with_the_current_speculative_depth() -> None:
+    # The wording vLLM's own test asserts ("Current speculative depth: 2" after the mean
+    # acceptance length, tests/v1/metrics); the line is a real DFlash run's, quoted in a public
+    # write-up the code index holds without naming its repository, so it is no corpus file.
+    parser = VllmLogParser()
+    facts = parser.feed(
+        "(APIServer pid=1) INFO 09-04 11:01:16 [metrics.py:125] SpecDecoding metrics: Mean "
+        "acceptance length: 6.82, Current speculative depth: 7, Accepted throughput: 6.46 "
+        "tokens/s, Drafted throughput: 7.77 tokens/s, Accepted: 256 tokens, Drafted: 308 tokens, "
+        "Per-position acceptance rate: 1.000, 1.000, 1.000, 1.000, 0.795, 0.614, 0.409, Avg "
+        "Draft acceptance rate: 83.1%"
+    )
+    [spec] = [f.data for f in facts if f.kind == "spec_decode"]
+    assert (spec["current_speculative_depth"], spec["mean_acceptance_length"]) == (7, 6.82)
+    assert (spec["accepted_tokens"], spec["acceptance_rate_pct"]) == (256, 83.1)
+    assert facts_without_depth()["current_speculative_depth"] is None
+
+
+def facts_without_depth() -> dict[str, object]:
+    """A 0.10-era line, before the depth was printed (vllm#24127)."""
+    parser = VllmLogParser()
+    facts = parser.feed(
+        "INFO 09-08 10:14:14 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 5.44, "
+        "Accepted throughput: 4.37 tokens/s, Drafted throughput: 4.92 tokens/s, Accepted: 262 "
+        "tokens, Drafted: 295 tokens, Per-position acceptance rate: 0.983, Avg Draft acceptance "
+        "rate: 88.8%"
+    )
+    return next(f.data for f in facts if f.kind == "spec_decode")
