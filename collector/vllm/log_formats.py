@@ -1,9 +1,10 @@
 """vLLM's log lines as it has printed them across versions (0.5 → 0.33), as patterns.
 
 An optional ``(<Proc> pid=N) `` tag, ``LEVEL MM-DD HH:MM:SS [file.py:NNN] message`` (0.5-0.7.3
-print ``file.py:NNN]`` without the ``[``), uvicorn's ``INFO:     ...`` lines, ANSI colours,
-whatever a log shipper put in front (journald, docker compose, TorchServe), and message formats
-that changed between releases. Messages are matched by content, never by source line numbers.
+print ``file.py:NNN]`` without the ``[``), uvicorn's ``INFO:     ...`` lines, ANSI colours (also
+in caret notation, as a paste shows them), whatever a log shipper put in front (journald, docker
+compose, TorchServe), and message formats that changed between releases. Messages are matched
+by content, never by source line numbers.
 """
 
 from __future__ import annotations
@@ -11,7 +12,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# Colours as the terminal gets them, and as a paste shows them in caret notation ("^[[0;36m").
+ANSI = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]")
+# What a paste or a log reader wraps a whole line in: a markdown block quote ("> ", nested
+# "> > "), the RFC 3339 stamp of `docker logs -t` / `kubectl logs --timestamps` (bracketed in
+# CI logs such as Buildkite's), docker compose's "service  | ", and the "2025-06-27
+# 12:57:51,690 - name - INFO - " of a Python logger re-logging the server's output. Peeled off
+# the front, so an error keeps only vLLM's own text and a traceback's frames keep their indent.
+WRAPPER = re.compile(
+    r">[ \t]?|\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\]?[ \t]|"
+    r"\w[\w.-]*\s+\|(?: |$)|"
+    r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - "
+)
 HEADER = re.compile(
     r"(?:\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s+)?"
     r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
@@ -29,8 +41,13 @@ class VllmLine:
 
 
 def split_vllm_line(line: str) -> VllmLine:
-    """Strip ANSI colours and vLLM's prefix; the message is what remains."""
+    """Strip colours, a paste's wrappers and vLLM's prefix; the message is what remains.
+
+    ``clean`` is the line without colours and wrappers (what an error quotes); any other
+    shipper's prefix stays in it, since only vLLM's header says where that prefix ends."""
     clean = ANSI.sub("", line).rstrip("\r\n").rstrip()
+    while m := WRAPPER.match(clean):
+        clean = clean[m.end() :]
     m = HEADER.search(clean)
     if m:
         return VllmLine(m.group("level"), m.group("date"), m.group("msg"), clean)
@@ -149,9 +166,11 @@ HANG_SIGNALS = (
     ("fsm_advance_failed", re.compile(r"Failed to advance FSM")),
 )
 # V0 and V1 up to 0.8.3 print the stats line with no "Engine NNN: " in front; V0 counts
-# "Swapped" and "Pending" requests and a "CPU KV cache usage" (0.5-0.10).
+# "Swapped" and "Pending" requests and a "CPU KV cache usage" (0.5-0.10), and prints its
+# prefix-cache hit rates on a line of their own ("Prefix cache hit rate: GPU: X%, CPU: Y%").
 STATS = re.compile(
-    r"(?:(?:Engine (?P<engine>\d+)|(?P<n>\d+) Engines Aggregated): )?Avg prompt throughput: "
+    r"(?:(?:Engine (?P<engine>\d+)|(?P<n>\d+) Engines Aggregated): )?Avg prompt throughput: |"
+    r"Prefix cache hit rate: GPU: "
 )
 # "Speculative metrics: " is V0's line (0.5-0.10) and V1's before 0.8.4 (vllm#15902).
 SPEC = re.compile(r"SpecDecoding metrics: |Speculative metrics: ")
@@ -165,12 +184,15 @@ STAT_FIELDS = {
     "preemptions": re.compile(r"Preemptions: (\d+)"),
     "kv_cache_usage_pct": re.compile(rf"GPU KV cache usage: {FLOAT}%"),
     "cpu_kv_cache_usage_pct": re.compile(rf"CPU KV cache usage: {FLOAT}%"),
-    "prefix_cache_hit_rate_pct": re.compile(rf"Prefix cache hit rate: {FLOAT}%"),
+    "prefix_cache_hit_rate_pct": re.compile(rf"Prefix cache hit rate: (?:GPU: )?{FLOAT}%"),
+    "cpu_prefix_cache_hit_rate_pct": re.compile(rf"Prefix cache hit rate: GPU: .*?, CPU: {FLOAT}%"),
     "external_prefix_cache_hit_rate_pct": re.compile(rf"External prefix cache hit rate: {FLOAT}%"),
     "mm_cache_hit_rate_pct": re.compile(rf"MM cache hit rate: {FLOAT}%"),
 }
 SPEC_FIELDS = {
     "mean_acceptance_length": re.compile(rf"Mean acceptance length: {FLOAT}"),
+    # The draft length the engine is using now (dynamic speculative decoding, 0.2x+).
+    "current_speculative_depth": re.compile(r"Current speculative depth: (\d+)"),
     "accepted_throughput": re.compile(rf"Accepted throughput: {FLOAT} tokens/s"),
     "drafted_throughput": re.compile(rf"Drafted throughput: {FLOAT} tokens/s"),
     # "Number of accepted tokens: N" in V0's line and V1's before 0.8.4.
@@ -189,4 +211,5 @@ INT_STATS = {
     "preemptions",
     "accepted_tokens",
     "drafted_tokens",
+    "current_speculative_depth",
 }

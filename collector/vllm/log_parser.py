@@ -102,7 +102,7 @@ class VllmLogParser:
         facts: list[VllmFact] = []
         ctx = (ts, line_no, parsed.log_time)
 
-        if "Avg prompt throughput" in msg:
+        if "Avg prompt throughput" in msg or "hit rate: GPU: " in msg:
             return self._metrics("stats", stats_fields(msg), parsed, ctx, facts)
         if "metrics: " in msg and fmt.SPEC.search(msg):
             return self._metrics("spec_decode", spec_fields(msg), parsed, ctx, facts)

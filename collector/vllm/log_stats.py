@@ -24,7 +24,8 @@ def _fields(patterns: dict[str, re.Pattern[str]], msg: str) -> dict[str, Any]:
 def stats_fields(msg: str) -> dict[str, Any] | None:
     """``Engine 000: Avg prompt throughput ...`` as fields; None for any other message.
 
-    ``engine`` is None for a line without ``Engine NNN: `` (V0, V1 before 0.8.4)."""
+    ``engine`` is None for a line without ``Engine NNN: `` (V0, V1 before 0.8.4). V0's own
+    ``Prefix cache hit rate: GPU: X%, CPU: Y%`` line is a stats fact holding only those two."""
     head = fmt.STATS.search(msg)
     if head is None:
         return None

@@ -116,6 +116,7 @@ def test_live_feed_facts_stats_and_spec() -> None:
         "kv_cache_usage_pct": 3.9,
         "cpu_kv_cache_usage_pct": None,
         "prefix_cache_hit_rate_pct": 12.5,
+        "cpu_prefix_cache_hit_rate_pct": None,
         "external_prefix_cache_hit_rate_pct": None,
         "mm_cache_hit_rate_pct": None,
     }
@@ -123,6 +124,7 @@ def test_live_feed_facts_stats_and_spec() -> None:
     [spec] = [f.data for f in facts if f.kind == "spec_decode"]
     assert spec == {
         "mean_acceptance_length": 2.44,
+        "current_speculative_depth": None,
         "accepted_throughput": 24.3,
         "drafted_throughput": 33.67,
         "accepted_tokens": 243,
@@ -438,7 +440,7 @@ def test_a_multiproc_worker_dying_is_the_crash_and_its_error() -> None:
     died = prefix + "Worker proc VllmWorker-3 died unexpectedly, shutting down executor."
     fatal = prefix.replace("multiproc_executor.py:135", "core.py:502")
     [plan] = parse_vllm_log([died, fatal + "EngineCore encountered a fatal error."])
-    assert (plan.outcome, plan.error) == ("crashed", died)
+    assert (plan.outcome, plan.error) == ("crashed", died.split("| ", 1)[1])  # compose's peeled
     # Constructed: the "(exit code: N)" wording vllm-project/vllm-ascend#7742 quotes, in
     # vLLM's own header.
     [plan] = parse_vllm_log(
@@ -475,3 +477,87 @@ def test_a_capture_that_starts_at_a_spec_decode_line_is_serving() -> None:
     )
     assert [f.kind for f in facts][-1] == "spec_decode"
     assert parser.current is not None and parser.current.outcome == "started"
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        # vllm-project/vllm#21882: the reporter quoting the issue as a markdown block quote.
+        (
+            "> RuntimeError: Engine core initialization failed. See root cause above. "
+            "Failed core proc(s): {'EngineCore_0': 1}",
+            "RuntimeError: Engine core initialization failed. See root cause above. "
+            "Failed core proc(s): {'EngineCore_0': 1}",
+        ),
+        # vllm-project/vllm#33297: quoted Buildkite lines, caret-notation colours in the second.
+        (
+            "> [2026-01-26T17:25:37Z] ^[[0;36m(EngineCore_DP0 pid=738)^[[0;0m ^[[31mERROR^[[0m "
+            "^[[90m01-26 09:25:37^[[0m ^[[90m[core.py:935]^[[0m ValueError: Free memory on device "
+            "cuda:0 (1.54/22.05 GiB) on startup is less than desired GPU memory utilization "
+            "(0.9, 19.84 GiB).",
+            "(EngineCore_DP0 pid=738) ERROR 01-26 09:25:37 [core.py:935] ValueError: Free memory "
+            "on device cuda:0 (1.54/22.05 GiB) on startup is less than desired GPU memory "
+            "utilization (0.9, 19.84 GiB).",
+        ),
+        # Constructed from vllm#48214's `docker logs --timestamps` stamp, nested in a quote.
+        (
+            "> 2026-07-08T22:40:03.166647879Z \x1b[0;36m(EngineCore pid=542)\x1b[0;0m ERROR "
+            "07-08 22:40:03 [core.py:1136] EngineCore failed to start.",
+            "(EngineCore pid=542) ERROR 07-08 22:40:03 [core.py:1136] EngineCore failed to start.",
+        ),
+    ],
+)
+def test_a_pastes_wrappers_are_not_part_of_the_error(line: str, error: str) -> None:
+    [plan] = parse_vllm_log([line])
+    assert (plan.outcome, plan.error) == ("failed", error)
+
+
+def test_wrapped_traceback_frames_keep_their_indent() -> None:
+    # allenai/olmocr#260 (a Python logger re-logging vLLM's output) and vllm#16652 (compose,
+    # padded): once the wrapper is peeled, the frames say where the start failed.
+    olmocr = (
+        '2025-06-27 12:57:51,690 - __main__ - INFO -   File "/home/ml/.conda/envs/olmocr/lib/'
+        'python3.11/site-packages/vllm/v1/utils.py", line 494, in wait_for_engine_startup'
+    )
+    compose = (
+        'vllm_server  |   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/'
+        'async_llm.py", line 136, in from_vllm_config' + " " * 20
+    )
+    quoted = ['>   File "/x/vllm/v1/engine/core.py", line 1, in run_busy_loop', "> KeyError: 3"]
+    for lines, outcome, error in (
+        ([olmocr], "failed", None),
+        ([compose], "failed", None),
+        (quoted, "crashed", "KeyError: 3"),
+    ):
+        [plan] = parse_vllm_log(lines)
+        assert (plan.outcome, plan.error) == (outcome, error)
+
+
+def test_spec_decode_line_with_the_current_speculative_depth() -> None:
+    # The wording vLLM's own test asserts ("Current speculative depth: 2" after the mean
+    # acceptance length, tests/v1/metrics); the line is a real DFlash run's, quoted in a public
+    # write-up the code index holds without naming its repository, so it is no corpus file.
+    parser = VllmLogParser()
+    facts = parser.feed(
+        "(APIServer pid=1) INFO 09-04 11:01:16 [metrics.py:125] SpecDecoding metrics: Mean "
+        "acceptance length: 6.82, Current speculative depth: 7, Accepted throughput: 6.46 "
+        "tokens/s, Drafted throughput: 7.77 tokens/s, Accepted: 256 tokens, Drafted: 308 tokens, "
+        "Per-position acceptance rate: 1.000, 1.000, 1.000, 1.000, 0.795, 0.614, 0.409, Avg "
+        "Draft acceptance rate: 83.1%"
+    )
+    [spec] = [f.data for f in facts if f.kind == "spec_decode"]
+    assert (spec["current_speculative_depth"], spec["mean_acceptance_length"]) == (7, 6.82)
+    assert (spec["accepted_tokens"], spec["acceptance_rate_pct"]) == (256, 83.1)
+    assert facts_without_depth()["current_speculative_depth"] is None
+
+
+def facts_without_depth() -> dict[str, object]:
+    """A 0.10-era line, before the depth was printed (vllm#24127)."""
+    parser = VllmLogParser()
+    facts = parser.feed(
+        "INFO 09-08 10:14:14 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 5.44, "
+        "Accepted throughput: 4.37 tokens/s, Drafted throughput: 4.92 tokens/s, Accepted: 262 "
+        "tokens, Drafted: 295 tokens, Per-position acceptance rate: 0.983, Avg Draft acceptance "
+        "rate: 88.8%"
+    )
+    return next(f.data for f in facts if f.kind == "spec_decode")

@@ -76,6 +76,17 @@ def facts_of(name: str, kind: str) -> list[dict[str, Any]]:
                 "external_prefix_cache_hit_rate_pct": 100.0,
             },
         ),
+        (
+            # V0's separate prefix-cache line (0.6.3): a stats fact of its own.
+            "v0.6-vllm-9539-v0-spec-metrics.log",
+            0,
+            {
+                "engine": None,
+                "prompt_throughput": None,
+                "prefix_cache_hit_rate_pct": 94.35,
+                "cpu_prefix_cache_hit_rate_pct": 0.0,
+            },
+        ),
     ],
 )
 def test_stats_lines(name: str, index: int, want: dict[str, Any]) -> None:
