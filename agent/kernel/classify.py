@@ -3,7 +3,8 @@
 Called on every ingested kernel line: a cheap substring precheck rejects ordinary lines before
 any prefix is looked at or any regex runs. The line may carry any prefix (``prefix``); the
 event is found by its subsystem tag. Benign driver chatter (module load banners, GPU UUID and
-serial lines, RPC history dumps) and corrected PCIe errors (they flood) yield None.
+serial lines, RPC history dumps), corrected PCIe errors (they flood) and corrected or
+recoverable firmware-first (GHES) hardware errors yield None.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from agent.kernel.event import (
     KernelEvent,
 )
 from agent.kernel.generic import classify_generic
+from agent.kernel.ghes import NEEDLE as GHES_NEEDLE
+from agent.kernel.ghes import classify_ghes
 from agent.kernel.nvidia import classify_nvidia
 from agent.kernel.prefix import kernel_message
 
@@ -51,6 +54,7 @@ _PRECHECK = (
     "Kernel panic",
     "@ pc:0x",
     AER_NEEDLE,
+    GHES_NEEDLE,
 )
 # "@ pc:0x": a GSP CrashCat report's fault line, which the driver prints without its NVRM tag
 _NVIDIA = ("NVRM", "NV_ERR_", "nvidia-uvm", "SXid", "@ pc:0x")
@@ -72,4 +76,8 @@ def classify_kernel_line(text: str) -> KernelEvent | None:
             break
     if AER_NEEDLE in message:
         return classify_aer(message)
+    if GHES_NEEDLE in message:
+        event = classify_ghes(message)
+        if event is not None:
+            return event
     return classify_generic(message)

@@ -4,7 +4,8 @@ stalls, and oops / BUG / general protection fault / panic as one kind, ``oops``.
 
 An oops prints many lines; the event is the die line (``Oops: 0000 [#1] SMP``,
 ``general protection fault ...: 0000 [#1]``, ``Internal error: Oops: ... [#1]``), printed once
-per oops, and a panic that is not the consequence of one. The module an oops happened in is on
+per oops, and a panic that is not the consequence of one (nor of a fatal firmware-reported
+hardware error, which ``ghes`` counts). The module an oops happened in is on
 its ``RIP:`` (x86) or ``pc :`` (arm64) line: ``oops_site`` reads it.
 """
 
@@ -77,7 +78,10 @@ def _classify_oops(text: str) -> KernelEvent | None:
             )
     if "Kernel panic" in text:
         m = _PANIC.search(text)
-        if m and not m.group("why").startswith("Fatal exception"):  # that one follows a die line
+        # "Fatal exception" follows a die line, "[GHES: ]Fatal hardware error[!]" a fatal GHES
+        # record (``ghes``): each restates its report
+        why = m.group("why") if m else ""
+        if m and not why.startswith("Fatal exception") and "Fatal hardware error" not in why:
             return make_event(
                 "oops",
                 code="panic",

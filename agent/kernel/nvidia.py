@@ -1,6 +1,6 @@
 """NVIDIA driver messages: Xid (every address form, the NVLink sub-fields, Xid 154's recovery
 action), SXid (NVSwitch), GPU off the bus, ``NV_ERR_*`` and RM assertions, GSP failure families
-and nvidia-uvm errors. Input is a message found by ``prefix.kernel_message``.
+(in ``gsp``) and nvidia-uvm errors. Input is a message found by ``prefix.kernel_message``.
 """
 
 from __future__ import annotations
@@ -8,10 +8,12 @@ from __future__ import annotations
 import re
 
 from agent.kernel.event import KernelEvent, make_event
+from agent.kernel.gsp import classify_gsp, may_be_gsp
+from agent.kernel.nvdevice import BDF as _BDF
+from agent.kernel.nvdevice import device_key, gpu_device
 from agent.kernel.nvlink import NVLINK_XIDS, decode_nvlink
 from agent.kernel.xid_catalog import FATAL_ACTIONS, xid_info, xid_meaning
 
-_BDF = r"(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-9a-fA-F])?"
 # "Xid (PCI:0000:01:00)", "(0000:01:00)", "(01:00)"; MIG adds " GPU-I:01 GPU-CI:00"
 _XID = re.compile(
     rf"\bXid \((?:PCI:)?(?P<pci>{_BDF})(?P<mig>[^)]*)\):\s*(?P<code>\d+)(?:,\s*(?P<rest>.*))?"
@@ -52,62 +54,8 @@ _CALL_SITE = re.compile(
 )
 _NV_ASSERT = re.compile(r"\bnv(?:Check|Assert)\w*Failed\w*:")
 # "NVRM: GPU6 _kgspBootGspRm: ..." / "NVRM kgspInitRm_IMPL: ..." (older drivers, no colon)
-_NVRM_FUNC = re.compile(r"NVRM:?\s+(?:GPU(?P<gpu>\d+)\s+)?(?P<func>[A-Za-z_]\w*):\s")
-_GPU_PCI = re.compile(rf"NVRM: GPU (?P<pci>{_BDF}):")
-_GPU_INDEX = re.compile(r"NVRM:?\s+GPU(?P<gpu>\d+)\s")
-_FAILURE = re.compile(
-    r"(?i)\b(?:fail(?:ed|ure|s)?|error|errors|timed ?out|timeout|cannot|unable|unexpected|"
-    r"bad state|exception|panic|halt(?:ed)?)\b"
-)
-# GSP failure families, most specific first: (family, pattern, needs a failure word).
-_GSP_FAMILIES: tuple[tuple[str, re.Pattern[str], bool], ...] = (
-    ("crashcat", re.compile(r"\b(?:exception|panic|timeout)\b[^@]*@ pc:0x|CrashCat"), False),
-    ("heartbeat", re.compile(r"(?i)heartbeat timed out"), False),
-    (
-        "rpc_timeout",
-        re.compile(
-            r"GSP Timeout\b|Timeout after \d+s of waiting for RPC|(?i:rpc\w* timed ?out)|"
-            r"timed out waiting for RPC"
-        ),
-        False,
-    ),
-    (
-        "rpc_error",
-        re.compile(r"GSP RPC error|waiting for RPC response from GSP|_issueRpcAndWait|RpcRecvPoll"),
-        True,
-    ),
-    ("pmu_halt", re.compile(r"PMU (?:has )?halt"), False),
-    ("rc_critical", re.compile(r"RC all (?:\w+ )?channels for critical error"), False),
-    (
-        "init",
-        re.compile(
-            r"(?i:cannot initialize GSP)|RmInitAdapter failed|gsp\w*\.bin\b.*\bfailed|"
-            r"GSP firmware\b.*\bfail"
-        ),
-        False,
-    ),
-    (
-        "boot",
-        re.compile(r"WPR2|_?kgspBoot\w*|(?i:GFW[_ ]?boot)|\bboot(?:ing)? GSP|GSP-RM\b.*\bboot"),
-        True,
-    ),
-)
-_GSP_FUNC = re.compile(r"(?i)^_?kgsp")
-_GSP_ANY = re.compile(
-    r"GSP.*(?:[Tt]imeout|[Ee]rror|exception|[Ff]ail)|(?:[Tt]imeout|[Ff]ail|sanity check).*GSP"
-)
 _UVM_BAD = re.compile(r"[Ee]rror|[Ff]atal|[Ff]ault|[Ff]ail|[Tt]imeout|ECC|[Aa]ssert")
 _UVM_BENIGN = ("Loaded the UVM driver", "Unloaded the UVM driver")
-
-
-def device_key(pci: str | None) -> str | None:
-    """One spelling per GPU: ``0000:bb:dd`` (domain padded, function dropped)."""
-    if not pci:
-        return None
-    pci = pci.lower()
-    if pci.count(":") == 1:
-        pci = "0000:" + pci
-    return pci[:-2] if pci[-2:-1] == "." else pci
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -205,73 +153,6 @@ def _classify_sxid(text: str) -> KernelEvent | None:
     )
 
 
-def _gpu_device(text: str) -> str | None:
-    m = _GPU_INDEX.search(text)
-    if m:
-        return f"GPU{m.group('gpu')}"
-    p = _GPU_PCI.search(text)
-    return device_key(p.group("pci")) if p else None
-
-
-def _may_be_gsp(t: str) -> bool:
-    """Whether any GSP family's pattern (or the generic GSP error) could match: every one needs
-    one of these words. Spelled out: cheaper than a loop or a regex on ordinary NVRM chatter."""
-    return (
-        "GSP" in t
-        or "gsp" in t
-        or "RPC" in t
-        or "Rpc" in t
-        or "rpc" in t
-        or "pc:0x" in t
-        or "CrashCat" in t
-        or "eartbeat" in t
-        or "PMU" in t
-        or "RC all" in t
-        or "RmInit" in t
-        or "WPR2" in t
-        or "GFW" in t
-        or "Gfw" in t
-    )
-
-
-def _classify_gsp(text: str) -> KernelEvent | None:
-    family = next(
-        (
-            name
-            for name, pattern, needs_failure in _GSP_FAMILIES
-            if pattern.search(text) and (not needs_failure or _FAILURE.search(text))
-        ),
-        None,
-    )
-    if family is None:
-        func = _NVRM_FUNC.search(text)
-        in_client = func is not None and _GSP_FUNC.match(func.group("func")) is not None
-        if not ((in_client and _FAILURE.search(text)) or ("GSP" in text and _GSP_ANY.search(text))):
-            return None
-        family = "error"
-    return make_event(
-        "gsp",
-        ("error", "reset_gpu") if family == "error" else None,
-        code=family,
-        device=_gpu_device(text),
-        meaning=GSP_MEANINGS[family],
-        detail=text.strip(),
-    )
-
-
-GSP_MEANINGS = {
-    "crashcat": "GPU firmware crash report (CrashCat): a GSP/SEC2/PMU task trapped or panicked",
-    "heartbeat": "GSP firmware heartbeat lost: the GPU System Processor stopped responding",
-    "rpc_timeout": "an RPC to the GSP firmware timed out",
-    "rpc_error": "RPCs to the GSP firmware are failing",
-    "pmu_halt": "the GPU's PMU micro-controller halted",
-    "rc_critical": "the driver reset every channel after a critical GPU error",
-    "init": "the driver could not initialise the GPU's GSP firmware",
-    "boot": "the GSP firmware failed to boot (the GPU is likely in a bad state)",
-    "error": "the GSP firmware client reported an error",
-}
-
-
 def _nv_err_name(text: str) -> str | None:
     """The ``NV_ERR_*`` status a line reports: the bracketed one, else a bare name outside an
     asserted condition."""
@@ -295,7 +176,7 @@ def _classify_nv_err(text: str) -> KernelEvent | None:
         "nv_err",
         ("error", "restart_app") if name == "NV_ERR_NO_MEMORY" else None,
         code=name or "assertion",
-        device=_gpu_device(text),
+        device=gpu_device(text),
         nv_err=name,
         meaning=desc.group("desc").strip() if desc else None,
         call_site=f"{site.group('func')} @ {site.group('file')}" if site else None,
@@ -324,8 +205,8 @@ def classify_nvidia(text: str) -> KernelEvent | None:
         event = _classify_nv_err(text)
         if event is not None:
             return event
-    if ("NVRM" in text or "@ pc:0x" in text) and _may_be_gsp(text):
-        event = _classify_gsp(text)
+    if ("NVRM" in text or "@ pc:0x" in text) and may_be_gsp(text):
+        event = classify_gsp(text)
         if event is not None:
             return event
     if "nvidia-uvm" in text and not any(b in text for b in _UVM_BENIGN) and _UVM_BAD.search(text):

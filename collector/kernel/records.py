@@ -23,6 +23,8 @@ from collector.models import KernelAction, Severity
 from collector.schemas import OutModel
 
 ATTRIBUTED_KINDS = frozenset({"oops", "soft_lockup"})
+# A fatal hardware error (GHES) is no code's fault: the RIP after it is wherever the CPU idled.
+UNATTRIBUTED_CODES = frozenset({"hardware"})
 # How far after its die or lockup line a report's RIP/pc line may come.
 REPORT_RECORDS = 60
 _END = ("---[ end trace", "---[ end Kernel panic")
@@ -138,7 +140,7 @@ def read_kernel_log(lines: Sequence[str]) -> list[LogEvent]:
     out = []
     for i, (line_no, text) in enumerate(records):
         for n, found_text, event in _record_events(line_no, text):
-            if event.kind in ATTRIBUTED_KINDS:
+            if event.kind in ATTRIBUTED_KINDS and event.code not in UNATTRIBUTED_CODES:
                 event = _attribute(event, records[i + 1 :])
             out.append(LogEvent(n, found_text, event))
     return out

@@ -630,3 +630,45 @@ def test_aer_nonfatal_is_an_error_with_no_action() -> None:
 )
 def test_aer_lines_that_are_no_event(line: str) -> None:
     assert classify_kernel_line(line) is None
+
+
+GHES_FATAL = "[ 3157.663610] {763}[Hardware Error]: event severity: fatal"
+
+
+def test_fatal_ghes_record_is_a_hardware_oops_that_says_inspect_hardware() -> None:
+    event = classify_kernel_line(GHES_FATAL)
+    assert event is not None
+    assert (event.kind, event.code, event.severity, event.action) == (
+        "oops",
+        "hardware",
+        "fatal",
+        "inspect_hardware",
+    )
+    assert "APEI GHES" in (event.meaning or "")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[  387.748837] {1}[Hardware Error]: event severity: recoverable",
+        "kernel: [25131.754408] {77}[Hardware Error]: event severity: corrected",
+        "{1}[Hardware Error]:  Error 0, type: fatal",
+        "{1}[Hardware Error]:   section_type: PCIe error",
+        "{1}[Hardware Error]:   aer_uncor_status: 0x00100000, aer_uncor_mask: 0x00018000",
+        "[    2.345575] [Hardware Error]: event severity: fatal",  # BERT: the last boot's
+        "mce: [Hardware Error]: Machine check events logged",
+    ],
+)
+def test_ghes_corrected_recoverable_continuation_and_bert_lines_are_quiet(line: str) -> None:
+    assert classify_kernel_line(line) is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Kernel panic - not syncing: Fatal hardware error!",
+        "[   71.100633] Kernel panic - not syncing: GHES: Fatal hardware error",
+    ],
+)
+def test_the_panic_after_a_fatal_ghes_record_restates_it(line: str) -> None:
+    assert classify_kernel_line(line) is None

@@ -52,3 +52,12 @@ def test_each_uncorrected_aer_report_is_one_event_and_corrected_floods_none() ->
         ("aer", "fatal", "0000:00:01.1"),
     ]
     assert read_kernel_log(files["aer-corrected-floods-benign.txt"].lines) == []
+
+
+def test_each_fatal_ghes_record_is_one_unattributed_event_and_the_rest_none() -> None:
+    files = {f.path.name: f for f in kernel_files()}
+    fatal = read_kernel_log(files["ghes-fatal-pcie-cper-panics.txt"].lines)
+    assert [(e.event.kind, e.event.code, e.event.module) for e in fatal] == [
+        ("oops", "hardware", None)
+    ] * 4
+    assert read_kernel_log(files["ghes-corrected-recoverable-bert-benign.txt"].lines) == []
