@@ -662,3 +662,18 @@ def facts_without_depth() -> dict[str, object]:
         "rate: 88.8%"
     )
     return next(f.data for f in facts if f.kind == "spec_decode")
+
+
+def test_a_capture_that_opens_on_compile_lines_is_a_start_still_profiling() -> None:
+    # vLLM 0.2x's lines (noonghunna/club-3090#178): V1 compiles inside its profile run.
+    parser, facts = _feed(
+        [
+            "(Worker_TP0 pid=111) INFO 05-21 06:31:48 [backends.py:1148] Dynamo bytecode "
+            "transform time: 5.34 s",
+            "(EngineCore pid=102) INFO 05-21 06:32:41 [shm_broadcast.py:698] No available shared "
+            "memory broadcast block found in 60 seconds.",
+        ]
+    )
+    [plan] = parser.plans()
+    assert (plan.phase, plan.outcome) == ("profiling", "incomplete")
+    assert not [f for f in facts if f.kind == "hang_signal"]
