@@ -81,7 +81,10 @@ SPEC_CONFIG = re.compile(r"speculative_config=SpeculativeConfig\(|'speculative_c
 # "GB" (0.5-0.8.2) and "GiB" both count bytes / 2**30: the figure is GiB either way.
 MODEL_LOAD = re.compile(rf"Model loading took {FLOAT} Gi?B(?: memory)? and {FLOAT} seconds")
 MODEL_LOAD_V0 = re.compile(rf"Loading model weights took {FLOAT} GB")
+# V1 compiles the model (torch.compile, 0.7+) inside its profile and warmup run.
 PROFILING = re.compile(
+    r"Dynamo bytecode transform time|torch\.compile take|Compiling a graph for |"
+    r"Initial profiling/warmup run took|"
     r"Profiling CUDA graph memory|Estimated CUDA graph memory|Available KV cache memory|"
     r"KV cache size: |Maximum concurrency for |Memory profiling takes|# \w+ blocks: |"
     r"reserved for KV Cache is|Memory profiling results"
@@ -158,12 +161,43 @@ STARTUP_FRAME = re.compile(
 )
 RUNNING_FRAME = re.compile(r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)")
 # The lines vLLM prints when its engine stops making progress, by the name we give them.
+# The shared-memory line said "No available block found in 60 second." (WARNING) in 0.5.1-0.6.4,
+# then "No available shared memory broadcast block found in 60 second(s)" (its reader's copy
+# lacks the space: "foundin"). Torch's NCCL watchdog (TP/PP/DP ranks) logs a collective that ran
+# past its timeout once per rank; the "watchdog thread terminated with exception: ..." line after
+# it restates it. "watchdog got stuck" is its heartbeat monitor: a NCCL/CUDA call never returned.
 HANG_SIGNALS = (
-    ("shm_broadcast_timeout", re.compile(r"No available shared memory broadcast block found")),
+    (
+        "shm_broadcast_timeout",
+        re.compile(
+            r"No available shared memory broadcast block found|"
+            r"No available block found in \d+ second"
+        ),
+    ),
     ("rpc_timeout", re.compile(r"RPC call to \w+ timed out")),
     ("engine_iteration_timeout", re.compile(r"Engine iteration timed out")),
+    (
+        "nccl_watchdog_timeout",
+        re.compile(
+            r"^(?!.*thread terminated with exception).*"
+            r"Watchdog caught collective operation timeout"
+        ),
+    ),
+    ("nccl_watchdog_stuck", re.compile(r"ProcessGroupNCCL's watchdog got stuck")),
     ("watchdog_stack_dump", re.compile(r"\[Watchdog\]\s*Dumped stack to")),
     ("fsm_advance_failed", re.compile(r"Failed to advance FSM")),
+)
+# A server still starting waits on its workers' compile, weight quantization and warmup for
+# minutes, and the shared-memory line says so; after a stop, a worker waits on a gone engine.
+QUIET_SHM_PHASES = frozenset(
+    (
+        "starting",
+        "loading_weights",
+        "loading_drafter",
+        "profiling",
+        "capturing_cuda_graphs",
+        "stopped",
+    )
 )
 # V0 and V1 up to 0.8.3 print the stats line with no "Engine NNN: " in front; V0 counts
 # "Swapped" and "Pending" requests and a "CPU KV cache usage" (0.5-0.10), and prints its

@@ -11,10 +11,11 @@
   task failing) under a server or an offline job that was running.
 
 Hang signals ("No available shared memory broadcast block found", RPC timeouts, V0's engine
-iteration timeout, the watchdog's stack dumps, structured output's FSM failures) are facts of
-their own, reported with the phase the server was in. They are evidence, not verdicts: the
-shared-memory line also prints during a long compile, and an FSM failure alone is a
-structured-output fault that users report next to requests still answered.
+iteration timeout, torch's NCCL watchdog timing out a collective or finding itself stuck, the
+watchdog's stack dumps, structured output's FSM failures) are facts of their own, reported with
+the phase the server was in. They are evidence, not verdicts: an FSM failure alone is a
+structured-output fault that users report next to requests still answered. The shared-memory
+line also prints during a long compile or warmup, so it is quiet until the start is serving.
 """
 
 from __future__ import annotations
@@ -46,10 +47,15 @@ class OutcomeState:
     awaiting_error: bool = False
 
 
-def hang_signal(msg: str) -> str | None:
-    """The name of the hang signal a message is, else None (cheap for ordinary lines)."""
+def hang_signal(msg: str, phase: str | None = None) -> str | None:
+    """The name of the hang signal a message is, else None (cheap for ordinary lines).
+
+    The shared-memory line is no hang while the start is still compiling, loading or warming
+    up, nor after the server stopped (``phase``); the start's own outcome tells a stuck start."""
     for name, pattern in fmt.HANG_SIGNALS:
         if pattern.search(msg):
+            if name == "shm_broadcast_timeout" and phase in fmt.QUIET_SHM_PHASES:
+                return None
             return name
     return None
 

@@ -106,10 +106,10 @@ class VllmLogParser:
             return self._metrics("stats", stats_fields(msg), parsed, ctx, facts)
         if "metrics: " in msg and fmt.SPEC.search(msg):
             return self._metrics("spec_decode", spec_fields(msg), parsed, ctx, facts)
-        signal = hang_signal(msg)
+        phase = self.current.phase if self.current else None
+        signal = hang_signal(msg, phase)
         if signal is not None:
-            plan = self.current
-            data = {"signal": signal, "phase": plan.phase if plan else None, "line": parsed.clean}
+            data = {"signal": signal, "phase": phase, "line": parsed.clean}
             facts.append(self._fact("hang_signal", data, ctx))
 
         if fmt.START_MARK.search(msg):

@@ -292,6 +292,107 @@ def test_a_capture_that_starts_at_a_stats_line_is_serving() -> None:
     assert signal["phase"] == "serving"
 
 
+def _signals(lines: list[str]) -> list[tuple[str, str | None]]:
+    _, facts = _feed(lines)
+    return [(f.data["signal"], f.data["phase"]) for f in facts if f.kind == "hang_signal"]
+
+
+def test_the_shared_memory_line_in_its_0_5_and_0_6_wordings() -> None:
+    # 0.5.1-0.6.4 warned "No available block found in 60 second." (vllm#10661); the reader's
+    # debug copy in 0.6-0.8 lacked a space (vllm/distributed/device_communicators/shm_broadcast.py).
+    signals = _signals(
+        [
+            "(VllmWorkerProcess pid=1634044) WARNING 11-26 13:07:36 shm_broadcast.py:391] No "
+            "available block found in 60 second. ",
+            "DEBUG 07-04 17:35:10 [shm_broadcast.py:456] No available shared memory broadcast "
+            "block foundin 60 second.",
+        ]
+    )
+    assert signals == [("shm_broadcast_timeout", None)] * 2
+
+
+def test_the_nccl_watchdog_timing_out_a_collective_is_one_signal_per_rank() -> None:
+    # torch's lines in a vLLM TP server (vllm#5458): the "terminated with exception" line
+    # restates the timeout, the "Timeout at NCCL work" line details it.
+    signals = _signals(
+        [
+            "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+            "Timeout(ms)=600000) ran for 600086 milliseconds before timing out.",
+            "[rank0]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 0] Timeout at NCCL work: 1, last "
+            "enqueued NCCL work: 1, last completed NCCL work: 0.",
+            "[rank0]:[E ProcessGroupNCCL.cpp:1414] [PG 0 Rank 0] Process group watchdog thread "
+            "terminated with exception: [Rank 0] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
+            "for 600086 milliseconds before timing out.",
+            "(RayWorkerWrapper pid=4009) [rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog "
+            "caught collective operation timeout: WorkNCCL(SeqNum=158046, OpType=GATHER, "
+            "NumelIn=2867200, NumelOut=0, Timeout(ms)=600000) ran for 600027 milliseconds before "
+            "timing out.",
+        ]
+    )
+    assert signals == [("nccl_watchdog_timeout", None)] * 2
+
+
+def test_the_nccl_watchdog_stuck_in_a_cuda_call() -> None:
+    # torch 2.3's heartbeat monitor (vllm#9839); the "Heartbeat monitor timed out!" line before
+    # it is the same event.
+    assert _signals(
+        [
+            "[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 2 Rank 0] Heartbeat monitor timed out! "
+            "Process will be terminated after dumping debug info. workMetaList_.size()=9",
+            "[rank0]:[F ProcessGroupNCCL.cpp:1169] [PG 2 Rank 0] [PG 2 Rank 0] ProcessGroupNCCL's "
+            "watchdog got stuck for 600 seconds without making progress in monitoring enqueued "
+            "collectives.",
+        ]
+    ) == [("nccl_watchdog_stuck", None)]
+
+
+SHM = (
+    "(EngineCore_DP0 pid=2) INFO 10-22 09:{m} [shm_broadcast.py:466] No available shared memory "
+    "broadcast block found in 60 seconds. This typically happens when some processes are hanging "
+    "or doing some time-consuming work (e.g. compilation)."
+)
+
+
+def test_the_shared_memory_line_is_quiet_while_a_start_compiles_and_after_a_stop() -> None:
+    # Constructed from vLLM 0.11's lines: workers compiling for minutes during the profile run
+    # (vllm-ascend#3800), then serving, then a normal shutdown.
+    signals = _signals(
+        [
+            "(APIServer pid=1) INFO 10-22 09:30:00 [utils.py:233] non-default args: {}",
+            "(Worker_TP0 pid=3) INFO 10-22 09:31:00 [default_loader.py:267] Loading weights took "
+            "30.20 seconds",
+            SHM.format(m="32:18"),
+            "(Worker_TP0 pid=3) INFO 10-22 09:33:48 [monitor.py:34] torch.compile takes 139.60 s "
+            "in total",
+            "(Worker_TP0 pid=3) INFO 10-22 09:33:49 [gpu_worker.py:298] Available KV cache "
+            "memory: 11.17 GiB",
+            SHM.format(m="34:49"),
+            "(APIServer pid=1) INFO:     Application startup complete.",
+            SHM.format(m="43:49"),
+            "(APIServer pid=1) INFO:     Shutting down",
+            SHM.format(m="44:49"),
+        ]
+    )
+    assert signals == [("shm_broadcast_timeout", "serving")]
+
+
+def test_an_nccl_timeout_while_a_start_profiles_is_still_a_hang() -> None:
+    # A collective that never completes is a hang in any phase, unlike the shared-memory line.
+    signals = _signals(
+        [
+            "(APIServer pid=1) INFO 10-22 09:30:00 [utils.py:233] non-default args: {}",
+            "(Worker_TP0 pid=3) INFO 10-22 09:33:49 [gpu_worker.py:298] Available KV cache "
+            "memory: 11.17 GiB",
+            "[rank2]:[E1001 16:06:04.537131842 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=128, "
+            "NumelOut=128, Timeout(ms)=600000) ran for 600009 milliseconds before timing out.",
+        ]
+    )
+    assert signals == [("nccl_watchdog_timeout", "profiling")]
+
+
 def test_stats_do_not_revive_a_failed_start() -> None:
     parser, _ = _feed(
         [
@@ -561,3 +662,18 @@ def facts_without_depth() -> dict[str, object]:
         "rate: 88.8%"
     )
     return next(f.data for f in facts if f.kind == "spec_decode")
+
+
+def test_a_capture_that_opens_on_compile_lines_is_a_start_still_profiling() -> None:
+    # vLLM 0.2x's lines (noonghunna/club-3090#178): V1 compiles inside its profile run.
+    parser, facts = _feed(
+        [
+            "(Worker_TP0 pid=111) INFO 05-21 06:31:48 [backends.py:1148] Dynamo bytecode "
+            "transform time: 5.34 s",
+            "(EngineCore pid=102) INFO 05-21 06:32:41 [shm_broadcast.py:698] No available shared "
+            "memory broadcast block found in 60 seconds.",
+        ]
+    )
+    [plan] = parser.plans()
+    assert (plan.phase, plan.outcome) == ("profiling", "incomplete")
+    assert not [f for f in facts if f.kind == "hang_signal"]
