@@ -137,7 +137,9 @@ class VllmLogParser:
                 return self._loose_start(loose, ctx, facts)
             if not opens_start(msg):
                 return facts
+            guessed = self._state.loose and is_exception(msg)  # a bare traceback's root cause
             plan = self._new_plan(ctx, facts)
+            self._state.guessed = guessed
         self._plan_line(plan, parsed, ctx, facts)
         if self._state.awaiting_error and is_exception(msg):
             self._state.awaiting_error = False  # the traceback's last line: its error
@@ -265,6 +267,8 @@ class VllmLogParser:
             level=parsed.level,
             msg=parsed.msg,
             clean=parsed.clean,
+            proc=parsed.proc,
+            error=plan.error,
         )
         if result is None:
             return
