@@ -38,6 +38,8 @@ class VllmLine:
     log_time: str | None
     msg: str
     clean: str
+    # The "(EngineCore_DP0 pid=N)" tag ("" without one): engines' tracebacks interleave.
+    proc: str = ""
 
 
 def split_vllm_line(line: str) -> VllmLine:
@@ -50,9 +52,14 @@ def split_vllm_line(line: str) -> VllmLine:
         clean = clean[m.end() :]
     m = HEADER.search(clean)
     if m:
-        return VllmLine(m.group("level"), m.group("date"), m.group("msg"), clean)
+        proc = f"{m.group('proc')} pid={m.group('pid')}" if m.group("proc") else ""
+        return VllmLine(m.group("level"), m.group("date"), m.group("msg"), clean, proc)
     t = TAG_ONLY.search(clean)
-    return VllmLine(None, None, t.group("msg") if t else clean, clean)
+    if t:
+        return VllmLine(
+            None, None, t.group("msg"), clean, f"{t.group('proc')} pid={t.group('pid')}"
+        )
+    return VllmLine(None, None, clean, clean)
 
 
 FLOAT = r"(-?\d+(?:\.\d+)?)"
@@ -118,14 +125,25 @@ STOPPED = re.compile(
 # Out of memory in the CUDA driver's wording ("CUDA error: out of memory", e.g. at CUDA graph
 # capture) as well as PyTorch allocator's; NCCL failing ("NCCL error: unhandled system error",
 # pynccl's RuntimeError and torch's "NCCL error in:") while the workers set up their groups.
+# A CUDA fault is a root cause too, and kills a serving engine: the CUDA runtime's error as
+# PyTorch raises it ("RuntimeError: CUDA error: an illegal memory access was encountered",
+# torch.AcceleratorError from 2.8, vLLM's "Worker failed with error 'CUDA error: ...", the
+# NCCL watchdog's "terminated with exception: CUDA error: ..."), its cudaError* name ("Search
+# for `cudaErrorIllegalAddress' in ..."), cuBLAS ("CUBLAS_STATUS_EXECUTION_FAILED when calling
+# ..."), a Triton kernel's launch ("Triton Error [CUDA]: ...") and the driver API's wording.
+CUDA_FAULT = (
+    r"CUDA error: |\bcudaError[A-Z]\w+|\bCUBLAS_STATUS_[A-Z_]+|Triton Error \[CUDA\]: |"
+    r"CUDA driver error: "
+)
+CUDA_FAULT_RE = re.compile(CUDA_FAULT)
 ROOT_CAUSE = re.compile(
-    r"on startup is less than desired GPU memory utilization|"
+    CUDA_FAULT + "|" + r"on startup is less than desired GPU memory utilization|"
     r"No available memory for the cache blocks|"
     r"To serve at least one request with the models?'s max seq len|"
     r"max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV|"
     r"Failed to load model - not enough GPU memory|"
     r"User-specified max_model_len \(\d+\) is greater than|"
-    r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|NCCL error\b|"
+    r"CUDA out of memory|OutOfMemoryError|NCCL error\b|"
     r"Timed out waiting for engine core processes to start|"
     r"Timed out waiting for engines to send initial message"
 )
@@ -137,6 +155,8 @@ GENERIC_FAIL = re.compile(
 # the API server's output handler and V0's background task fail when their engine is gone;
 # V1's multiproc executor logs "Worker proc VllmWorker-N died unexpectedly[ (exit code: N)],
 # shutting down executor." when a worker process dies, before the engine reports its error).
+# run_engine_core's header over the busy loop's traceback: that traceback's exception is why.
+FATAL_HEADER = re.compile(r"EngineCore encountered a fatal error")
 CRASH = re.compile(
     r"Engine core proc \S+ died unexpectedly|engine core exited unexpectedly|"
     r"Worker proc \S+ died unexpectedly|"

@@ -8,7 +8,8 @@
   first).
 - ``crashed``: the engine died ("died unexpectedly", "exited unexpectedly", EngineDeadError,
   "EngineCore encountered a fatal error", the API server's output handler or V0's background
-  task failing) under a server or an offline job that was running.
+  task failing, a CUDA fault) under a server or an offline job that was running. Its error
+  is the root cause when one follows (a CUDA fault, the fatal-error traceback's exception).
 
 Hang signals ("No available shared memory broadcast block found", RPC timeouts, V0's engine
 iteration timeout, torch's NCCL watchdog timing out a collective or finding itself stuck, the
@@ -45,6 +46,12 @@ class OutcomeState:
     loose: bool = False
     loose_error: str | None = None
     awaiting_error: bool = False
+    # The process whose "EngineCore encountered a fatal error." traceback is still open ("" for
+    # untagged lines): its exception says why, even with another engine's lines in between.
+    fatal_proc: str | None = None
+    # The start was opened by a root cause in a traceback pasted without its header: ``failed``
+    # is a guess a running frame or a crash line corrects.
+    guessed: bool = False
 
 
 def hang_signal(msg: str, phase: str | None = None) -> str | None:
@@ -106,10 +113,45 @@ def loose_traceback(state: OutcomeState, msg: str, clean: str) -> str | None:
     return None
 
 
-def outcome_of(
-    state: OutcomeState, *, outcome: str, level: str | None, msg: str, clean: str
+def _fatal_cause(
+    state: OutcomeState, outcome: str, msg: str, clean: str, proc: str
 ) -> Outcome | None:
-    """The outcome a line moves the start to (``outcome``: where it is now), else None."""
+    """The exception ending the engine's fatal-error traceback (matched by its process tag, as
+    data-parallel engines' tracebacks interleave): the crash's cause, unless one is known."""
+    if state.fatal_proc != proc or not is_exception(msg):
+        return None
+    state.fatal_proc = None
+    if outcome != "crashed" or state.root_cause:
+        return None
+    return Outcome("crashed", clean, root_cause=fmt.ROOT_CAUSE.search(msg) is not None)
+
+
+def _guess_corrected(state: OutcomeState, msg: str, error: str | None) -> Outcome | None:
+    """A guessed failure that a running frame or a crash line shows died while serving."""
+    running = msg[:1].isspace() and fmt.RUNNING_FRAME.search(msg) is not None
+    if not (running or fmt.CRASH.search(msg)):
+        return None
+    state.guessed = False
+    return Outcome("crashed", error, root_cause=True)
+
+
+def outcome_of(
+    state: OutcomeState,
+    *,
+    outcome: str,
+    level: str | None,
+    msg: str,
+    clean: str,
+    proc: str = "",
+    error: str | None = None,
+) -> Outcome | None:
+    """The outcome a line moves the start to (``outcome``: where it is now, ``error`` its
+    error so far), else None."""
+    if state.guessed and outcome == "failed":
+        return _guess_corrected(state, msg, error)
+    fatal = _fatal_cause(state, outcome, msg, clean, proc)
+    if fatal is not None:
+        return fatal
     if (
         fmt.READY.search(msg)
         or fmt.SERVING.search(msg)
@@ -121,6 +163,8 @@ def outcome_of(
     if fmt.CRASH.search(msg):
         if outcome == "crashed" or (outcome == "failed" and state.root_cause):
             return None  # a failed start's engine dying is its consequence
+        if fmt.FATAL_HEADER.search(msg):
+            state.fatal_proc = proc
         return Outcome("crashed", clean)
     if msg.strip() == fmt.TRACEBACK:
         state.in_traceback = True
@@ -135,7 +179,12 @@ def outcome_of(
     if not (root or generic):
         return None
     if outcome == "started":
+        if fmt.CUDA_FAULT_RE.search(msg):
+            return Outcome("crashed", clean, root_cause=True)  # a CUDA fault kills the engine
         return Outcome("crashed", clean) if fmt.GENERIC_FAIL.search(msg) else None
-    if outcome == "crashed" or (outcome == "failed" and (state.root_cause or not root)):
+    if outcome == "crashed":
+        # A root cause beats the crash line it explains (EngineDeadError, a worker dying).
+        return Outcome("crashed", clean, root_cause=True) if root and not state.root_cause else None
+    if outcome == "failed" and (state.root_cause or not root):
         return None  # the first root cause (else the first failure line) says why
     return Outcome("failed", clean, root_cause=root)

@@ -9,11 +9,12 @@ they arrive from a live stream.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
+from collector.vllm.log_facts import Ctx, FactLog, VllmFact
 from collector.vllm.log_formats import VllmLine, split_vllm_line
 from collector.vllm.log_outcome import (
     OutcomeState,
@@ -27,35 +28,19 @@ from collector.vllm.log_stats import spec_fields, stats_fields
 from collector.vllm.plan import StartupPlan, plan_state
 
 PHASES = VLLM_PHASES  # shared with the agent (its guard can act only in given phases)
-OUTCOME_PHASE = {"started": "serving", "failed": "failed", "crashed": "crashed"}
-# Where a line is: (its stored ts, its line number, the log's own time text or None).
-Ctx = tuple[float | None, int | None, str | None]
-
-
-@dataclass
-class VllmFact:
-    """One thing a log line told us: kind is server_start, phase, plan, anomaly, outcome,
-    hang_signal, stats or spec_decode; data holds its fields; plan_index says which start."""
-
-    kind: str
-    data: dict[str, Any]
-    ts: float | None
-    line_no: int | None
-    plan_index: int
+__all__ = ["PHASES", "VllmFact", "VllmLogParser", "parse_vllm_log"]
 
 
 def _num(text: str) -> float:
     return float(text.replace(",", ""))
 
 
-class VllmLogParser:
+class VllmLogParser(FactLog):
     """Incremental parser for one vLLM log stream (one host/container)."""
 
     def __init__(self) -> None:
-        self._plans: list[StartupPlan] = []
+        super().__init__()
         self._line_count = 0
-        self._state = OutcomeState()
-        self._dropped = 0  # starts before the one ``restore`` brought back
 
     def snapshot(self) -> dict[str, Any]:
         """What the next line's parsing depends on, as JSON: the current start (the earlier
@@ -137,7 +122,9 @@ class VllmLogParser:
                 return self._loose_start(loose, ctx, facts)
             if not opens_start(msg):
                 return facts
+            guessed = self._state.loose and is_exception(msg)  # a bare traceback's root cause
             plan = self._new_plan(ctx, facts)
+            self._state.guessed = guessed
         self._plan_line(plan, parsed, ctx, facts)
         if self._state.awaiting_error and is_exception(msg):
             self._state.awaiting_error = False  # the traceback's last line: its error
@@ -241,21 +228,6 @@ class VllmLogParser:
         if m and self._smaller(plan, "max_concurrency", float(m.group(2)), ctx, facts):
             self._set(plan, "max_concurrency_tokens", int(_num(m.group(1))), ctx, facts)
 
-    def _smaller(
-        self,
-        plan: StartupPlan,
-        name: str,
-        value: float,
-        ctx: Ctx,
-        facts: list[VllmFact],
-    ) -> bool:
-        """Keep ``value`` if it is the first or the smallest so far (tensor-parallel ranks)."""
-        current = getattr(plan, name)
-        if current is not None and current <= value:
-            return False
-        self._set(plan, name, value, ctx, facts)
-        return True
-
     def _outcome(
         self, plan: StartupPlan, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]
     ) -> None:
@@ -265,46 +237,13 @@ class VllmLogParser:
             level=parsed.level,
             msg=parsed.msg,
             clean=parsed.clean,
+            proc=parsed.proc,
+            error=plan.error,
         )
         if result is None:
             return
         self._state.root_cause = self._state.root_cause or result.root_cause
         self._conclude(plan, result.outcome, result.error, ctx, facts)
-
-    def _conclude(
-        self, plan: StartupPlan, outcome: str, error: str | None, ctx: Ctx, facts: list[VllmFact]
-    ) -> None:
-        """The start's outcome and error from this line on, its phase, and the fact saying so."""
-        self._enter(plan, OUTCOME_PHASE[outcome], ctx, facts)
-        plan.outcome, plan.error = outcome, error
-        facts.append(self._fact("outcome", {"outcome": outcome, "error": error}, ctx))
-
-    def _new_plan(self, ctx: Ctx, facts: list[VllmFact]) -> StartupPlan:
-        plan = StartupPlan(first_ts=ctx[0], first_line_no=ctx[1])
-        self._plans.append(plan)
-        self._state = OutcomeState()
-        facts.append(self._fact("server_start", {}, ctx))
-        return plan
-
-    def _enter(self, plan: StartupPlan, phase: str, ctx: Ctx, facts: list[VllmFact]) -> None:
-        if plan.phase == phase:
-            return
-        ts, line_no, log_time = ctx
-        plan.phases.append({"phase": phase, "ts": ts, "line_no": line_no, "log_time": log_time})
-        facts.append(self._fact("phase", {"phase": phase}, ctx))
-
-    def _set(
-        self, plan: StartupPlan, name: str, value: Any, ctx: Ctx, facts: list[VllmFact]
-    ) -> None:
-        setattr(plan, name, value)
-        facts.append(self._fact("plan", {name: value}, ctx))
-
-    def _anomaly(self, plan: StartupPlan, text: str, ctx: Ctx, facts: list[VllmFact]) -> None:
-        plan.anomalies.append(text)
-        facts.append(self._fact("anomaly", {"anomaly": text}, ctx))
-
-    def _fact(self, kind: str, data: dict[str, Any], ctx: Ctx) -> VllmFact:
-        return VllmFact(kind, data, ctx[0], ctx[1], self._dropped + max(len(self._plans) - 1, 0))
 
 
 def parse_vllm_log(lines: Iterable[str]) -> list[StartupPlan]:

@@ -677,3 +677,91 @@ def test_a_capture_that_opens_on_compile_lines_is_a_start_still_profiling() -> N
     [plan] = parser.plans()
     assert (plan.phase, plan.outcome) == ("profiling", "incomplete")
     assert not [f for f in facts if f.kind == "hang_signal"]
+
+
+_SERVING = [
+    "INFO 09-08 09:02:40 [api_server.py:1] vLLM API server version 0.11.0",
+    "INFO:     Application startup complete.",
+]
+
+
+def _one(lines: list[str]):
+    [plan] = parse_vllm_log(lines)
+    return plan.outcome, plan.error
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered",
+        "RuntimeError: CUDA error: unspecified launch failure",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx(...)`",
+        "RuntimeError: Triton Error [CUDA]: an illegal instruction was encountered",
+    ],
+)
+def test_a_cuda_fault_fails_a_start_over_the_generic_line(fault: str) -> None:
+    tag = "(EngineCore_DP0 pid=7) ERROR 09-08 09:02:44 [core.py:718] "
+    lines = [
+        _SERVING[0],
+        f"{tag}EngineCore failed to start.",
+        f"{tag}Traceback (most recent call last):",
+        f'{tag}  File "/x/vllm/v1/engine/core.py", line 1, in run_engine_core',
+        f"{tag}{fault}",
+    ]
+    assert _one(lines) == ("failed", lines[-1])
+
+
+def test_a_cuda_fault_crashes_a_serving_engine_over_engine_dead() -> None:
+    dead = (
+        "(APIServer pid=1) ERROR 09-08 10:00:00 [async_llm.py:1] vllm.v1.engine.exceptions."
+        "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root "
+        "cause."
+    )
+    fault = (
+        "(EngineCore pid=9) ERROR 09-08 10:00:00 [core.py:1] "
+        "torch.AcceleratorError: CUDA error: device-side assert triggered"
+    )
+    hint = (
+        "(EngineCore pid=9) ERROR 09-08 10:00:00 [core.py:1] "
+        "Search for `cudaErrorAssert' in https://docs.nvidia.com/cuda/ for more information."
+    )
+    assert _one([*_SERVING, dead, fault, hint]) == ("crashed", fault)
+    assert _one([*_SERVING, fault, dead]) == ("crashed", fault)
+
+
+def test_a_cuda_warning_is_no_fault() -> None:
+    warning = "WARNING 09-08 10:00:00 [x.py:1] CUDA error: misaligned address seen, retrying"
+    assert _one([*_SERVING, warning]) == ("started", None)
+
+
+def test_a_bare_tracebacks_cuda_fault_then_a_crash_line_is_a_crash() -> None:
+    lines = [
+        "ERROR 07-27 23:31:27 [core.py:591]     raise RuntimeError(",
+        "ERROR 07-27 23:31:27 [core.py:591] RuntimeError: CUDA error: misaligned address",
+    ]
+    assert _one(lines) == ("failed", lines[-1])  # a guess: nothing says it was serving
+    crash = "ERROR 07-27 23:31:27 [async_llm.py:428] AsyncLLM output_handler failed."
+    assert _one([*lines, crash]) == ("crashed", lines[-1])
+
+
+def test_interleaved_fatal_tracebacks_keep_each_engines_exception() -> None:
+    def line(dp: int, text: str) -> str:
+        return f"(EngineCore_DP{dp} pid={100 + dp}) ERROR 06-11 11:46:39 [core.py:517] {text}"
+
+    lines = [
+        *_SERVING,
+        line(0, "EngineCore encountered a fatal error."),
+        line(0, "Traceback (most recent call last):"),
+        line(1, "EngineCore encountered a fatal error."),
+        line(1, "Traceback (most recent call last):"),
+        line(1, "ValueError: the second engine's"),
+        line(0, '  File "/x/vllm/v1/engine/core.py", line 876, in run_busy_loop'),
+        line(0, "AttributeError: the first engine's"),
+    ]
+    assert _one(lines) == ("crashed", lines[-1])
+    parser = VllmLogParser()
+    for text in lines[:-1]:
+        parser.feed(text)
+    restored = VllmLogParser.restore(parser.snapshot())  # the open traceback survives a restart
+    restored.feed(lines[-1])
+    assert restored.current is not None and restored.current.error == lines[-1]
