@@ -1,4 +1,8 @@
-"""A small parser for the Prometheus text exposition format (0.0.4), enough for vLLM's /metrics."""
+"""A small parser for the Prometheus text exposition format (0.0.4), enough for vLLM's /metrics.
+
+Also reads what the formats around it allow: OpenMetrics (``# EOF``, exemplars after ``#``),
+leading blanks before a sample, and the quoted UTF-8 name form ``{"name",label="v"} 1``.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +21,26 @@ def _float(token: str) -> float:
     return float(token)
 
 
-def _labels(line: str, pos: int) -> tuple[dict[str, str], int]:
-    """Parse ``{a="b",c="d"}`` starting at ``line[pos] == "{"``; return labels and the end."""
+def _quoted(line: str, pos: int) -> tuple[str, int]:
+    """The string that starts at ``line[pos] == '"'``, unescaped, and the index after it."""
+    pos += 1
+    value: list[str] = []
+    while line[pos] != '"':
+        if line[pos] == "\\":
+            escaped = line[pos + 1]
+            value.append(_ESCAPES.get(escaped, "\\" + escaped))
+            pos += 2
+        else:
+            value.append(line[pos])
+            pos += 1
+    return "".join(value), pos + 1
+
+
+def _labels(line: str, pos: int) -> tuple[dict[str, str], int, str]:
+    """Parse ``{a="b",c="d"}`` starting at ``line[pos] == "{"``; return the labels, the end and
+    the metric name when the set carries it quoted (``{"vllm:x",a="b"}``, else "")."""
     labels: dict[str, str] = {}
+    quoted_name = ""
     pos += 1
     while True:
         while pos < len(line) and line[pos] in " ,":
@@ -27,26 +48,25 @@ def _labels(line: str, pos: int) -> tuple[dict[str, str], int]:
         if pos >= len(line):
             raise ValueError("unterminated label set")
         if line[pos] == "}":
-            return labels, pos + 1
-        eq = line.index("=", pos)
-        name = line[pos:eq].strip()
-        pos = eq + 1
+            return labels, pos + 1, quoted_name
+        if line[pos] == '"':  # a quoted name: the metric's own, or a label's before its "="
+            text, pos = _quoted(line, pos)
+            while pos < len(line) and line[pos] == " ":
+                pos += 1
+            if line[pos] != "=":
+                quoted_name = text
+                continue
+            name = text
+        else:
+            eq = line.index("=", pos)
+            name = line[pos:eq].strip()
+            pos = eq
+        pos += 1
         while line[pos] == " ":
             pos += 1
         if line[pos] != '"':
             raise ValueError(f"label {name} value is not quoted")
-        pos += 1
-        value: list[str] = []
-        while line[pos] != '"':
-            if line[pos] == "\\":
-                escaped = line[pos + 1]
-                value.append(_ESCAPES.get(escaped, "\\" + escaped))
-                pos += 2
-            else:
-                value.append(line[pos])
-                pos += 1
-        labels[name] = "".join(value)
-        pos += 1
+        labels[name], pos = _quoted(line, pos)
 
 
 def parse_line(line: str) -> Sample | None:
@@ -57,8 +77,8 @@ def parse_line(line: str) -> Sample | None:
     brace = line.find("{")
     space = line.find(" ")
     if brace != -1 and (space == -1 or brace < space):
-        name = line[:brace]
-        labels, end = _labels(line, brace)
+        labels, end, quoted_name = _labels(line, brace)
+        name = quoted_name or line[:brace]
         rest = line[end:].split()
     else:
         name, *rest = line.split()
@@ -83,13 +103,16 @@ def totals(text: str, names: set[str], peaks: frozenset[str] = frozenset()) -> d
     """Sum each wanted metric over all its label sets (NaN samples are ignored); the metrics in
     ``peaks`` take their largest value instead (a ratio per engine must not be summed).
 
-    Lines are pre-filtered by prefix so a large exposition (histograms) costs little.
+    Lines are pre-filtered by prefix so a large exposition (histograms) costs little; the filter
+    sees past leading blanks and a quoted name's ``{"``, as the format allows both.
     """
-    prefixes = tuple(names)
+    prefixes = tuple(names) + tuple('{"' + name for name in names)
     out: dict[str, float] = {}
     for line in text.splitlines():
         if not line.startswith(prefixes):
-            continue
+            line = line.lstrip(" \t")
+            if not line.startswith(prefixes):
+                continue
         try:
             sample = parse_line(line)
         except (ValueError, IndexError):

@@ -40,6 +40,17 @@ def metrics_from_text(text: str) -> dict[str, float | int | None]:
     return out
 
 
+def _gunzip(body: bytes) -> bytes:
+    """The plain body; ``gzip`` is imported only when an answer is compressed (agent RSS)."""
+    import gzip
+    import zlib
+
+    try:
+        return gzip.decompress(body)
+    except (OSError, EOFError, zlib.error) as exc:  # reported in the entry, like a bad answer
+        raise OSError(f"bad gzip body: {exc}") from None
+
+
 class _Endpoint:
     """One vLLM server: a persistent HTTP connection, re-made after any failure."""
 
@@ -68,14 +79,18 @@ class _Endpoint:
             self._conn = None
 
     def get(self, path: str) -> tuple[int, bytes]:
-        """GET with one immediate retry when a kept-alive connection turns out stale."""
+        """GET with one immediate retry when a kept-alive connection turns out stale; a gzipped
+        body (a proxy in front of vLLM may compress though we never ask) comes back plain."""
         for attempt in (0, 1):
             reused = self._conn is not None
             conn = self._connection()
             try:
                 conn.request("GET", self._prefix + path)
                 response = conn.getresponse()
-                return response.status, response.read()
+                body = response.read()
+                if (response.getheader("content-encoding") or "").strip().lower() == "gzip":
+                    body = _gunzip(body)
+                return response.status, body
             except (RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 self.close()
                 if not reused or attempt:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import http.server
 import socket
 import threading
@@ -19,6 +20,7 @@ class FakeVllm(http.server.ThreadingHTTPServer):
     daemon_threads = True
     health_status = 200
     connections = 0
+    metrics_encoding = ""  # "gzip": /metrics answers compressed, as a proxy in front may
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -35,7 +37,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body, status = FIXTURE.read_bytes(), 200
         else:
             body, status = b"not found", 404
+        encoding = self.server.metrics_encoding  # type: ignore[attr-defined]
+        if self.path == "/metrics" and encoding:
+            body = gzip.compress(body) if encoding == "gzip" else body
         self.send_response(status)
+        if self.path == "/metrics" and encoding:
+            self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -142,3 +149,20 @@ def test_reconnects_after_the_server_closed_the_connection(vllm: FakeVllm) -> No
     source._endpoints[0]._conn.sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
     assert source.read()[0]["health"] == 200
     assert vllm.connections == 2
+
+
+def test_a_gzipped_metrics_answer_is_read_plain(vllm: FakeVllm) -> None:
+    vllm.metrics_encoding = "gzip"
+    source = VllmHttpSource([f"http://127.0.0.1:{vllm.server_address[1]}"])
+    (entry,) = source.read()
+    assert entry["error"] is None and entry["running"] == 2 and entry["spec_draft"] == 48022
+    source.close()
+
+
+def test_a_corrupt_gzip_body_is_an_error_in_the_entry(vllm: FakeVllm) -> None:
+    vllm.metrics_encoding = "gzip-header-only"  # says gzip, sends plain text
+    source = VllmHttpSource([f"http://127.0.0.1:{vllm.server_address[1]}"])
+    (entry,) = source.read()
+    assert entry["health"] == 200 and entry["running"] is None
+    assert entry["error"].startswith("metrics: bad gzip body")
+    source.close()

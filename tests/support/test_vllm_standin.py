@@ -269,3 +269,17 @@ def test_metrics_per_engine_and_none_without_log_stats() -> None:
     blind = Engine(parse_args(["--port", "1", "--disable-log-stats"]), Logger(StringIO()))
     assert "vllm:" not in blind.metrics_text()
     assert set(metrics_from_text(blind.metrics_text()).values()) == {None}
+
+
+def test_metrics_follow_vllm_0_10_text_format_with_whole_counts_per_engine() -> None:
+    # Real vLLM (production-stack issue 617, 0.10.0): "# TYPE vllm:x_total counter", then the
+    # _created samples as their own gauge; an engine never reports half a request.
+    dp = Engine(parse_args(["--port", "1", "--data-parallel-size", "2"]), Logger(StringIO()))
+    dp.running, dp.kv_tokens, dp.generation_tokens = 3, 8192, 301
+    text = dp.metrics_text()
+    assert "# TYPE vllm:generation_tokens_total counter" in text
+    assert "# TYPE vllm:generation_tokens_created gauge" in text
+    assert f'vllm:num_requests_running{{engine="0",model_name="{dp.name}"}} 2.0' in text
+    assert f'vllm:num_requests_running{{engine="1",model_name="{dp.name}"}} 1.0' in text
+    assert f'vllm:generation_tokens_total{{engine="1",model_name="{dp.name}"}} 150.0' in text
+    assert metrics_from_text(text)["generation_tokens"] == 301

@@ -17,7 +17,10 @@ the model is loaded (no 503); the stats line goes quiet after an interval withou
 (vLLM logs it at DEBUG then); a tool call the parser cannot read comes back as plain content
 with no ``tool_calls`` (and an ERROR line); ``tool_choice: "auto"`` (the default when tools are
 sent) is a 400 without ``--enable-auto-tool-choice --tool-call-parser``; ``--disable-log-stats``
-leaves no ``vllm:*`` metric; data-parallel engines have one metric series each.
+leaves no ``vllm:*`` metric; data-parallel engines have one metric series each, whole requests
+and tokens per engine, in the text format 0.0.4 layout real vLLM 0.10.0 serves (counters typed
+with their ``_total``, ``_created`` samples as a gauge of their own; see
+tests/fixtures/real/vllm-metrics/).
 """
 
 from __future__ import annotations
@@ -54,6 +57,12 @@ PROCESS_METRICS = (
 AUTO_TOOL_CHOICE = (
     '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 )
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """``total`` spread over ``parts`` engines as whole numbers (a gauge of requests is never
+    fractional per engine)."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -364,18 +373,24 @@ class Engine:
                         self.spec_accepted,
                     ),
                 ]
+        # prometheus_client's text format 0.0.4, as vLLM 0.10.0 serves it (production-stack
+        # issue 617): HELP/TYPE name a counter with its _total; its _created samples follow as
+        # their own gauge. Each engine reports whole requests and tokens, its own KV usage.
         out = []
         for name, kind, help_text, value in rows:
-            base = name[: -len("_total")] if kind == "counter" else name
-            out.append(f"# HELP {base} {help_text}")
-            out.append(f"# TYPE {base} {kind}")
-            for engine in range(engines):
-                lbl = f'{{engine="{engine}",model_name="{self.name}"}}'
-                # The requests are spread over the engines; usage is each engine's own.
-                share = value if name == "vllm:kv_cache_usage_perc" else value / engines
-                out.append(f"{name}{lbl} {float(share)}")
-                if kind == "counter":
-                    out.append(f"{base}_created{lbl} {float(self.created)}")
+            per_engine = [
+                float(value) if name == "vllm:kv_cache_usage_perc" else float(part)
+                for part in _split(int(value), engines)
+            ]
+            labels = [f'{{engine="{e}",model_name="{self.name}"}}' for e in range(engines)]
+            out.append(f"# HELP {name} {help_text}")
+            out.append(f"# TYPE {name} {kind}")
+            out += [f"{name}{lbl} {share}" for lbl, share in zip(labels, per_engine, strict=True)]
+            if kind == "counter":
+                created = name[: -len("_total")] + "_created"
+                out.append(f"# HELP {created} {help_text}")
+                out.append(f"# TYPE {created} gauge")
+                out += [f"{created}{lbl} {float(self.created)}" for lbl in labels]
         return "\n".join(out) + "\n"
 
     def models(self) -> dict[str, Any]:
