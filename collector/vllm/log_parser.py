@@ -14,6 +14,7 @@ from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
+from collector.vllm.log_config import config_fields
 from collector.vllm.log_facts import Ctx, FactLog, VllmFact
 from collector.vllm.log_formats import VllmLine, split_vllm_line
 from collector.vllm.log_outcome import (
@@ -107,6 +108,7 @@ class VllmLogParser(FactLog):
                 version = v.group("v") or v.group("v2") or v.group("v3")
                 self._set(plan, "vllm_version", version, ctx, facts)
             self._block_size(plan, msg)
+            self._config(plan, msg, ctx, facts)
             self._drafter(plan, msg, ctx, facts)
             return facts
 
@@ -162,6 +164,13 @@ class VllmLogParser(FactLog):
         if m:
             plan.block_size = int(m.group(1) or m.group(2))
 
+    def _config(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
+        """The serving configuration a start line states; the engine's line, later, refines
+        the args (its resolved dtype and max model len)."""
+        for name, value in config_fields(msg).items():
+            if getattr(plan, name) != value:
+                self._set(plan, name, value, ctx, facts)
+
     def _drafter(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
         """A drafter's load line, an MTP architecture, or a speculative config (also in the
         start's own lines: the non-default args and the engine's config line)."""
@@ -177,6 +186,7 @@ class VllmLogParser(FactLog):
         msg = parsed.msg
         if "Initializing" in msg or "block_size" in msg:
             self._block_size(plan, msg)
+        self._config(plan, msg, ctx, facts)
         self._drafter(plan, msg, ctx, facts)
         m = fmt.MODEL_LOAD.search(msg) or fmt.MODEL_LOAD_V0.search(msg)
         if m and plan.model_load_gib is None:

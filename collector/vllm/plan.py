@@ -52,6 +52,17 @@ class StartupPlan:
     init_engine_s: float | None = None
     kv_cache_blocks: int | None = None  # V0: "# GPU blocks: N" (tokens = N x block_size)
     block_size: int = fmt.DEFAULT_BLOCK_SIZE
+    # The serving configuration the start's own lines state (``log_config``), what a matrix
+    # of configurations varies: None where the log does not say.
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    dtype: str | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    enforce_eager: bool | None = None
     first_line_no: int | None = None
     first_ts: float | None = None
 

@@ -59,6 +59,15 @@ class VllmStartOut(OutModel):
     cuda_graph_capture_s: ReportedNumber
     init_engine_s: ReportedNumber
     kv_cache_blocks: ReportedNumber
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: ReportedNumber = None
+    dtype: str | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    enforce_eager: bool | None = None
     anomalies: list[str]
     phases: list[PhaseMark]
 

@@ -15,12 +15,19 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from collector.models import HostEvent, Line, VllmPhase, VllmStart, fits
+from collector.vllm.log_config import CONFIG_FIELDS
 from collector.vllm.log_parser import VllmLogParser
 from collector.vllm.plan import PLAN_FIELDS, StartupPlan
 
 # The StartupPlan fields stored as columns of vllm_starts (the `inspect --json` contract).
 PLAN_COLUMNS = tuple(f for f in PLAN_FIELDS if f not in ("outcome", "error", "phases"))
-PLAN_EXTRAS = ("cuda_graph_capture_gib", "cuda_graph_capture_s", "init_engine_s", "kv_cache_blocks")
+PLAN_EXTRAS = (
+    "cuda_graph_capture_gib",
+    "cuda_graph_capture_s",
+    "init_engine_s",
+    "kv_cache_blocks",
+    *CONFIG_FIELDS,
+)
 # Periodic log lines stored as host_events, by parser fact kind.
 STAT_EVENT_KINDS = {"stats": "vllm_stats", "spec_decode": "spec_decode"}
 HANG_SIGNAL = "vllm_hang_signal"

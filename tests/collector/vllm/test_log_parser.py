@@ -765,3 +765,35 @@ def test_interleaved_fatal_tracebacks_keep_each_engines_exception() -> None:
     restored = VllmLogParser.restore(parser.snapshot())  # the open traceback survives a restart
     restored.feed(lines[-1])
     assert restored.current is not None and restored.current.error == lines[-1]
+
+
+def test_serving_config_from_args_and_the_engine_line() -> None:
+    """V0's Namespace args, then the engine's resolved config line (dtype, max_seq_len) and
+    V1's non-default args dict: the plan keeps what a configuration matrix varies."""
+    [v0] = parse_vllm_log(
+        [
+            "INFO 05-11 08:17:48 api_server.py:149] vLLM API server version 0.4.2",
+            "INFO 05-11 08:17:48 api_server.py:150] args: Namespace(host='0.0.0.0', "
+            "dtype='auto', kv_cache_dtype='fp8', max_model_len=2048, pipeline_parallel_size=2, "
+            "tensor_parallel_size=4, gpu_memory_utilization=0.94, quantization=None, "
+            "enforce_eager=True)",
+            "INFO 05-11 08:17:49 llm_engine.py:161] Initializing an LLM engine (v0.4.2) with "
+            "config: model='m', speculative_config=None, dtype=torch.float16, max_seq_len=2048, "
+            "tensor_parallel_size=4, pipeline_parallel_size=2, quantization=awq, "
+            "quantization_param_path=None, enforce_eager=True, kv_cache_dtype=fp8,",
+        ]
+    )
+    assert (v0.tensor_parallel_size, v0.pipeline_parallel_size, v0.max_model_len) == (4, 2, 2048)
+    assert (v0.dtype, v0.quantization, v0.kv_cache_dtype) == ("float16", "awq", "fp8")
+    assert (v0.gpu_memory_utilization, v0.enforce_eager) == (0.94, True)
+    [v1] = parse_vllm_log(
+        [
+            "(APIServer pid=1) INFO 06-20 19:17:46 [api_utils.py:273] non-default args: "
+            "{'model_tag': 'Q', 'dtype': 'bfloat16', 'max_model_len': 262144, "
+            "'data_parallel_size': 2, 'gpu_memory_utilization': 0.5, 'kv_cache_dtype': 'auto'}",
+            "(APIServer pid=1) INFO 06-20 19:17:47 [model.py:1543] Using max model len 131072",
+        ]
+    )
+    assert (v1.dtype, v1.data_parallel_size, v1.gpu_memory_utilization) == ("bfloat16", 2, 0.5)
+    assert v1.max_model_len == 131072  # the resolved length, after the args
+    assert v1.kv_cache_dtype is None and v1.tensor_parallel_size is None  # "auto", unstated
