@@ -32,7 +32,7 @@ def test_totals_sum_label_sets_and_skip_nan() -> None:
     assert prom.totals(text, {"a", "c"}) == {"a": 5.0}
 
 
-def test_real_vllm_exposition() -> None:
+def test_a_vllm_shaped_exposition() -> None:
     text = FIXTURE.read_text()
     samples = list(prom.parse(text))
     assert len(samples) == 95  # every non-comment line of the fixture parses

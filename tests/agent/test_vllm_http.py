@@ -1,4 +1,5 @@
-"""VllmHttpSource against a loopback HTTP server serving a real vLLM /metrics exposition."""
+"""VllmHttpSource against a loopback HTTP server serving a vLLM-shaped /metrics exposition
+(real pastes: tests/agent/test_real_vllm_metrics.py)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def vllm() -> Iterator[FakeVllm]:
     server.server_close()
 
 
-def test_metrics_fields_from_the_real_exposition() -> None:
+def test_metrics_fields_from_the_exposition() -> None:
     assert metrics_from_text(FIXTURE.read_text()) == {
         "running": 2,
         "waiting": 1,
