@@ -66,6 +66,25 @@ def nearest_line(
     return best
 
 
+def context_line(event_ts: float, entered: PhaseEntry | None, near: Sequence[Any]) -> Any:
+    """The vLLM line shown with an event (``near``: rows with ``id``, ``ts``, ``text``).
+
+    When the lag rule put the event in a phase entered just after it, the line that entered
+    that phase, so that line and phase agree (a line read late can stand behind one read
+    promptly before it). Otherwise the nearest line; on a tie, the one that entered the phase.
+    """
+    if entered is not None and entered.ts > event_ts and entered.line_id is not None:
+        entering = next((r for r in near if r.id == entered.line_id), None)
+        if entering is not None:
+            return entering
+    nearest = nearest_line(event_ts, [(r.ts, r.text) for r in near])
+    if nearest is None:
+        return None
+    ties = [r for r in near if r.ts == nearest[0]]
+    chosen = next((r for r in ties if entered and r.id == entered.line_id), None)
+    return chosen or next(r for r in ties if r.text == nearest[1])
+
+
 def correlate(session: Session, *, host_id: int, events: Sequence[Any]) -> None:
     """Set each event's vllm_phase and nearest vLLM line (within ±WINDOW_S) from storage.
 
@@ -104,12 +123,7 @@ def correlate(session: Session, *, host_id: int, events: Sequence[Any]) -> None:
                 line_ts, event.ts + WINDOW_S
             )
         ]
-        nearest = nearest_line(event.ts, [(r.ts, r.text) for r in near])
-        chosen = None
-        if nearest is not None:
-            ties = [r for r in near if r.ts == nearest[0]]
-            chosen = next((r for r in ties if entered and r.id == entered.line_id), None)
-            chosen = chosen or next(r for r in ties if r.text == nearest[1])
+        chosen = context_line(event.ts, entered, near)
         event.vllm_phase = entered.phase if entered else None
         event.vllm_line_id = chosen.id if chosen else None
         event.vllm_line_ts = chosen.ts if chosen else None
