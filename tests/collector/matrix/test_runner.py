@@ -277,6 +277,14 @@ exec "$@" --gpu-memory-utilization 0.6
 """
 
 
+def behind_launch_script(spec: dict[str, Any], where: Path) -> dict[str, Any]:
+    """The spec with its server started through PINNING_WRAPPER (written into where)."""
+    wrapper = where / "launch-vllm"
+    wrapper.write_text(PINNING_WRAPPER)
+    wrapper.chmod(0o755)
+    return {**spec, "base_args": [str(wrapper), *spec["base_args"]]}
+
+
 @pytest.fixture
 def any_db_app(db_url: str, tmp_path: Path) -> Iterator[Collector]:
     yield from make_collector(db_url, data_dir=str(tmp_path / "data"), matrix_settle_s=1.0)
@@ -290,12 +298,9 @@ def test_the_comparison_states_what_vllm_ran_with_next_to_the_spec(
     the spec's asks, and the one they disagree on."""
     app = any_db_app
     token = register(app, sshd)
-    wrapper = tmp_path / "launch-vllm"
-    wrapper.write_text(PINNING_WRAPPER)
-    wrapper.chmod(0o755)
     marker = f"fw-matrix-{uuid.uuid4().hex[:12]}"
     spec = standin_spec(free_port(), marker, tmp_path / "kmsg", max_turns=1)
-    spec["base_args"] = [str(wrapper), *spec["base_args"]]
+    spec = behind_launch_script(spec, tmp_path)
     b_set = {
         "--kv-cache-dtype": "fp8",
         "--max-model-len": "128K",
