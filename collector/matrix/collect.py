@@ -14,9 +14,10 @@ from sqlalchemy.orm import Session
 
 from agent.kernel.classify import SEVERITIES, classify_kernel_line
 from agent.kernel.xid_catalog import ACTIONS
-from collector.matrix.argv import describe_profile, remote_argv
+from collector.matrix.argv import describe_profile, profile_args, remote_argv
 from collector.matrix.gates import evaluate_gates
 from collector.matrix.results import STARTUP_PHASE, STARTUP_PLAN_KEYS, MatrixReport, ProfileReport
+from collector.matrix.served import config_mismatch, requested_config
 from collector.matrix.spec import MatrixSpec
 from collector.matrix.summary import summarize
 from collector.matrix.telemetry import windowed_telemetry
@@ -161,6 +162,7 @@ def profile_report(
         description=describe_profile(spec, profile),
         argv=remote_argv(spec, profile),
         startup=_startup(start, health),
+        requested=requested_config(profile_args(spec, profile)),
     )
     window_start = min(s.started_at for s in steps)
     window_end = max(_end(s) for s in steps)
@@ -176,6 +178,7 @@ def profile_report(
         plans = parse_vllm_log(lines)
         plan = plans[-1] if plans else None
         report.startup_plan = {key: getattr(plan, key, None) for key in STARTUP_PLAN_KEYS}
+        report.config_mismatch = config_mismatch(report.requested, report.startup_plan)
         startup_end = _end(health) if health is not None else _end(start)
         _kernel(report, STARTUP_PHASE, session, run.host_id, start.started_at, startup_end)
     for step in by_kind.get("workload", []):

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import ConfigDict
 
 from collector.matrix.results import STARTUP_PHASE, MatrixReport, ProfileReport
+from collector.matrix.served import LABELS, shown_keys
 from collector.matrix.summary_report import summary_lines, table
 from collector.matrix.telemetry import windowed_telemetry
 from collector.schemas import OutModel
@@ -59,6 +60,27 @@ def _startup_rows(profiles: list[ProfileReport]) -> list[list[str]]:
                 _events(p, STARTUP_PHASE),
             ]
         )
+    return rows
+
+
+def _served(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return _cell(value)
+
+
+def _served_rows(profiles: list[ProfileReport], keys: list[str]) -> list[list[str]]:
+    """vLLM's own value of each field, with the spec's ask where the two differ (or where the
+    log does not say)."""
+    rows = []
+    for p in profiles:
+        cells = [_cell(p.label)]
+        for key in keys:
+            text, asked = _served(p.startup_plan.get(key)), p.requested.get(key)
+            if key in p.config_mismatch or (text == DASH and asked is not None):
+                text += f" (spec: {_served(asked)})"
+            cells.append(text)
+        rows.append(cells)
     return rows
 
 
@@ -125,6 +147,10 @@ def render_markdown(report: MatrixReport) -> str:
         ],
         _startup_rows(report.profiles),
     )  # fmt: skip
+    keys = shown_keys(report.profiles)
+    if keys:
+        lines += ["", "### Serving configuration (as vLLM's log states it)", ""]
+        lines += table(["Profile", *(LABELS[k] for k in keys)], _served_rows(report.profiles, keys))
     lines += ["", "### Workloads", ""]
     lines += table(
         [

@@ -10,7 +10,11 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# startup_plan keys (values None when the server log did not say).
+from collector.matrix.served import CONFIG_KEYS
+
+# startup_plan keys (values None when the server log did not say): the memory plan, then the
+# serving configuration vLLM states at start (served.CONFIG_KEYS: tensor_parallel_size, ...,
+# max_model_len, gpu_memory_utilization, dtype, quantization, kv_cache_dtype, enforce_eager).
 STARTUP_PLAN_KEYS = (
     "model_load_gib",  # "Model loading took X GiB ..."
     "drafter_loaded",  # "Loading drafter model..." seen
@@ -18,6 +22,7 @@ STARTUP_PLAN_KEYS = (
     "kv_cache_gib",  # "Available KV cache memory: X GiB"
     "kv_cache_tokens",  # "GPU KV cache size: N tokens"
     "max_concurrency",  # "Maximum concurrency for N tokens per request: X"
+    *CONFIG_KEYS,
 )
 STARTUP_OUTCOMES = ("ok", "failed", "timeout", "cancelled", "skipped")
 STARTUP_PHASE = "startup"
@@ -29,7 +34,10 @@ class ProfileReport:
 
     - `startup`: {"outcome": one of STARTUP_OUTCOMES, "started_at", "healthy_at", "duration_s",
       "error"} (epoch seconds).
-    - `startup_plan`: STARTUP_PLAN_KEYS → value.
+    - `startup_plan`: STARTUP_PLAN_KEYS → value (what vLLM's own log says).
+    - `requested`: the serving configuration the profile's server args ask for
+      (`served.requested_config`); `config_mismatch`: field → {"requested", "reported"} where
+      vLLM's log states another value (`served.config_mismatch`).
     - `kernel_events`: phase ("startup" or a workload name) → kernel event kind → count.
     - `kernel_advice`: phase → {"severity": the worst, "action": the strongest} of its events.
     - `workloads`: `WorkloadResult.figures()` or `summarize_command_result(...)` dicts, in order.
@@ -47,6 +55,8 @@ class ProfileReport:
     argv: list[str] = field(default_factory=list)
     startup: dict[str, Any] = field(default_factory=dict)
     startup_plan: dict[str, Any] = field(default_factory=dict)
+    requested: dict[str, Any] = field(default_factory=dict)
+    config_mismatch: dict[str, dict[str, Any]] = field(default_factory=dict)
     kernel_events: dict[str, dict[str, int]] = field(default_factory=dict)
     kernel_advice: dict[str, dict[str, str]] = field(default_factory=dict)
     workloads: list[dict[str, Any]] = field(default_factory=list)

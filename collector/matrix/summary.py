@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from collector.matrix.results import ProfileReport
+from collector.matrix.served import CONFIG_KEYS
 from collector.matrix.stats import compare_medians, compare_rates, spread
 
 PLAN_FIELDS = (
@@ -56,6 +57,17 @@ def _workload_field(name: str, key: str) -> Callable[[ProfileReport], Any]:
     return lambda rep: _workload(rep, name).get(key)
 
 
+def served_config(reps: list[ProfileReport]) -> dict[str, list[Any]]:
+    """What vLLM's log says each repetition ran with: field -> its distinct values, in order
+    (one value when the repetitions agree); fields no log stated are left out."""
+    out: dict[str, list[Any]] = {}
+    for key in CONFIG_KEYS:
+        seen = [v for r in reps if (v := r.startup_plan.get(key)) is not None]
+        if seen:
+            out[key] = list(dict.fromkeys(seen))
+    return out
+
+
 def metrics(reps: list[ProfileReport], workloads: list[str]) -> dict[str, list[float]]:
     """Per repetition values of every figure with a median: name → values."""
     out = {"startup_s": _values(reps, lambda r: r.startup.get("duration_s"))}
@@ -93,6 +105,12 @@ def profile_summary(
             "n": n,
         },
         "figures": {key: spread(values) for key, values in metrics(cold, workloads).items()},
+        "config": served_config(cold),
+        "config_mismatch": {
+            key: {"k": k, "n": n}
+            for key in CONFIG_KEYS
+            if (k := sum(1 for r in cold if key in r.config_mismatch))
+        },
         "requests": {
             name: {
                 key: sum(_workload(r, name).get(key) or 0 for r in cold)
@@ -123,11 +141,19 @@ def compare(
         found = compare_medians(mine, baseline_values.get(key, []))
         if found is not None:
             medians[key] = found
+    # The serving configuration as vLLM stated it, where both state it and it differs.
+    mine_cfg, base_cfg = profile["config"], baseline["config"]
+    config = {
+        key: {"value": mine_cfg[key], "baseline": base_cfg[key]}
+        for key in CONFIG_KEYS
+        if key in mine_cfg and key in base_cfg and mine_cfg[key] != base_cfg[key]
+    }
     return {
         "profile": profile["profile"],
         "baseline": baseline["profile"],
         "rates": rates,
         "medians": medians,
+        "config": config,
     }
 
 

@@ -91,6 +91,11 @@ def summary_lines(summary: dict[str, Any], events: list[dict[str, Any]]) -> list
     lines += table(headers, body)
     comparisons = summary.get("comparisons") or []
     if comparisons:
+        served = [
+            [c["profile"], key, f"{_values(d['value'])} vs {_values(d['baseline'])} (vLLM's log)"]
+            for c in comparisons
+            for key, d in (c.get("config") or {}).items()
+        ]
         lines += ["", f"### Against the baseline ({summary.get('baseline')})", ""]
         lines += table(
             ["Profile", "What", "Compared"],
@@ -98,6 +103,18 @@ def summary_lines(summary: dict[str, Any], events: list[dict[str, Any]]) -> list
                 [c["profile"], label(key) if key in c["medians"] else key, found["words"]]
                 for c in comparisons
                 for key, found in [*c["rates"].items(), *c["medians"].items()]
-            ],
+            ]
+            + served,
         )
     return lines
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _values(values: list[Any]) -> str:
+    """One stated value, or each of those the repetitions disagreed on."""
+    return " or ".join(map(_value, values))

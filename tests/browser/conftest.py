@@ -462,11 +462,13 @@ def matrix_run(
     live_collector: LiveCollector, sshd: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> MatrixRunDone:
     """A finished two-profile matrix run (X with MTP, whose stand-in logs an NV_ERR kernel line
-    during startup; Y without) on the browser collector's host, started through the API."""
+    during startup; Y without, asking for an fp8 KV cache and a 0.7 memory share that the
+    host's launch script overrides to 0.6) on the browser collector's host, started through
+    the API."""
     from sqlalchemy import create_engine, update
 
     from collector.models import Host
-    from tests.collector.matrix.test_runner import standin_spec
+    from tests.collector.matrix.test_runner import behind_launch_script, standin_spec
     from tests.support.ports import free_port
 
     lc = live_collector
@@ -488,6 +490,8 @@ def matrix_run(
     marker = f"fw-browser-{uuid.uuid4().hex[:12]}"
     kmsg = tmp_path_factory.mktemp("matrix") / "kmsg"
     spec = {**standin_spec(free_port(), marker, kmsg, max_turns=6), "host": HOST}
+    spec = behind_launch_script(spec, kmsg.parent)
+    spec["profiles"]["Y"] = {"set": {"--kv-cache-dtype": "fp8", "--gpu-memory-utilization": "0.7"}}
     spec["name"] = "standin-sweep"
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     with AgentFeed(lc, kmsg) as feed, httpx.Client(base_url=lc.base_url, headers=admin) as api:

@@ -298,6 +298,34 @@ def test_matrix_run_page_shows_a_real_run(
     assert errors == []
 
 
+def test_the_run_page_compares_what_vllm_ran_with_next_to_the_spec(
+    page: Any, live_collector: LiveCollector, matrix_run: MatrixRunDone
+) -> None:
+    """The serving configuration table: vLLM's own values per profile, the spec's ask beside
+    the one the host's launch script overrode; each profile's section says the same."""
+    login(page, live_collector.base_url, f"/matrix/{matrix_run.run_id}")
+    page.locator('body[data-run-status="succeeded"]').wait_for()
+    table = page.locator("#served")
+    heads = table.locator("thead th").all_inner_texts()
+    assert heads == ["Profile", "TP", "PP", "Max model len", "GPU memory util.", "dtype",
+                     "KV cache dtype", "Eager"]  # fmt: skip
+    rows = {r.get_attribute("data-profile"): r for r in table.locator("tbody tr").all()}
+    assert [c.strip() for c in rows["X"].locator("td").all_inner_texts()] == [
+        "X", "1", "1", "262,144", "0.6", "bfloat16", "–", "no"]  # fmt: skip
+    y = [c.strip() for c in rows["Y"].locator("td").all_inner_texts()]
+    assert y == ["Y", "1", "1", "262,144", "0.6 (spec: 0.7)", "bfloat16", "fp8", "no"]
+    flagged = table.locator(".served.mismatch")
+    assert flagged.count() == 1 and flagged.get_attribute("data-key") == "gpu_memory_utilization"
+    assert flagged.get_attribute("title") == "the spec asked 0.7; vLLM's log says 0.6"
+    section = page.locator('section.profile[data-profile="Y"] .served-config').inner_text()
+    assert "KV cache dtype\nfp8" in section and "GPU memory util.\n0.6 (spec: 0.7)" in section
+    plan = page.locator('section.profile[data-profile="Y"] .profile-grid > div').nth(1)
+    assert "kv_cache_dtype" not in plan.inner_text()  # not repeated under its raw name
+    report = page.locator("#report").inner_text()
+    assert "| Y | 1 | 1 | 262,144 | 0.6 (spec: 0.7) | bfloat16 | fp8 | no |" in report
+    assert page.console_errors == []
+
+
 def test_host_chart_shows_the_matrix_windows_and_the_run_kernel_event(
     page: Any, live_collector: LiveCollector, matrix_run: MatrixRunDone
 ) -> None:

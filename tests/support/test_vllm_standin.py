@@ -137,6 +137,13 @@ def test_speculative_start_plan_kmsg_and_shutdown(spec_standin: Standin) -> None
     assert plan.anomalies and plan.outcome == "started"
     assert plan.max_concurrency_tokens == 131072 and plan.kv_cache_tokens
     assert plan.cuda_graph_pool_actual_gib is None
+    # The configuration, as vLLM 0.10's engine line states it (dtype auto resolved).
+    assert (plan.max_model_len, plan.tensor_parallel_size, plan.dtype) == (131072, 1, "bfloat16")
+    assert (plan.kv_cache_dtype, plan.enforce_eager, plan.gpu_memory_utilization) == (
+        None,
+        False,
+        0.7,
+    )
     [record] = spec_standin.kmsg.read_text().splitlines()
     header, text = record.split(";", 1)
     assert header.split(",")[0] == "3" and header.endswith(",-")

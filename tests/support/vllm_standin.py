@@ -6,6 +6,8 @@ vLLM-format startup log that depends on the arguments. Production code never imp
         [--log-file PATH] [--load-seconds F] [--malformed-tool-calls-above TOKENS]
         [--hang-after-requests N] [--stats-interval S] [--enable-auto-tool-choice]
         [--tool-call-parser P] [--disable-log-stats] [--data-parallel-size N]
+        [--tensor-parallel-size N] [--pipeline-parallel-size N] [--dtype D] [--quantization Q]
+        [--kv-cache-dtype D] [--enforce-eager]   (stated in its log, not acted on)
         (other vLLM args accepted, ignored)
 
 Formats follow vLLM 0.33.0 (see /work/shared/reference/vllm-and-nvidia-formats.md). With
@@ -39,6 +41,8 @@ from typing import Any, TextIO
 
 VERSION = "0.33.0"
 GPU_TOTAL_GIB = 121.69
+# `--dtype` as vLLM resolves it (auto: the checkpoint's own, bfloat16 here).
+DTYPE_NAMES = {"auto": "bfloat16", "half": "float16", "float": "float32"}
 BYTES_PER_KV_TOKEN = 12_437  # ≈ the observed 66.58 GiB → 5,747,892 tokens on GB10
 NV_ERR_RECORD = (
     "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
@@ -65,6 +69,17 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
+def human_readable_int(text: str) -> int:
+    """vLLM's integer args: "32k" is 32,000, "32K" 32,768 (vllm's arg_utils)."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgtKMGT])", text.strip())
+    if not m:
+        return int(text)
+    number, suffix = m.groups()
+    if suffix.islower():
+        return int(float(number) * 10 ** (3 * "kmgt".index(suffix) + 3))
+    return int(number) * 2 ** (10 * "KMGT".index(suffix) + 10)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """vLLM-like arguments; unknown ones are accepted and ignored, as the stand-in needs few."""
     p = argparse.ArgumentParser(prog="vllm_standin")
@@ -72,7 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--model", default="nvidia/Qwen3.6-35B-A3B-NVFP4")
     p.add_argument("--served-model-name", default=None)
-    p.add_argument("--max-model-len", type=int, default=262144)
+    p.add_argument("--max-model-len", type=human_readable_int, default=262144)
     p.add_argument("--speculative-config", "-sc", default=None)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.7)
     p.add_argument("--max-num-seqs", type=int, default=4)
@@ -87,6 +102,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tool-call-parser", default=None)
     p.add_argument("--disable-log-stats", action="store_true")
     p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    # The serving configuration: only stated in the log, as vLLM states it.
+    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--quantization", "-q", default=None)
+    p.add_argument("--kv-cache-dtype", default="auto")
+    p.add_argument("--enforce-eager", action="store_true")
     args, _unknown = p.parse_known_args(argv)
     args.spec = json.loads(args.speculative_config) if args.speculative_config else None
     return args
@@ -133,6 +155,47 @@ def append_kmsg_record(path: str, text: str = NV_ERR_RECORD, level: int = 3) -> 
     return record
 
 
+def non_default_args(a: argparse.Namespace) -> dict[str, Any]:
+    """The ``non-default args: {...}`` dict of vLLM 0.8+ (only what differs from vLLM's
+    defaults; the stand-in's own memory share and length are always given)."""
+    out: dict[str, Any] = {"model": a.model, "max_model_len": a.max_model_len}
+    out["gpu_memory_utilization"] = a.gpu_memory_utilization
+    for name, default in (
+        ("tensor_parallel_size", 1),
+        ("pipeline_parallel_size", 1),
+        ("data_parallel_size", 1),
+        ("dtype", "auto"),
+        ("quantization", None),
+        ("kv_cache_dtype", "auto"),
+        ("enforce_eager", False),
+    ):
+        if getattr(a, name) != default:
+            out[name] = getattr(a, name)
+    if a.spec:
+        out["speculative_config"] = a.spec
+    return out
+
+
+def engine_config(a: argparse.Namespace) -> str:
+    """The engine's resolved config, in the field order and spelling of vLLM 0.10.0's
+    ``Initializing a V1 LLM engine (v0.10.0) with config:`` line (copied from
+    tests/fixtures/real/vllm/v0.10.0-ascend-2416-v1-engine-config.log, shortened after
+    ``device_config``): ``dtype`` resolved from ``auto`` to the checkpoint's bfloat16,
+    ``max_model_len`` printed as ``max_seq_len``, ``kv_cache_dtype`` as asked."""
+    dtype = DTYPE_NAMES.get(a.dtype, a.dtype)
+    return (
+        f"model='{a.model}', speculative_config={a.spec!r}, tokenizer='{a.model}', "
+        "skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, "
+        "override_neuron_config={}, tokenizer_revision=None, trust_remote_code=False, "
+        f"dtype=torch.{dtype}, max_seq_len={a.max_model_len}, download_dir=None, "
+        f"load_format=LoadFormat.AUTO, tensor_parallel_size={a.tensor_parallel_size}, "
+        f"pipeline_parallel_size={a.pipeline_parallel_size}, disable_custom_all_reduce=False, "
+        f"quantization={a.quantization}, enforce_eager={a.enforce_eager}, "
+        f"kv_cache_dtype={a.kv_cache_dtype},  device_config=cuda, seed=0, "
+        f"served_model_name={a.served_model_name or a.model}"
+    )
+
+
 class Engine:
     """The stand-in's state: readiness, counters, and the startup memory plan."""
 
@@ -159,19 +222,14 @@ class Engine:
         """Print the startup log over --load-seconds; False if the plan cannot fit."""
         a, lg, t = self.args, self.log, self.args.load_seconds
         spec = a.spec
-        args_repr: dict[str, Any] = {"model": a.model, "max_model_len": a.max_model_len}
-        args_repr["gpu_memory_utilization"] = a.gpu_memory_utilization
-        if spec:
-            args_repr["speculative_config"] = spec
         lg.log(
             "APIServer", "utils.py:290", f"vLLM server version {VERSION}, serving model {a.model}"
         )
-        lg.log("APIServer", "utils.py:240", f"non-default args: {args_repr!r}")
+        lg.log("APIServer", "utils.py:240", f"non-default args: {non_default_args(a)!r}")
         lg.log(
             "EngineCore",
             "core.py:110",
-            f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{a.model}', "
-            f"speculative_config={spec!r}",
+            f"Initializing a V1 LLM engine (v{VERSION}) with config: {engine_config(a)}",
         )
         lg.log("EngineCore", "gpu_model_runner.py:4700", f"Starting to load model {a.model}...")
         started = time.monotonic()

@@ -6,7 +6,8 @@
    POST /api/v1/matrix-runs/{id}/cancel;  GET .../report.md (Markdown);  GET .../latencies
    Run = {"id", "name", "host", "preset", "status": queued|running|succeeded|failed|cancelled|interrupted,
           "created_at", "started_at", "ended_at", "cancel_requested", "error", "progress": {"done", "total"}}
-   MatrixReport.profiles[] = collector.matrix.results.ProfileReport as a dict (+ "label");
+   MatrixReport.profiles[] = collector.matrix.results.ProfileReport as a dict (+ "label"); its serving
+     configuration (startup_plan's served fields, requested, config_mismatch) is drawn by served.js;
    MatrixReport.summary = collector.matrix.summary.summarize (k of N per profile, vs the baseline);
    MatrixReport.error: why a failed run failed (shown at the top). */
 (function () {
@@ -107,6 +108,7 @@
   function startupPlan(plan) {
     const out = {};
     for (const [k, v] of Object.entries(plan || {})) {
+      if (window.FW.served.KEYS.includes(k)) continue;  // the serving configuration beside it
       const [label, fmt] = PLAN_LABELS[k] || [k, (x) => x];
       out[label] = v === null || v === undefined ? "–" : fmt(v);
     }
@@ -153,7 +155,8 @@
           healthy: clock(s.healthy_at, false), error: s.error || undefined,
           "kernel events": eventsText((p.kernel_events || {}).startup),
         })),
-        el("div", {}, el("h3", {}, "Startup memory plan"), startupPlan(p.startup_plan))),
+        el("div", {}, el("h3", {}, "Startup memory plan"), startupPlan(p.startup_plan)),
+        el("div", { class: "served-config" }, el("h3", {}, "Serving configuration (vLLM's log)"), kvTable(window.FW.served.fields(p)))),
       el("h3", {}, "Workloads and telemetry inside their windows"),
       el("div", { class: "table-wrap" }, el("table", { class: "workloads" },
         el("thead", {}, el("tr", {}, WORKLOAD_HEAD.map((h) => el("th", { class: NARROW.has(h) ? "hide-narrow" : null }, h)))),
@@ -163,7 +166,7 @@
 
   function overview(profiles) {
     if (!profiles.length) return el("p", { class: "muted" }, "No profile has started yet.");
-    return el("div", { class: "table-wrap" }, el("table", { id: "overview" },
+    return el("div", {}, el("div", { class: "table-wrap" }, el("table", { id: "overview" },
       el("thead", {}, el("tr", {}, ["Profile", "Verdict", "Startup", "KV cache", "Requests", "Median", "p95", "Min MemAvailable", "Reasons"].map((h) => el("th", {}, h)))),
       el("tbody", {}, profiles.map((p) => {
         const w = listOf(p.workloads), t = Object.values(p.telemetry || {});
@@ -176,7 +179,7 @@
           el("td", { class: "num" }, secs(w[0]?.latency_median_s)), el("td", { class: "num" }, secs(w[0]?.latency_p95_s)),
           el("td", { class: "num" }, mins.length ? gibs(Math.min(...mins)) : "–"),
           el("td", { class: "error" }, (p.reasons || []).join("; ")));
-      }))));
+      })))), window.FW.served.table(profiles));
   }
 
   // Latency distribution: per profile a box (p25–p75, median), whiskers (min–max), a p95 tick
@@ -257,7 +260,8 @@
         rate({ k: r.verdicts?.fail ?? 0, n: r.verdicts?.n ?? 0 }, "verdicts"))))));
     const note = el("p", { class: "muted" }, "k/N: in k of the profile's N cold starts. Figures: median [min–max] over the repetitions.");
     const compared = listOf(summary?.comparisons).flatMap((c) => [...Object.entries(c.rates || {}), ...Object.entries(c.medians || {})]
-      .map(([what, x]) => el("li", {}, `${c.profile} vs ${c.baseline}, ${what}: ${x.words}`)));
+      .map(([what, x]) => el("li", {}, `${c.profile} vs ${c.baseline}, ${what}: ${x.words}`)))
+      .concat(window.FW.served.comparisons(summary).map((line) => el("li", { class: "served-vs" }, line)));
     return el("div", {}, list, table, note, compared.length ? el("ul", { class: "comparisons" }, compared) : null);
   }
 

@@ -208,7 +208,19 @@ def test_two_profile_matrix(app: Collector, sshd: TestSshd, tmp_path: Path) -> N
         "max_concurrency": pytest.approx(
             int(kv_gib(23.43, -0.9) * 2**30 / BYTES_PER_KV_TOKEN) / 262144, abs=0.01
         ),
+        # The serving configuration, from the stand-in's non-default args and engine line
+        # (kv_cache_dtype=auto states nothing; V1's engine line has no data parallel size).
+        "tensor_parallel_size": 1,
+        "pipeline_parallel_size": 1,
+        "data_parallel_size": None,
+        "max_model_len": 262144,
+        "gpu_memory_utilization": 0.7,
+        "dtype": "bfloat16",
+        "quantization": None,
+        "kv_cache_dtype": None,
+        "enforce_eager": False,
     }
+    assert (x["requested"], x["config_mismatch"]) == ({}, {})
     assert y["startup_plan"]["drafter_loaded"] is False
     assert y["startup_plan"]["model_load_gib"] == 21.9
     assert y["startup_plan"]["kv_cache_gib"] == kv_gib(21.9, 0.62)
@@ -256,6 +268,79 @@ def test_two_profile_matrix(app: Collector, sshd: TestSshd, tmp_path: Path) -> N
 
     listed = app.client.get("/api/v1/matrix-runs", headers=app.admin).json()
     assert [(r["id"], r["status"], r["host"]) for r in listed] == [(run_id, "succeeded", HOST)]
+
+
+PINNING_WRAPPER = """#!/bin/sh
+# A site launch script around the server: passes the matrix's args on and pins its own memory
+# share after them (vLLM's argparse keeps the last value given).
+exec "$@" --gpu-memory-utilization 0.6
+"""
+
+
+def behind_launch_script(spec: dict[str, Any], where: Path) -> dict[str, Any]:
+    """The spec with its server started through PINNING_WRAPPER (written into where)."""
+    wrapper = where / "launch-vllm"
+    wrapper.write_text(PINNING_WRAPPER)
+    wrapper.chmod(0o755)
+    return {**spec, "base_args": [str(wrapper), *spec["base_args"]]}
+
+
+@pytest.fixture
+def any_db_app(db_url: str, tmp_path: Path) -> Iterator[Collector]:
+    yield from make_collector(db_url, data_dir=str(tmp_path / "data"), matrix_settle_s=1.0)
+
+
+def test_the_comparison_states_what_vllm_ran_with_next_to_the_spec(
+    any_db_app: Collector, sshd: TestSshd, tmp_path: Path
+) -> None:
+    """A: the base; B asks for fp8 KV cache, a shorter context, eager mode and a 0.7 memory
+    share, which the host's launch script overrides to 0.6: the report carries vLLM's values,
+    the spec's asks, and the one they disagree on."""
+    app = any_db_app
+    token = register(app, sshd)
+    marker = f"fw-matrix-{uuid.uuid4().hex[:12]}"
+    spec = standin_spec(free_port(), marker, tmp_path / "kmsg", max_turns=1)
+    spec = behind_launch_script(spec, tmp_path)
+    b_set = {
+        "--kv-cache-dtype": "fp8",
+        "--max-model-len": "128K",
+        "--gpu-memory-utilization": "0.7",
+    }
+    spec["profiles"] = {"A": {}, "B": {"set": b_set, "add": ["--enforce-eager"]}}
+    with AgentFeed(app, token, tmp_path / "kmsg"):
+        r = app.client.post("/api/v1/matrix-runs", json={"spec": spec}, headers=app.admin)
+        assert r.status_code == 201, r.text
+        run = wait_status(app, r.json()["id"], {"succeeded", "failed", "cancelled"})
+    assert run["status"] == "succeeded", run
+    a, b = run["report"]["profiles"]
+    served = ("max_model_len", "gpu_memory_utilization", "dtype", "kv_cache_dtype")
+    assert [a["startup_plan"][k] for k in served] == [262144, 0.6, "bfloat16", None]
+    assert [b["startup_plan"][k] for k in served] == [131072, 0.6, "bfloat16", "fp8"]
+    assert (a["startup_plan"]["enforce_eager"], b["startup_plan"]["enforce_eager"]) == (False, True)
+    assert (a["requested"], a["config_mismatch"]) == ({}, {})
+    assert b["requested"] == {
+        "kv_cache_dtype": "fp8",
+        "max_model_len": 131072,
+        "gpu_memory_utilization": 0.7,
+        "enforce_eager": True,
+    }
+    assert b["config_mismatch"] == {"gpu_memory_utilization": {"requested": 0.7, "reported": 0.6}}
+
+    summary = run["report"]["summary"]
+    rows = {row["profile"]: row for row in summary["profiles"]}
+    assert rows["B"]["config"]["kv_cache_dtype"] == ["fp8"]
+    assert rows["B"]["config_mismatch"] == {"gpu_memory_utilization": {"k": 1, "n": 1}}
+    (vs,) = summary["comparisons"]
+    assert vs["config"] == {
+        "max_model_len": {"value": [131072], "baseline": [262144]},
+        "enforce_eager": {"value": [True], "baseline": [False]},
+    }
+    md = app.client.get(f"/api/v1/matrix-runs/{run['id']}/report.md", headers=app.admin).text
+    section = md.split("### Serving configuration (as vLLM's log states it)\n\n")[1]
+    assert section.splitlines()[2:4] == [
+        "| A | 1 | 1 | 262,144 | 0.6 | bfloat16 | — | no |",
+        "| B | 1 | 1 | 131,072 | 0.6 (spec: 0.7) | bfloat16 | fp8 | yes |",
+    ]
 
 
 def test_cancel_mid_workload_kills_everything(
