@@ -187,7 +187,7 @@ def cmd_add_host(args: argparse.Namespace) -> int:
                 host, token = registry.create_host(
                     session, name=args.name, simulated=args.simulated, netconsole_from=addrs
                 )
-            if args.update and addrs:
+            if (args.update or args.rotate_token) and addrs:
                 registry.set_netconsole_from(session, host=host, addrs=addrs)
             facts = configure_host(
                 session,
