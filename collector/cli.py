@@ -187,7 +187,7 @@ def cmd_add_host(args: argparse.Namespace) -> int:
                 host, token = registry.create_host(
                     session, name=args.name, simulated=args.simulated, netconsole_from=addrs
                 )
-            if args.update and addrs:
+            if (args.update or args.rotate_token) and addrs:
                 registry.set_netconsole_from(session, host=host, addrs=addrs)
             facts = configure_host(
                 session,
@@ -222,7 +222,10 @@ def cmd_add_host(args: argparse.Namespace) -> int:
     if token is None:
         print(f"host {args.name!r} updated")
         return 0
-    print(f"host {args.name!r} registered; agent token (shown once, stored hashed):")
+    done = "registered"
+    if args.rotate_token:
+        done = "has a new agent token, the old one no longer works"
+    print(f"host {args.name!r} {done}; agent token (shown once, stored hashed):")
     print(token)
     return 0
 

@@ -196,7 +196,8 @@ def parse_rule(entry: Any, where: str) -> Rule:
         raise GuardConfigError(f"{where}: one rule per entry, got {keys}")
     kind, value = keys[0], entry[keys[0]]
     at = f"{where}.{kind}"
-    text = f"{kind}: {_flat(value)}"
+    # A rule's own phases are part of what it is: the check, the host page and firings show them.
+    text = f"{kind}: {_flat(value)}" + (f", phases: {_flat(list(phases))}" if phases else "")
     if kind == "mem_available_below":
         threshold, hold = _threshold_for(value, at, size=True)
         return Rule(text, kind, threshold, hold, phases=phases)

@@ -195,3 +195,22 @@ def test_guard_check_prints_the_guard_or_why_not(
     assert main(["--guard-check", "--guard", str(rules)]) == 2
     assert "no actions" in capsys.readouterr().err
     assert main(["--guard-check"]) == 0 and "off" in capsys.readouterr().out
+
+
+def test_guard_check_shows_a_rules_own_phases(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rule limited to phases says so: without them it would read as a rule for every phase."""
+    rules = tmp_path / "guard.yaml"
+    rules.write_text(
+        "phases: [loading_weights, serving]\n"
+        "rules:\n  - mem_available_below: 4GiB for 2s\n"
+        "  - {mem_available_below: 2GiB, phases: [serving]}\nactions: [docker_stop]\n"
+    )
+    assert main(["--guard-check", "--guard", str(rules)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["rules"] == [
+        "mem_available_below: 4GiB for 2s",
+        "mem_available_below: 2GiB, phases: [serving]",
+    ]
+    assert shown["phases"] == ["loading_weights", "serving"]

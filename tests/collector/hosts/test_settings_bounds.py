@@ -98,6 +98,18 @@ def test_every_name_add_host_takes_the_api_reaches(
     assert sqlite_collector.read(f"/api/v1/hosts/{name}/lines")["host"] == name
 
 
+def test_rotate_token_says_it_replaced_the_token(
+    sqlite_collector: Collector, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = sqlite_collector.settings.db_url
+    assert main(["--db", url, "add-host", "spark-01"]) == 0
+    assert "'spark-01' registered; agent token" in capsys.readouterr().out
+    assert main(["--db", url, "add-host", "spark-01", "--rotate-token"]) == 0
+    out = capsys.readouterr().out
+    assert "'spark-01' has a new agent token, the old one no longer works" in out
+    assert out.splitlines()[-1].startswith("fwh_")
+
+
 # ("/" and "%2F" never reach the route: the router answers 404.)
 @pytest.mark.parametrize("name", [n for n in NAMES_REFUSED if n and "/" not in n and "%" not in n])
 def test_the_api_refuses_the_same_names_with_a_400(name: str, sqlite_collector: Collector) -> None:

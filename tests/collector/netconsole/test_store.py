@@ -271,6 +271,11 @@ def test_add_host_cli_sets_netconsole_from(
         assert host is not None and host.netconsole_from == ["10.0.0.9", "10.0.0.19"]
     assert cli.main(["add-host", "spark-10", "--db", url, "--netconsole-from", "10.0.0.9"]) == 1
     assert "already belongs to 'spark-09'" in capsys.readouterr().err
+    # With --rotate-token (an existing host, no --update) the address is not dropped either.
+    assert cli.main([*argv[:4], "--rotate-token", "--netconsole-from", "10.0.0.29"]) == 0
+    with db.session_scope(db.make_sessionmaker(engine)) as s:
+        host = s.scalar(select(Host).where(Host.name == "spark-09"))
+        assert host is not None and host.netconsole_from == ["10.0.0.29"]
     engine.dispose()
 
 
