@@ -734,6 +734,24 @@ def test_a_cuda_warning_is_no_fault() -> None:
     assert _one([*_SERVING, warning]) == ("started", None)
 
 
+def test_a_cuda_error_after_a_clean_stop_is_no_crash() -> None:
+    # At interpreter exit the CUDA runtime is unloaded before some destructors run: their
+    # "CUDA error: driver shutting down" (cudaErrorCudartUnloading) follows every clean stop.
+    stop = [
+        "INFO:     Shutting down",
+        "INFO:     Application shutdown complete.",
+        "INFO:     Finished server process [1]",
+    ]
+    teardown = [
+        "Exception ignored in: <function CustomAllreduce.__del__ at 0x7f2a>",
+        "Traceback (most recent call last):",
+        '  File "/x/vllm/custom_all_reduce.py", line 1, in __del__',
+        "RuntimeError: CUDA error: driver shutting down",
+    ]
+    [plan] = parse_vllm_log([*_SERVING, *stop, *teardown])
+    assert (plan.outcome, plan.phase, plan.error) == ("started", "stopped", None)
+
+
 def test_a_bare_tracebacks_cuda_fault_then_a_crash_line_is_a_crash() -> None:
     lines = [
         "ERROR 07-27 23:31:27 [core.py:591]     raise RuntimeError(",
