@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -815,3 +816,11 @@ def test_serving_config_from_args_and_the_engine_line() -> None:
     assert (v1.dtype, v1.data_parallel_size, v1.gpu_memory_utilization) == ("bfloat16", 2, 0.5)
     assert v1.max_model_len == 131072  # the resolved length, after the args
     assert v1.kv_cache_dtype is None and v1.tensor_parallel_size is None  # "auto", unstated
+
+
+def test_a_long_run_of_digits_parses_in_linear_time() -> None:
+    # The stats header's "N Engines Aggregated" must not retry its digits from every digit of
+    # a long number (a dumped tensor, a token-id blob): that was quadratic, minutes per line.
+    started = time.perf_counter()
+    parse_vllm_log([*_SERVING, "7" * 40_000, "ERROR 09-08 10:00:00 [x.py:1] " + "7" * 40_000])
+    assert time.perf_counter() - started < 1.0
