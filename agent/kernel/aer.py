@@ -3,9 +3,10 @@ port the last word before the GPU falls off the bus or the host freezes.
 
 A report is several lines; the event is the per-device line every kernel since 2.6.3x prints,
 ``<drv> <bdf>: [AER: ]PCIe Bus Error: severity=Uncorrected (Fatal), type=..., (...)`` (``CXL Bus
-Error`` on CXL devices since 6.x). Native AER, DPC containment and EDR all print it; only native
-AER prints the ``[Multiple ]Uncorrected (Fatal) error received`` line before it, which names the
-root port rather than the failing device, so that one restates the report and is no event.
+Error`` on CXL devices since 6.x; newer kernels say ``Uncorrectable``, the PCIe spec's term).
+Native AER, DPC containment and EDR all print it; only native AER prints the ``[Multiple ]
+Uncorrected (Fatal) error received`` line before it, which names the root port rather than the
+failing device, so that one restates the report and is no event.
 Corrected errors flood (retried links) and are never an event.
 """
 
@@ -15,12 +16,12 @@ import re
 
 from agent.kernel.event import KernelEvent, make_event
 
-NEEDLE = "severity=Uncorrected"
+NEEDLE = "severity=Uncorrect"  # "Uncorrected", or "Uncorrectable" in newer kernels
 # "pcieport 0000:00:02.0: AER: PCIe Bus Error: severity=Uncorrected (Fatal), type=..." (the
 # device is absent from a bare paste; VMD domains run past four digits)
 _AER = re.compile(
     r"(?:(?P<pci>\b[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): (?:AER: )?)?"
-    r"(?:PCIe|CXL) Bus Error: severity=Uncorrected \((?P<severity>Fatal|Non-Fatal)\)"
+    r"(?:PCIe|CXL) Bus Error: severity=Uncorrect(?:ed|able) \((?P<severity>Fatal|Non-Fatal)\)"
     r"(?:, type=(?P<type>[\w ]+))?"
 )
 AER_MEANINGS = {

@@ -222,8 +222,10 @@ QUIET_SHM_PHASES = frozenset(
 # V0 and V1 up to 0.8.3 print the stats line with no "Engine NNN: " in front; V0 counts
 # "Swapped" and "Pending" requests and a "CPU KV cache usage" (0.5-0.10), and prints its
 # prefix-cache hit rates on a line of their own ("Prefix cache hit rate: GPU: X%, CPU: Y%").
+# "(?<!\d)": the count starts a number, else a long one is retried from each of its digits.
 STATS = re.compile(
-    r"(?:(?:Engine (?P<engine>\d+)|(?P<n>\d+) Engines Aggregated): )?Avg prompt throughput: |"
+    r"(?:(?:Engine (?P<engine>\d+)|(?<!\d)(?P<n>\d+) Engines Aggregated): )?"
+    r"Avg prompt throughput: |"
     r"Prefix cache hit rate: GPU: "
 )
 # "Speculative metrics: " is V0's line (0.5-0.10) and V1's before 0.8.4 (vllm#15902).

@@ -144,9 +144,10 @@ def outcome_of(
     clean: str,
     proc: str = "",
     error: str | None = None,
+    phase: str | None = None,
 ) -> Outcome | None:
     """The outcome a line moves the start to (``outcome``: where it is now, ``error`` its
-    error so far), else None."""
+    error so far, ``phase`` its phase), else None."""
     if state.guessed and outcome == "failed":
         return _guess_corrected(state, msg, error)
     fatal = _fatal_cause(state, outcome, msg, clean, proc)
@@ -179,8 +180,10 @@ def outcome_of(
     if not (root or generic):
         return None
     if outcome == "started":
-        if fmt.CUDA_FAULT_RE.search(msg):
-            return Outcome("crashed", clean, root_cause=True)  # a CUDA fault kills the engine
+        # A CUDA fault kills the engine; after a clean stop it is teardown's ("CUDA error:
+        # driver shutting down" from a destructor run after the CUDA runtime unloaded).
+        if phase != "stopped" and fmt.CUDA_FAULT_RE.search(msg):
+            return Outcome("crashed", clean, root_cause=True)
         return Outcome("crashed", clean) if fmt.GENERIC_FAIL.search(msg) else None
     if outcome == "crashed":
         # A root cause beats the crash line it explains (EngineDeadError, a worker dying).

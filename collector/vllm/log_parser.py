@@ -249,6 +249,7 @@ class VllmLogParser(FactLog):
             clean=parsed.clean,
             proc=parsed.proc,
             error=plan.error,
+            phase=plan.phase,
         )
         if result is None:
             return

@@ -606,6 +606,20 @@ def test_aer_fatal_forms(line: str, device: str | None) -> None:
     assert event is not None and (event.kind, event.code, event.device) == ("aer", "fatal", device)
 
 
+@pytest.mark.parametrize(
+    ("severity", "code"),
+    [("Uncorrectable (Fatal)", "fatal"), ("Uncorrectable (Non-Fatal)", "nonfatal")],
+)
+def test_aer_in_the_pcie_spec_terms_of_newer_kernels(severity: str, code: str) -> None:
+    # aer.c says "Uncorrectable"/"Correctable" since "PCI/AER: Use 'Correctable' and
+    # 'Uncorrectable' spec terms for errors" (6.x); a fatal one must not go unseen there.
+    event = classify_kernel_line(
+        f"pcieport 0000:00:01.0: AER: PCIe Bus Error: severity={severity}, "
+        "type=Transaction Layer, (Requester ID)"
+    )
+    assert event is not None and (event.kind, event.code) == ("aer", code)
+
+
 def test_aer_nonfatal_is_an_error_with_no_action() -> None:
     event = classify_kernel_line(
         "Mar 29 15:38:59 spark-01 kernel: nvidia 0000:0f:00.0: AER: PCIe Bus Error: "
@@ -621,6 +635,8 @@ def test_aer_nonfatal_is_an_error_with_no_action() -> None:
     [
         "pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: 0000:00:03.0",
         "pcieport 0000:00:1c.4: AER: Uncorrected (Non-Fatal) error received: id=00e4",
+        "pcieport 0000:00:03.0: AER: Multiple Uncorrectable (Fatal) error message received from "
+        "0000:03:00.0",
         "pcieport 0000:00:1c.5: AER: Multiple Corrected error received: id=00e5",
         "pcieport 0000:00:1c.5: PCIe Bus Error: severity=Corrected, type=Physical Layer, "
         "id=00e5(Receiver ID)",

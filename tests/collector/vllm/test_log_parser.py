@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -734,6 +735,24 @@ def test_a_cuda_warning_is_no_fault() -> None:
     assert _one([*_SERVING, warning]) == ("started", None)
 
 
+def test_a_cuda_error_after_a_clean_stop_is_no_crash() -> None:
+    # At interpreter exit the CUDA runtime is unloaded before some destructors run: their
+    # "CUDA error: driver shutting down" (cudaErrorCudartUnloading) follows every clean stop.
+    stop = [
+        "INFO:     Shutting down",
+        "INFO:     Application shutdown complete.",
+        "INFO:     Finished server process [1]",
+    ]
+    teardown = [
+        "Exception ignored in: <function CustomAllreduce.__del__ at 0x7f2a>",
+        "Traceback (most recent call last):",
+        '  File "/x/vllm/custom_all_reduce.py", line 1, in __del__',
+        "RuntimeError: CUDA error: driver shutting down",
+    ]
+    [plan] = parse_vllm_log([*_SERVING, *stop, *teardown])
+    assert (plan.outcome, plan.phase, plan.error) == ("started", "stopped", None)
+
+
 def test_a_bare_tracebacks_cuda_fault_then_a_crash_line_is_a_crash() -> None:
     lines = [
         "ERROR 07-27 23:31:27 [core.py:591]     raise RuntimeError(",
@@ -797,3 +816,11 @@ def test_serving_config_from_args_and_the_engine_line() -> None:
     assert (v1.dtype, v1.data_parallel_size, v1.gpu_memory_utilization) == ("bfloat16", 2, 0.5)
     assert v1.max_model_len == 131072  # the resolved length, after the args
     assert v1.kv_cache_dtype is None and v1.tensor_parallel_size is None  # "auto", unstated
+
+
+def test_a_long_run_of_digits_parses_in_linear_time() -> None:
+    # The stats header's "N Engines Aggregated" must not retry its digits from every digit of
+    # a long number (a dumped tensor, a token-id blob): that was quadratic, minutes per line.
+    started = time.perf_counter()
+    parse_vllm_log([*_SERVING, "7" * 40_000, "ERROR 09-08 10:00:00 [x.py:1] " + "7" * 40_000])
+    assert time.perf_counter() - started < 1.0
