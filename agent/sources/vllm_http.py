@@ -40,15 +40,25 @@ def metrics_from_text(text: str) -> dict[str, float | int | None]:
     return out
 
 
+# A /metrics answer is tens of KB; far more, unpacked, is no vLLM server.
+MAX_METRICS_BYTES = 16 << 20
+
+
 def _gunzip(body: bytes) -> bytes:
-    """The plain body; ``gzip`` is imported only when an answer is compressed (agent RSS)."""
-    import gzip
+    """The plain body, refused past ``MAX_METRICS_BYTES``: a proxy's gzip bomb must not fill
+    the agent's memory. ``zlib`` is imported only when an answer is compressed (agent RSS)."""
     import zlib
 
-    try:
-        return gzip.decompress(body)
-    except (OSError, EOFError, zlib.error) as exc:  # reported in the entry, like a bad answer
+    inflater = zlib.decompressobj(wbits=31)
+    try:  # errors are reported in the entry, like any bad answer
+        plain = inflater.decompress(body, MAX_METRICS_BYTES + 1)
+    except zlib.error as exc:
         raise OSError(f"bad gzip body: {exc}") from None
+    if len(plain) > MAX_METRICS_BYTES or inflater.unconsumed_tail:
+        raise OSError(f"bad gzip body: over {MAX_METRICS_BYTES} bytes unpacked")
+    if not inflater.eof:
+        raise OSError("bad gzip body: truncated")
+    return plain
 
 
 class _Endpoint:

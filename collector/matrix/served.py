@@ -117,7 +117,9 @@ def config_mismatch(requested: dict[str, Any], plan: dict[str, Any]) -> dict[str
     out = {}
     for name, asked in requested.items():
         reported = plan.get(name)
-        if reported is None or asked == AUTO or not _differs(asked, reported):
+        # The log's args dict keeps the user's spelling ("half") when no engine line resolved it.
+        said = DTYPE_ALIASES.get(str(reported), reported) if name == "dtype" else reported
+        if reported is None or asked == AUTO or not _differs(asked, said):
             continue
         out[name] = {"requested": asked, "reported": reported}
     return out

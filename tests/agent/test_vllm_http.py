@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.sources import vllm_http
 from agent.sources.vllm_http import VllmHttpSource, metrics_from_text
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "vllm" / "metrics.txt"
@@ -166,4 +167,16 @@ def test_a_corrupt_gzip_body_is_an_error_in_the_entry(vllm: FakeVllm) -> None:
     (entry,) = source.read()
     assert entry["health"] == 200 and entry["running"] is None
     assert entry["error"].startswith("metrics: bad gzip body")
+    source.close()
+
+
+def test_a_gzip_bomb_is_refused_not_unpacked(
+    vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vllm_http, "MAX_METRICS_BYTES", 1000)  # the fixture unpacks to more
+    vllm.metrics_encoding = "gzip"
+    source = VllmHttpSource([f"http://127.0.0.1:{vllm.server_address[1]}"])
+    (entry,) = source.read()
+    assert entry["health"] == 200 and entry["running"] is None
+    assert entry["error"] == "metrics: bad gzip body: over 1000 bytes unpacked"
     source.close()

@@ -64,6 +64,8 @@ def test_a_difference_is_where_the_log_states_another_value_than_a_concrete_ask(
         "quantization": {"requested": "awq", "reported": "awq_marlin"},
     }
     assert config_mismatch({"gpu_memory_utilization": 0.9}, {"gpu_memory_utilization": 0.9}) == {}
+    # A start that failed before its engine line: the log states the args' own "half".
+    assert config_mismatch(requested_config([*SERVE, "--dtype", "half"]), {"dtype": "half"}) == {}
 
 
 def _rep(profile: str, repetition: int = 1, **plan: Any) -> ProfileReport:
