@@ -28,11 +28,17 @@ def inspect_kernel_log(path: str | Path) -> list[dict[str, Any]]:
 def inspect_vllm_log(path: str | Path) -> dict[str, list[dict[str, Any]]]:
     """The --json contract: ``starts``, the plan of every server start in a saved vLLM log,
     and ``hang_signals``, each with its line number, the phase and the start it came in (the
-    1-based start number, None before the first)."""
+    1-based start number, None before the first). A leading block of ``#`` comment lines (an
+    annotated capture's header: no vLLM line starts so) is not log: its prose quoting an error
+    would become the start's error."""
     parser = VllmLogParser()
     signals = []
     text = Path(path).read_text(encoding="utf-8", errors="replace")
+    in_header = True
     for line_no, line in enumerate(text.splitlines(), start=1):
+        in_header = in_header and line.startswith("#")
+        if in_header:
+            continue
         for fact in parser.feed(line, line_no=line_no):
             if fact.kind == "hang_signal":
                 start = len(parser.plans()) or None

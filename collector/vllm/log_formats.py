@@ -142,6 +142,7 @@ ROOT_CAUSE = re.compile(
     r"To serve at least one request with the models?'s max seq len|"
     r"max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV|"
     r"Failed to load model - not enough GPU memory|"
+    r"No CUDA GPUs are available|Current node has no GPU available|"
     r"User-specified max_model_len \(\d+\) is greater than|"
     r"CUDA out of memory|OutOfMemoryError|NCCL error\b|"
     r"Timed out waiting for engine core processes to start|"
@@ -173,10 +174,11 @@ EXCEPTION = re.compile(
 # executor_class(...) and _initialize_kv_caches) and logs "EngineCore failed to start." when
 # that raises, or "EngineCore encountered a fatal error." when run_busy_loop does; the API
 # server starts its engines through AsyncLLM.from_vllm_config, make_async_mp_client and
-# launch_core_engines / wait_for_engine_startup.
+# launch_core_engines / wait_for_engine_startup; its run_server is the API server exiting (a port
+# already bound, an engine that never came up) where no line said it served.
 STARTUP_FRAME = re.compile(
     r"\bin (?:_initialize_kv_caches|from_vllm_config|from_engine_args|make_async_mp_client|"
-    r"make_client|launch_core_engines|wait_for_engine_startup)$|"
+    r"make_client|launch_core_engines|wait_for_engine_startup|run_server)$|\brun_server\(args\)|"
     r"EngineCoreProc\(|\bexecutor_class\("
 )
 RUNNING_FRAME = re.compile(r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)")

@@ -164,3 +164,14 @@ def test_cli_json_and_human_output() -> None:
 def test_cli_missing_file() -> None:
     code, _ = _run(["inspect", "kernel-log", "/nonexistent/kern.log"])
     assert code == 2
+
+
+def test_vllm_log_header_comments_are_not_log(tmp_path: Path) -> None:
+    # An annotated capture's leading "#" lines quote the error in prose: not the start's error.
+    log = tmp_path / "annotated.log"
+    err = "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above."
+    note = '# what: the API server giving up, "Engine core initialization failed"'
+    log.write_text(f"# source: https://example.org/1\n{note}\n{err}\n# not a header here\n")
+    [start] = inspect_vllm_log(log)["starts"]
+    assert (start["outcome"], start["error"]) == ("failed", err)
+    assert start["phases"][-1]["line_no"] == 3

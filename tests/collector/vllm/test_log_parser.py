@@ -468,6 +468,40 @@ _BUSY_TB = [
 ]
 
 
+def test_a_headless_api_server_traceback_through_run_server_failed_its_start() -> None:
+    # The API server exiting through run_server with no line that it served: a failed start,
+    # whose error is the exception (here a port already bound); the next banner opens another.
+    tb = [
+        '  File "/x/vllm/entrypoints/openai/api_server.py", line 530, in run_server',
+        '    temp_socket.bind(("", args.port))',
+        "OSError: [Errno 98] Address already in use",
+        "INFO 10-10 10:23:00 api_server.py:526] vLLM API server version 0.6.1",
+    ]
+    first, second = parse_vllm_log(tb)
+    assert (first.outcome, first.error) == ("failed", "OSError: [Errno 98] Address already in use")
+    assert (second.outcome, second.vllm_version) == ("incomplete", "0.6.1")
+    # Its root cause came earlier, in the engine's own traceback: that is the error.
+    cause = "RuntimeError: Currently, block scaled fp8 gemm is not implemented for Blackwell"
+    tb = ['  File "/x/vllm/_custom_ops.py", line 727, in cutlass_scaled_mm', cause]
+    tb += ["Traceback (most recent call last):", '  File "/x/api_server.py", line 1, in <module>']
+    [plan] = parse_vllm_log([*tb, "    uvloop.run(run_server(args))"])
+    assert (plan.outcome, plan.error) == ("failed", cause)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "(EngineCore_DP0 pid=504) ValueError: Current node has no GPU available. resource={}",
+        "(EngineCore_DP0 pid=9) RuntimeError: No CUDA GPUs are available",
+    ],
+)
+def test_no_gpu_for_the_engine_is_a_root_cause_even_alone(line: str) -> None:
+    tb = ["(APIServer pid=1) Traceback (most recent call last):"]
+    tb += ['(APIServer pid=1)   File "/x/vllm/entrypoints/cli/main.py", line 73, in main']
+    [plan] = parse_vllm_log([line, *tb])
+    assert (plan.outcome, plan.error) == ("failed", line)
+
+
 def test_a_headless_startup_traceback_is_a_failed_start_with_its_last_line() -> None:
     [plan] = parse_vllm_log(_STARTUP_TB)
     assert (plan.outcome, plan.error) == ("failed", _E + "AssertionError")
