@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from collector.matrix.flags import item_key, split_args
-from collector.vllm.log_config import CONFIG_FIELDS
+from collector.vllm.log_config import CONFIG_FIELDS, DTYPE_ALIASES
 
 # The plan fields of the serving configuration, in the order reports show them.
 CONFIG_KEYS = tuple(CONFIG_FIELDS)
@@ -45,8 +45,6 @@ LABELS = {
 }
 BY_FLAG = {flag: name for name, flags in FLAGS.items() for flag in flags}
 AUTO = "auto"
-# vLLM's spellings of one dtype (the log prints torch's name).
-DTYPE_ALIASES = {"half": "float16", "float": "float32"}
 # vLLM's human-readable integers: "32k" is 32,000 and "32K" 32,768 (arg_utils).
 _HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kmgtKMGT])")
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
@@ -117,9 +115,7 @@ def config_mismatch(requested: dict[str, Any], plan: dict[str, Any]) -> dict[str
     out = {}
     for name, asked in requested.items():
         reported = plan.get(name)
-        # The log's args dict keeps the user's spelling ("half") when no engine line resolved it.
-        said = DTYPE_ALIASES.get(str(reported), reported) if name == "dtype" else reported
-        if reported is None or asked == AUTO or not _differs(asked, said):
+        if reported is None or asked == AUTO or not _differs(asked, reported):
             continue
         out[name] = {"requested": asked, "reported": reported}
     return out

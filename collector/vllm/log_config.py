@@ -30,6 +30,9 @@ CONFIG_LINE = re.compile(
 )
 MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
 UNSET = frozenset(("None", "auto", ""))
+# vLLM's other spellings of a dtype: the args keep the user's ("half") until the engine line
+# resolves it to torch's name, so a start that failed before that line would state "half".
+DTYPE_ALIASES = {"half": "float16", "float": "float32"}
 
 
 def _pattern(names: tuple[str, ...]) -> re.Pattern[str]:
@@ -66,6 +69,8 @@ def config_fields(msg: str) -> dict[str, Any]:
         if m is None or m.group(1) in UNSET:
             continue
         value = _read(m.group(1), CONFIG_FIELDS[name][1])
+        if name == "dtype":
+            value = DTYPE_ALIASES.get(value, value)
         if value is not None:
             found[name] = value
     return found

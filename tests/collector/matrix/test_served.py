@@ -11,6 +11,7 @@ from collector.matrix.report import render_markdown
 from collector.matrix.results import STARTUP_PLAN_KEYS, MatrixReport, ProfileReport
 from collector.matrix.served import CONFIG_KEYS, config_mismatch, requested_config, shown_keys
 from collector.matrix.summary import summarize
+from collector.vllm.log_config import config_fields
 from collector.vllm.plan import StartupPlan
 
 SERVE = ["vllm", "serve", "nvidia/Qwen3-NVFP4"]
@@ -64,8 +65,10 @@ def test_a_difference_is_where_the_log_states_another_value_than_a_concrete_ask(
         "quantization": {"requested": "awq", "reported": "awq_marlin"},
     }
     assert config_mismatch({"gpu_memory_utilization": 0.9}, {"gpu_memory_utilization": 0.9}) == {}
-    # A start that failed before its engine line: the log states the args' own "half".
-    assert config_mismatch(requested_config([*SERVE, "--dtype", "half"]), {"dtype": "half"}) == {}
+    # A start that failed before its engine line: its args line states the user's own "half".
+    said = config_fields("non-default args: {'model': 'm', 'dtype': 'half'}")
+    assert said == {"dtype": "float16"}
+    assert config_mismatch(requested_config([*SERVE, "--dtype", "half"]), said) == {}
 
 
 def _rep(profile: str, repetition: int = 1, **plan: Any) -> ProfileReport:
