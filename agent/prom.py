@@ -110,6 +110,8 @@ def totals(text: str, names: set[str], peaks: frozenset[str] = frozenset()) -> d
     out: dict[str, float] = {}
     for line in text.splitlines():
         if not line.startswith(prefixes):
+            if not line.startswith((" ", "\t")):
+                continue  # most lines: the second prefix check is for indented ones only
             line = line.lstrip(" \t")
             if not line.startswith(prefixes):
                 continue

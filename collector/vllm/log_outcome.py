@@ -148,6 +148,10 @@ def outcome_of(
 ) -> Outcome | None:
     """The outcome a line moves the start to (``outcome``: where it is now, ``error`` its
     error so far, ``phase`` its phase), else None."""
+    if outcome == "started" and phase == "stopped":
+        # After a clean stop an error or a worker's exit is teardown's ("CUDA error: driver
+        # shutting down" from a destructor run after the CUDA runtime unloaded), no crash.
+        return None
     if state.guessed and outcome == "failed":
         return _guess_corrected(state, msg, error)
     fatal = _fatal_cause(state, outcome, msg, clean, proc)
@@ -180,9 +184,7 @@ def outcome_of(
     if not (root or generic):
         return None
     if outcome == "started":
-        # A CUDA fault kills the engine; after a clean stop it is teardown's ("CUDA error:
-        # driver shutting down" from a destructor run after the CUDA runtime unloaded).
-        if phase != "stopped" and fmt.CUDA_FAULT_RE.search(msg):
+        if fmt.CUDA_FAULT_RE.search(msg):  # a CUDA fault kills the engine
             return Outcome("crashed", clean, root_cause=True)
         return Outcome("crashed", clean) if fmt.GENERIC_FAIL.search(msg) else None
     if outcome == "crashed":

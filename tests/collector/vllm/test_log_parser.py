@@ -785,6 +785,14 @@ def test_a_cuda_error_after_a_clean_stop_is_no_crash() -> None:
     ]
     [plan] = parse_vllm_log([*_SERVING, *stop, *teardown])
     assert (plan.outcome, plan.phase, plan.error) == ("started", "stopped", None)
+    # Nor is any other failure or worker exit teardown prints: the stop was clean.
+    exits = [
+        "ERROR 09-08 09:10:02 [core.py:1] EngineCore hit an exception: shutting down",
+        "ERROR 09-08 09:10:02 [multiproc_executor.py:1] Worker proc VllmWorker-0 died "
+        "unexpectedly, shutting down executor.",
+    ]
+    [plan] = parse_vllm_log([*_SERVING, *stop, *exits])
+    assert (plan.outcome, plan.phase, plan.error) == ("started", "stopped", None)
 
 
 def test_a_bare_tracebacks_cuda_fault_then_a_crash_line_is_a_crash() -> None:
