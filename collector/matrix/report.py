@@ -8,7 +8,7 @@ from pydantic import ConfigDict
 
 from collector.matrix.results import STARTUP_PHASE, MatrixReport, ProfileReport
 from collector.matrix.served import LABELS, shown_keys
-from collector.matrix.summary_report import summary_lines, table
+from collector.matrix.summary_report import config_value, summary_lines, table
 from collector.matrix.telemetry import windowed_telemetry
 from collector.schemas import OutModel
 
@@ -64,9 +64,7 @@ def _startup_rows(profiles: list[ProfileReport]) -> list[list[str]]:
 
 
 def _served(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    return _cell(value)
+    return DASH if value is None else _cell(config_value(value))
 
 
 def _served_rows(profiles: list[ProfileReport], keys: list[str]) -> list[list[str]]:

@@ -109,12 +109,16 @@ def summary_lines(summary: dict[str, Any], events: list[dict[str, Any]]) -> list
     return lines
 
 
-def _value(v: Any) -> str:
+def config_value(v: Any) -> str:
+    """A stated serving-configuration value as both reports print it (a memory share 0.85,
+    a context 131,072)."""
     if isinstance(v, bool):
         return "yes" if v else "no"
-    return f"{v:g}" if isinstance(v, float) else str(v)
+    if isinstance(v, float):
+        return f"{v:g}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
 
 
 def _values(values: list[Any]) -> str:
     """One stated value, or each of those the repetitions disagreed on."""
-    return " or ".join(map(_value, values))
+    return " or ".join(map(config_value, values))

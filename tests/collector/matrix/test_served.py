@@ -11,6 +11,7 @@ from collector.matrix.report import render_markdown
 from collector.matrix.results import STARTUP_PLAN_KEYS, MatrixReport, ProfileReport
 from collector.matrix.served import CONFIG_KEYS, config_mismatch, requested_config, shown_keys
 from collector.matrix.summary import summarize
+from collector.matrix.summary_report import config_value
 from collector.vllm.log_config import config_fields
 from collector.vllm.plan import StartupPlan
 
@@ -106,6 +107,13 @@ def test_the_summary_states_each_profiles_configuration_and_its_difference_to_th
     assert vs["config"] == {"gpu_memory_utilization": {"value": [0.6, 0.7], "baseline": [0.7]}}
     md = render_markdown(MatrixReport(name="m", host="h", profiles=reps, summary=summary))
     assert "| B | gpu_memory_utilization | 0.6 or 0.7 vs 0.7 (vLLM's log) |" in md
+    # One way to print a stated value, in the comparisons as in the configuration table.
+    assert [config_value(v) for v in (131072, 0.85, True, "fp8")] == [
+        "131,072",
+        "0.85",
+        "yes",
+        "fp8",
+    ]
 
 
 def test_the_report_shows_vllms_values_and_the_spec_where_they_differ() -> None:
