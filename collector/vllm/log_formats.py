@@ -182,7 +182,22 @@ STARTUP_FRAME = re.compile(
     r"EngineCoreProc\(|\bexecutor_class\("
 )
 RUNNING_FRAME = re.compile(r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)")
-# The lines vLLM prints when its engine stops making progress, by the name we give them.
+# A server still starting waits on its workers' compile, weight quantization and warmup for
+# minutes, and the shared-memory line says so; after a stop, a worker waits on a gone engine.
+# So that signal is quiet in these phases.
+ALWAYS: frozenset[str] = frozenset()  # a hang signal in every phase
+STARTING_OR_STOPPED = frozenset(
+    (
+        "starting",
+        "loading_weights",
+        "loading_drafter",
+        "profiling",
+        "capturing_cuda_graphs",
+        "stopped",
+    )
+)
+# The lines vLLM prints when its engine stops making progress, by the name we give them, with
+# the phases in which a line says nothing of a hang.
 # The shared-memory line said "No available block found in 60 second." (WARNING) in 0.5.1-0.6.4,
 # then "No available shared memory broadcast block found in 60 second(s)" (its reader's copy
 # lacks the space: "foundin"). Torch's NCCL watchdog (TP/PP/DP ranks) logs a collective that ran
@@ -195,31 +210,21 @@ HANG_SIGNALS = (
             r"No available shared memory broadcast block found|"
             r"No available block found in \d+ second"
         ),
+        STARTING_OR_STOPPED,
     ),
-    ("rpc_timeout", re.compile(r"RPC call to \w+ timed out")),
-    ("engine_iteration_timeout", re.compile(r"Engine iteration timed out")),
+    ("rpc_timeout", re.compile(r"RPC call to \w+ timed out"), ALWAYS),
+    ("engine_iteration_timeout", re.compile(r"Engine iteration timed out"), ALWAYS),
     (
         "nccl_watchdog_timeout",
         re.compile(
             r"^(?!.*thread terminated with exception).*"
             r"Watchdog caught collective operation timeout"
         ),
+        ALWAYS,
     ),
-    ("nccl_watchdog_stuck", re.compile(r"ProcessGroupNCCL's watchdog got stuck")),
-    ("watchdog_stack_dump", re.compile(r"\[Watchdog\]\s*Dumped stack to")),
-    ("fsm_advance_failed", re.compile(r"Failed to advance FSM")),
-)
-# A server still starting waits on its workers' compile, weight quantization and warmup for
-# minutes, and the shared-memory line says so; after a stop, a worker waits on a gone engine.
-QUIET_SHM_PHASES = frozenset(
-    (
-        "starting",
-        "loading_weights",
-        "loading_drafter",
-        "profiling",
-        "capturing_cuda_graphs",
-        "stopped",
-    )
+    ("nccl_watchdog_stuck", re.compile(r"ProcessGroupNCCL's watchdog got stuck"), ALWAYS),
+    ("watchdog_stack_dump", re.compile(r"\[Watchdog\]\s*Dumped stack to"), ALWAYS),
+    ("fsm_advance_failed", re.compile(r"Failed to advance FSM"), ALWAYS),
 )
 # V0 and V1 up to 0.8.3 print the stats line with no "Engine NNN: " in front; V0 counts
 # "Swapped" and "Pending" requests and a "CPU KV cache usage" (0.5-0.10), and prints its

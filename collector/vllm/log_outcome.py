@@ -59,11 +59,9 @@ def hang_signal(msg: str, phase: str | None = None) -> str | None:
 
     The shared-memory line is no hang while the start is still compiling, loading or warming
     up, nor after the server stopped (``phase``); the start's own outcome tells a stuck start."""
-    for name, pattern in fmt.HANG_SIGNALS:
+    for name, pattern, quiet_in in fmt.HANG_SIGNALS:
         if pattern.search(msg):
-            if name == "shm_broadcast_timeout" and phase in fmt.QUIET_SHM_PHASES:
-                return None
-            return name
+            return None if phase in quiet_in else name
     return None
 
 
