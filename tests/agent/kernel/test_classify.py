@@ -163,6 +163,30 @@ def test_each_xid_gets_the_catalog_advice(code: int, severity: str, action: str)
     assert event is not None and (event.severity, event.action) == (severity, action)
 
 
+def test_the_rc_watchdogs_locked_gpu_is_the_xid_8_it_resets() -> None:
+    # Real (llama.cpp #27102): the watchdog names no GPU; the Xid 8 after it does.
+    event = classify_kernel_line(
+        "aug 16 23:01:35 kernel: NVRM: krcWatchdog_IMPL: RC watchdog: GPU is probably locked!  "
+        "Notify Timeout Seconds: 7"
+    )
+    xid_8 = classify_kernel_line(
+        "NVRM: Xid (PCI:0000:01:00): 8, pid=709378, name=llama-server, channel 0x00000027"
+    )
+    assert event is not None and xid_8 is not None
+    assert (event.kind, event.code, event.xid, event.device) == ("xid", "8", 8, None)
+    assert (event.severity, event.action) == (xid_8.severity, xid_8.action)
+    assert "probably locked" in (event.meaning or "") and "7 s" in (event.meaning or "")
+    # Its earlier stage (kernel_rc_watchdog_callback.c), which the driver says may be a GPU
+    # merely busy during a power event or modeset
+    assert (
+        classify_kernel_line(
+            "NVRM: krcWatchdog_IMPL: RC watchdog: GPU is possibly locked. Attempting to "
+            "restart watchdog."
+        )
+        is None
+    )
+
+
 def test_xid_154_takes_the_action_it_names() -> None:
     reset = classify_kernel_line(
         "NVRM: Xid (PCI:000f:01:00): 154, GPU recovery action changed from 0x0 (None) to "
