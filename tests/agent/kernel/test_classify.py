@@ -697,6 +697,9 @@ def test_fatal_ghes_record_is_a_hardware_oops_that_says_inspect_hardware() -> No
         "{1}[Hardware Error]:   aer_uncor_status: 0x00100000, aer_uncor_mask: 0x00018000",
         "[    2.345575] [Hardware Error]: event severity: fatal",  # BERT: the last boot's
         "mce: [Hardware Error]: Machine check events logged",
+        # extlog's numbering without HW_ERR (drivers/acpi/acpi_extlog.c: "%s{%u}")
+        "{1}Hardware error detected on CPU2",
+        "{1}event severity: fatal",
     ],
 )
 def test_ghes_corrected_recoverable_continuation_and_bert_lines_are_quiet(line: str) -> None:
