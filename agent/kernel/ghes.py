@@ -9,7 +9,11 @@ whatever the section. The kernel panics right after printing it (``__ghes_panic`
 the crash's own report, and the ``Fatal hardware error`` panic line restates it. Corrected
 records (they flood) and recoverable ones (the kernel contained them: page offlined, AER
 recovery) are no event, like machine-check and EDAC reports; nor is BERT's replay at boot of
-the previous boot's records (no ``{<seq>}``): that crash is over.
+the previous boot's records (no ``{<seq>}``): that crash is over. x86 ``extlog`` (eMCA) numbers
+its CPER records too but prints them without ``[Hardware Error]:`` (``{3}Hardware error
+detected on CPU2``, ``{3}event severity: fatal``), from the machine-check decode chain, which a
+fatal machine check never reaches before its ``Kernel panic - not syncing: Fatal machine
+check``: that panic line is the crash's one event, and an extlog record is none.
 """
 
 from __future__ import annotations

@@ -56,6 +56,12 @@ _NV_ASSERT = re.compile(r"\bnv(?:Check|Assert)\w*Failed\w*:")
 # "NVRM: GPU6 _kgspBootGspRm: ..." / "NVRM kgspInitRm_IMPL: ..." (older drivers, no colon)
 _UVM_BAD = re.compile(r"[Ee]rror|[Ff]atal|[Ff]ault|[Ff]ail|[Tt]imeout|ECC|[Aa]ssert")
 _UVM_BENIGN = ("Loaded the UVM driver", "Unloaded the UVM driver")
+# The RC watchdog's own report of a hung GPU: "NVRM: krcWatchdog_IMPL: RC watchdog: GPU is probably
+# locked!  Notify Timeout Seconds: 7". Its recovery then resets the stuck channel as an Xid 8
+# (which names the GPU; this line does not); when recovery fails it repeats every ~8 s, alone.
+# "GPU is possibly locked" is its earlier, self-described harmless stage (busy during a modeset).
+_RC_WATCHDOG = re.compile(r"RC watchdog: GPU is probably locked\b(?:\D*Seconds: (?P<secs>\d+))?")
+_RC_WATCHDOG_XID = 8
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -184,6 +190,24 @@ def _classify_nv_err(text: str) -> KernelEvent | None:
     )
 
 
+def _classify_rc_watchdog(text: str) -> KernelEvent | None:
+    m = _RC_WATCHDOG.search(text)
+    if m is None:
+        return None
+    advice, _ = xid_advice(_RC_WATCHDOG_XID, "")
+    after = f" for {m.group('secs')} s" if m.group("secs") else ""
+    return make_event(
+        "xid",
+        advice,
+        code=str(_RC_WATCHDOG_XID),
+        device=gpu_device(text),
+        xid=_RC_WATCHDOG_XID,
+        meaning=f"GPU probably locked: the driver's watchdog channel made no progress{after}; "
+        "the driver resets the stuck channel (Xid 8)",
+        detail=text.strip(),
+    )
+
+
 def classify_nvidia(text: str) -> KernelEvent | None:
     """The NVIDIA driver event in one message, or None."""
     if "Xid" in text:
@@ -201,6 +225,8 @@ def classify_nvidia(text: str) -> KernelEvent | None:
             meaning="GPU has fallen off the bus",
             detail=text.strip(),
         )
+    if "probably locked" in text:
+        return _classify_rc_watchdog(text)
     if "NV_ERR_" in text or "Failed" in text:
         event = _classify_nv_err(text)
         if event is not None:

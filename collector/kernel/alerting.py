@@ -2,6 +2,9 @@
 
 At most one alert per occurrence (host, kind, code, device) and cooldown: an Xid storm is one
 alert whose payload carries the occurrence's count, first and last seen, severity and action.
+A fault that names no device and the same fault on a named one are one incident (the RC
+watchdog's "GPU is probably locked" and the Xid 8 that names the GPU): one alert, the named
+one's when both come in one batch.
 """
 
 from __future__ import annotations
@@ -48,11 +51,13 @@ def enqueue_kernel_events(
             by_key.setdefault(occurrence_key(event.event), []).append(event)
     queued = 0
     cooldown = now - timedelta(seconds=settings.kernel_alert_cooldown_s)
+    named = {(kind, code) for kind, code, device in by_key if device}
     for (kind, code, device), faults in by_key.items():
-        key = f"{EVENT}:{kind}:{code}:{device}:"
-        if outbox.queued_since(
-            session, host_id=host_id, event=EVENT, key_prefix=key, since=cooldown
-        ):
+        if not device and (kind, code) in named:
+            continue  # restated by the same fault on a named device in this batch
+        fault = f"{EVENT}:{kind}:{code}:"
+        key = f"{fault}{device}:"
+        if _cooling(session, host_id=host_id, fault=fault, device=device, since=cooldown):
             continue  # an Xid storm: checked before reading its rows back
         hits = session.execute(
             select(KernelEventRow, Line)
@@ -95,6 +100,16 @@ def enqueue_kernel_events(
             host_id=host.id,
         )
     return queued
+
+
+def _cooling(session: Session, *, host_id: int, fault: str, device: str, since: datetime) -> bool:
+    """Whether the fault (``kernel.event:<kind>:<code>:``) on ``device`` alerted since ``since``:
+    on a named device, it or the same fault with no device did; with none, it on any device."""
+    prefixes = (f"{fault}{device}:", f"{fault}:") if device else (fault,)
+    return any(
+        outbox.queued_since(session, host_id=host_id, event=EVENT, key_prefix=p, since=since)
+        for p in prefixes
+    )
 
 
 def alerts_on(event: object) -> bool:

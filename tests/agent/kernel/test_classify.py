@@ -163,6 +163,30 @@ def test_each_xid_gets_the_catalog_advice(code: int, severity: str, action: str)
     assert event is not None and (event.severity, event.action) == (severity, action)
 
 
+def test_the_rc_watchdogs_locked_gpu_is_the_xid_8_it_resets() -> None:
+    # Real (llama.cpp #27102): the watchdog names no GPU; the Xid 8 after it does.
+    event = classify_kernel_line(
+        "aug 16 23:01:35 kernel: NVRM: krcWatchdog_IMPL: RC watchdog: GPU is probably locked!  "
+        "Notify Timeout Seconds: 7"
+    )
+    xid_8 = classify_kernel_line(
+        "NVRM: Xid (PCI:0000:01:00): 8, pid=709378, name=llama-server, channel 0x00000027"
+    )
+    assert event is not None and xid_8 is not None
+    assert (event.kind, event.code, event.xid, event.device) == ("xid", "8", 8, None)
+    assert (event.severity, event.action) == (xid_8.severity, xid_8.action)
+    assert "probably locked" in (event.meaning or "") and "7 s" in (event.meaning or "")
+    # Its earlier stage (kernel_rc_watchdog_callback.c), which the driver says may be a GPU
+    # merely busy during a power event or modeset
+    assert (
+        classify_kernel_line(
+            "NVRM: krcWatchdog_IMPL: RC watchdog: GPU is possibly locked. Attempting to "
+            "restart watchdog."
+        )
+        is None
+    )
+
+
 def test_xid_154_takes_the_action_it_names() -> None:
     reset = classify_kernel_line(
         "NVRM: Xid (PCI:000f:01:00): 154, GPU recovery action changed from 0x0 (None) to "
@@ -673,6 +697,9 @@ def test_fatal_ghes_record_is_a_hardware_oops_that_says_inspect_hardware() -> No
         "{1}[Hardware Error]:   aer_uncor_status: 0x00100000, aer_uncor_mask: 0x00018000",
         "[    2.345575] [Hardware Error]: event severity: fatal",  # BERT: the last boot's
         "mce: [Hardware Error]: Machine check events logged",
+        # extlog's numbering without HW_ERR (drivers/acpi/acpi_extlog.c: "%s{%u}")
+        "{1}Hardware error detected on CPU2",
+        "{1}event severity: fatal",
     ],
 )
 def test_ghes_corrected_recoverable_continuation_and_bert_lines_are_quiet(line: str) -> None:

@@ -26,6 +26,9 @@ XID_13 = (
 XID_79 = (
     "NVRM: Xid (PCI:000f:01:00): 79, pid=2231, name=pt_main_thread, GPU has fallen off the bus."
 )
+# The RC watchdog's hung GPU (names no GPU) and the Xid 8 its recovery prints (llama.cpp #27102).
+WATCHDOG = "NVRM: krcWatchdog_IMPL: RC watchdog: GPU is probably locked!  Notify Timeout Seconds: 7"
+XID_8 = "NVRM: Xid (PCI:0000:01:00): 8, pid=709378, name=llama-server, channel 0x00000027"
 
 
 @pytest.fixture
@@ -148,3 +151,31 @@ def test_one_alert_per_occurrence_and_cooldown(hooked: Collector) -> None:
     body = json.loads(first.body)
     assert body["occurrence"]["count"] == 10 and body["count"] == 10
     assert body["kernel_event"]["action"] == "restart_app"
+
+
+def kernel_alert_keys(c: Collector) -> list[str]:
+    with factory(c)() as s:
+        alerts = s.scalars(select(Delivery).where(Delivery.event == "kernel.event"))
+        return sorted(a.dedup_key.rsplit(":", 1)[0] for a in alerts)
+
+
+def test_a_locked_gpu_is_one_alert_for_the_watchdog_and_its_xid_8(hooked: Collector) -> None:
+    c = hooked
+    token = c.add_host("spark-01")
+    post(c, token, "spark-01", lines=lines(1, 1000.0, [WATCHDOG, XID_8]))
+    # Recovery failing: the watchdog alone every ~8 s, inside the cooldown
+    post(c, token, "spark-01", lines=lines(3, 1008.0, [WATCHDOG]))
+    assert kernel_alert_keys(c) == ["kernel.event:xid:8:0000:01:00"]
+    occurrences = get(c, "occurrences")["occurrences"]
+    assert sorted((o["code"], o["device"] or "", o["count"]) for o in occurrences) == [
+        ("8", "", 2),
+        ("8", "0000:01:00", 1),
+    ]
+
+
+def test_a_watchdog_alert_covers_the_xid_8_of_the_next_batch(hooked: Collector) -> None:
+    c = hooked
+    token = c.add_host("spark-01")
+    post(c, token, "spark-01", lines=lines(1, 1000.0, [WATCHDOG]))
+    post(c, token, "spark-01", lines=lines(2, 1000.5, [XID_8]))
+    assert kernel_alert_keys(c) == ["kernel.event:xid:8:"]
