@@ -4,7 +4,8 @@ vLLM prints it three ways: V0's ``args: Namespace(name=value, ...)`` (0.5-0.8), 
 ``non-default args: {'name': value, ...}`` dict (0.8+), and the engine's resolved
 ``Initializing ... engine (v...) with config: name=value, ...`` line (``max_seq_len``,
 ``dtype=torch.bfloat16``); V1 also logs ``Using max model len N``. Later lines refine earlier
-ones (the engine line resolves the args), and an unset value (``None``, ``auto``) says nothing.
+ones (the engine line resolves the args), and an unset value (``None``, ``auto``) says nothing
+(a KV cache dtype's ``auto`` aside).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ CONFIG_LINE = re.compile(
 )
 MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
 UNSET = frozenset(("None", "auto", ""))
+# kv_cache_dtype's "auto" is a choice in itself (the KV cache in the model's or the checkpoint's
+# dtype), stated alike by the args and the engine line and resolved by no later line: a start
+# with it differs from one with fp8. A dtype's "auto" is unstated: the engine line resolves it.
+AUTO_STATED = frozenset(("kv_cache_dtype",))
 # vLLM's other spellings of a dtype: the args keep the user's ("half") until the engine line
 # resolves it to torch's name, so a start that failed before that line would state "half".
 DTYPE_ALIASES = {"half": "float16", "float": "float32"}
@@ -56,6 +61,10 @@ def _read(text: str, kind: type) -> Any:
         return None
 
 
+def _auto_stated(name: str, text: str) -> bool:
+    return text == "auto" and name in AUTO_STATED
+
+
 def config_fields(msg: str) -> dict[str, Any]:
     """The configuration fields a start line states (none for any other line)."""
     if not CONFIG_LINE.search(msg):
@@ -66,7 +75,7 @@ def config_fields(msg: str) -> dict[str, Any]:
         found["max_model_len"] = int(m.group(1))
     for name, pattern in PATTERNS.items():
         m = pattern.search(msg)
-        if m is None or m.group(1) in UNSET:
+        if m is None or (m.group(1) in UNSET and not _auto_stated(name, m.group(1))):
             continue
         value = _read(m.group(1), CONFIG_FIELDS[name][1])
         if name == "dtype":

@@ -311,7 +311,7 @@ def test_the_run_page_compares_what_vllm_ran_with_next_to_the_spec(
                      "KV cache dtype", "Eager"]  # fmt: skip
     rows = {r.get_attribute("data-profile"): r for r in table.locator("tbody tr").all()}
     assert [c.strip() for c in rows["X"].locator("td").all_inner_texts()] == [
-        "X", "1", "1", "262,144", "0.6", "bfloat16", "–", "no"]  # fmt: skip
+        "X", "1", "1", "262,144", "0.6", "bfloat16", "auto", "no"]  # fmt: skip
     y = [c.strip() for c in rows["Y"].locator("td").all_inner_texts()]
     assert y == ["Y", "1", "1", "262,144", "0.6 (spec: 0.7)", "bfloat16", "fp8", "no"]
     flagged = table.locator(".served.mismatch")

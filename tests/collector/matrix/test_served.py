@@ -14,6 +14,7 @@ from collector.matrix.summary import summarize
 from collector.matrix.summary_report import config_value
 from collector.vllm.log_config import config_fields
 from collector.vllm.plan import StartupPlan
+from tests.support.real_corpus import vllm_logs
 
 SERVE = ["vllm", "serve", "nvidia/Qwen3-NVFP4"]
 
@@ -70,6 +71,21 @@ def test_a_difference_is_where_the_log_states_another_value_than_a_concrete_ask(
     said = config_fields("non-default args: {'model': 'm', 'dtype': 'half'}")
     assert said == {"dtype": "float16"}
     assert config_mismatch(requested_config([*SERVE, "--dtype", "half"]), said) == {}
+
+
+def test_kv_cache_dtype_auto_is_stated_and_compared_where_the_spec_asks_another() -> None:
+    # The engine line's kv_cache_dtype=auto is a value: a wrapper's auto where the spec asked
+    # for fp8 is a difference; an ask of auto is still vLLM's to resolve (a checkpoint's fp8).
+    [log] = [log for log in vllm_logs() if log.path.stem == "v0.8.2-windows-6-v0-engine"]
+    [engine_line] = [line for line in log.lines if "with config: " in line]
+    said = config_fields(engine_line)
+    assert (said["dtype"], said["kv_cache_dtype"]) == ("float32", "auto")
+    fp8 = requested_config([*SERVE, "--kv-cache-dtype", "fp8"])
+    assert config_mismatch(fp8, said) == {
+        "kv_cache_dtype": {"requested": "fp8", "reported": "auto"}
+    }
+    auto = requested_config([*SERVE, "--kv-cache-dtype", "auto"])
+    assert config_mismatch(auto, said) == config_mismatch(auto, {"kv_cache_dtype": "fp8"}) == {}
 
 
 def _rep(profile: str, repetition: int = 1, **plan: Any) -> ProfileReport:

@@ -857,7 +857,9 @@ def test_serving_config_from_args_and_the_engine_line() -> None:
     )
     assert (v1.dtype, v1.data_parallel_size, v1.gpu_memory_utilization) == ("bfloat16", 2, 0.5)
     assert v1.max_model_len == 131072  # the resolved length, after the args
-    assert v1.kv_cache_dtype is None and v1.tensor_parallel_size is None  # "auto", unstated
+    assert v1.tensor_parallel_size is None  # the args do not say
+    # kv_cache_dtype's "auto" is a setting of its own (a dtype's is the engine line's to resolve).
+    assert v1.kv_cache_dtype == "auto"
 
 
 def test_a_long_run_of_digits_parses_in_linear_time() -> None:
