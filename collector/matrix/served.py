@@ -42,6 +42,13 @@ LABELS = {
     "quantization": "Quantization",
     "kv_cache_dtype": "KV cache dtype",
     "enforce_eager": "Eager",
+    "max_num_seqs": "Max seqs",
+    "max_num_batched_tokens": "Max batched tokens",
+    "enable_chunked_prefill": "Chunked prefill",
+    "enable_prefix_caching": "Prefix caching",
+    "attention_backend": "Attention backend",
+    "speculative_method": "Speculative method",
+    "num_speculative_tokens": "Speculative tokens",
 }
 BY_FLAG = {flag: name for name, flags in FLAGS.items() for flag in flags}
 AUTO = "auto"

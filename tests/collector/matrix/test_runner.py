@@ -219,6 +219,13 @@ def test_two_profile_matrix(app: Collector, sshd: TestSshd, tmp_path: Path) -> N
         "quantization": None,
         "kv_cache_dtype": "auto",
         "enforce_eager": False,
+        "max_num_seqs": None,
+        "max_num_batched_tokens": None,
+        "enable_chunked_prefill": None,
+        "enable_prefix_caching": None,
+        "attention_backend": None,
+        "speculative_method": "mtp",
+        "num_speculative_tokens": 3,
     }
     assert (x["requested"], x["config_mismatch"]) == ({}, {})
     assert y["startup_plan"]["drafter_loaded"] is False
