@@ -9,13 +9,14 @@ of ``auto`` (or none) leaves the choice to vLLM and is never one.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from collector.matrix.flags import item_key, split_args
-from collector.vllm.log_config import CONFIG_FIELDS, DTYPE_ALIASES
+from collector.vllm.log_config import CONFIG_FIELDS, spelled
 
 # The plan fields of the serving configuration, in the order reports show them.
 CONFIG_KEYS = tuple(CONFIG_FIELDS)
@@ -30,6 +31,17 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "quantization": ("--quantization", "-q"),
     "kv_cache_dtype": ("--kv-cache-dtype",),
     "enforce_eager": ("--enforce-eager",),
+    "max_num_seqs": ("--max-num-seqs",),
+    "max_num_batched_tokens": ("--max-num-batched-tokens",),
+    "enable_chunked_prefill": ("--enable-chunked-prefill",),
+    "enable_prefix_caching": ("--enable-prefix-caching",),
+    "attention_backend": ("--attention-backend",),
+}
+# One JSON flag sets the speculative fields: plan field -> its key in that JSON.
+SPECULATIVE_FLAGS = ("--speculative-config", "-sc")
+SPECULATIVE_KEYS = {
+    "speculative_method": "method",
+    "num_speculative_tokens": "num_speculative_tokens",
 }
 # How reports head each field.
 LABELS = {
@@ -42,6 +54,13 @@ LABELS = {
     "quantization": "Quantization",
     "kv_cache_dtype": "KV cache dtype",
     "enforce_eager": "Eager",
+    "max_num_seqs": "Max seqs",
+    "max_num_batched_tokens": "Max batched tokens",
+    "enable_chunked_prefill": "Chunked prefill",
+    "enable_prefix_caching": "Prefix caching",
+    "attention_backend": "Attention backend",
+    "speculative_method": "Speculative method",
+    "num_speculative_tokens": "Speculative tokens",
 }
 BY_FLAG = {flag: name for name, flags in FLAGS.items() for flag in flags}
 AUTO = "auto"
@@ -80,7 +99,22 @@ def _asked(name: str, text: str) -> Any:
             return float(text)
         except ValueError:
             return text
-    return DTYPE_ALIASES.get(text, text) if name == "dtype" else text
+    return spelled(name, text)
+
+
+def _speculative(text: str | None) -> dict[str, Any]:
+    """The speculative fields a --speculative-config JSON asks for (none it cannot read)."""
+    try:
+        config = json.loads(text or "")
+    except ValueError:
+        return {}
+    if not isinstance(config, dict):
+        return {}
+    return {
+        name: _asked(name, str(config[key]))
+        for name, key in SPECULATIVE_KEYS.items()
+        if config.get(key) is not None
+    }
 
 
 def requested_config(args: Sequence[str]) -> dict[str, Any]:
@@ -88,15 +122,21 @@ def requested_config(args: Sequence[str]) -> dict[str, Any]:
     occurrence wins, as in vLLM's argparse); fields it does not set are left out."""
     found: dict[str, Any] = {}
     for item in split_args(args)[1]:
-        key = item_key(item)
-        if key in ("--enforce-eager", "--no-enforce-eager"):
-            found["enforce_eager"] = key == "--enforce-eager"
+        key = item_key(item) or ""
+        text = item[0].split("=", 1)[1] if "=" in item[0] else item[1] if len(item) > 1 else None
+        if key in SPECULATIVE_FLAGS:
+            for field in SPECULATIVE_KEYS:
+                found.pop(field, None)  # a later config replaces the whole of an earlier one
+            found.update(_speculative(text))
             continue
-        name = BY_FLAG.get(key or "")
+        negated = key.startswith("--no-")
+        name = BY_FLAG.get("--" + key.removeprefix("--no-") if negated else key)
         if name is None:
             continue
-        text = item[0].split("=", 1)[1] if "=" in item[0] else item[1] if len(item) > 1 else None
-        if text is not None:
+        # A switch: --flag, --no-flag, or (older vLLM) "--enable-chunked-prefill False".
+        if CONFIG_FIELDS[name][1] is bool:
+            found[name] = not negated and (text or "true").lower() != "false"
+        elif text is not None:
             found[name] = _asked(name, text)
     return found
 

@@ -3,8 +3,11 @@
 vLLM prints it three ways: V0's ``args: Namespace(name=value, ...)`` (0.5-0.8), the
 ``non-default args: {'name': value, ...}`` dict (0.8+), and the engine's resolved
 ``Initializing ... engine (v...) with config: name=value, ...`` line (``max_seq_len``,
-``dtype=torch.bfloat16``); V1 also logs ``Using max model len N``. Later lines refine earlier
-ones (the engine line resolves the args), and an unset value (``None``, ``auto``) says nothing.
+``dtype=torch.bfloat16``, ``chunked_prefill_enabled``, ``speculative_config=SpeculativeConfig(
+method=..., num_spec_tokens=N)``). A few settings have a line of their own: V1's ``Using max
+model len N``, ``Chunked prefill is enabled with max_num_batched_tokens=N.``, and the attention
+backend vLLM chose. Later lines refine earlier ones (the engine line resolves the args), and an
+unset value (``None``, ``auto``) says nothing (a KV cache dtype's ``auto`` aside).
 """
 
 from __future__ import annotations
@@ -23,13 +26,51 @@ CONFIG_FIELDS: dict[str, tuple[tuple[str, ...], type]] = {
     "quantization": (("quantization",), str),
     "kv_cache_dtype": (("kv_cache_dtype",), str),
     "enforce_eager": (("enforce_eager",), bool),
+    "max_num_seqs": (("max_num_seqs",), int),
+    "max_num_batched_tokens": (("max_num_batched_tokens",), int),
+    "enable_chunked_prefill": (("enable_chunked_prefill", "chunked_prefill_enabled"), bool),
+    "enable_prefix_caching": (("enable_prefix_caching",), bool),
+    "attention_backend": (("attention_backend",), str),
+    "speculative_method": (("method",), str),  # read inside the speculative config only
+    "num_speculative_tokens": (("num_speculative_tokens", "num_spec_tokens"), int),
 }
-CONFIG_LINE = re.compile(
-    r"args: Namespace\(|non-default args: \{|LLM engine \(v[^)]*\) with config: |"
-    r"Using max model len \d"
+SETTINGS_LINE = re.compile(
+    r"args: Namespace\(|non-default args: \{|LLM engine \(v[^)]*\) with config: "
 )
 MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
+CHUNKED_PREFILL = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
+# The backend names --attention-backend takes and vLLM prints since 0.11 ("Using FLASH_ATTN
+# attention backend out of potential backends: [...]"), for the names it printed before
+# ("Using Flash Attention backend on V1 engine.", V0's "Using XFormers backend."), so one
+# backend reads the same from every version.
+BACKEND_NAMES = {
+    "Flash Attention": "FLASH_ATTN",
+    "FlashInfer": "FLASHINFER",
+    "FlexAttention": "FLEX_ATTENTION",
+    "Triton": "TRITON_ATTN",
+    "XFormers": "XFORMERS",
+    "Torch SDPA": "TORCH_SDPA",
+    "FlashMLA": "FLASHMLA",
+    "Triton MLA": "TRITON_MLA",
+    "Cutlass MLA": "CUTLASS_MLA",
+}
+ATTENTION_BACKEND = re.compile(
+    r"Using (\w+) attention backend out of potential backends|"
+    rf"Using ({'|'.join(BACKEND_NAMES)}) backend(?:\.$|.* on V1 engine)"
+)
+# The speculative config's own fields (its "method" says nothing outside it): the args' dict,
+# or the engine line's SpeculativeConfig(...).
+SPECULATIVE = re.compile(r"speculative_config(?:=SpeculativeConfig\(|['\"]?: \{)([^)}]*)")
+SCOPED = {"speculative_method": SPECULATIVE}
+# The first value stated wins: a forced --attention-backend is what the selection line then
+# says (vLLM refuses to start otherwise), and a drafter's selection line, after the target
+# model's, is not the one a configuration is compared by.
+FIRST_STATED = frozenset(("attention_backend",))
 UNSET = frozenset(("None", "auto", ""))
+# kv_cache_dtype's "auto" is a choice in itself (the KV cache in the model's or the checkpoint's
+# dtype), stated alike by the args and the engine line and resolved by no later line: a start
+# with it differs from one with fp8. A dtype's "auto" is unstated: the engine line resolves it.
+AUTO_STATED = frozenset(("kv_cache_dtype",))
 # vLLM's other spellings of a dtype: the args keep the user's ("half") until the engine line
 # resolves it to torch's name, so a start that failed before that line would state "half".
 DTYPE_ALIASES = {"half": "float16", "float": "float32"}
@@ -47,6 +88,14 @@ def _pattern(names: tuple[str, ...]) -> re.Pattern[str]:
 PATTERNS = {name: _pattern(names) for name, (names, _kind) in CONFIG_FIELDS.items()}
 
 
+def spelled(name: str, value: Any) -> Any:
+    """A value in the one spelling the plan keeps: the args' (and a spec's) "half" is
+    float16, their "flash_attn" the FLASH_ATTN the selection line names."""
+    if name == "dtype":
+        return DTYPE_ALIASES.get(value, value)
+    return value.upper() if name == "attention_backend" else value
+
+
 def _read(text: str, kind: type) -> Any:
     if kind is bool:
         return {"True": True, "False": False}.get(text)
@@ -56,21 +105,31 @@ def _read(text: str, kind: type) -> Any:
         return None
 
 
-def config_fields(msg: str) -> dict[str, Any]:
-    """The configuration fields a start line states (none for any other line)."""
-    if not CONFIG_LINE.search(msg):
-        return {}
+def _auto_stated(name: str, text: str) -> bool:
+    return text == "auto" and name in AUTO_STATED
+
+
+def _settings(msg: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
-    m = MAX_MODEL_LEN.search(msg)
-    if m:
-        found["max_model_len"] = int(m.group(1))
     for name, pattern in PATTERNS.items():
-        m = pattern.search(msg)
-        if m is None or m.group(1) in UNSET:
+        scope = SCOPED.get(name)
+        where = msg if scope is None else (s.group(1) if (s := scope.search(msg)) else "")
+        m = pattern.search(where)
+        if m is None or (m.group(1) in UNSET and not _auto_stated(name, m.group(1))):
             continue
         value = _read(m.group(1), CONFIG_FIELDS[name][1])
-        if name == "dtype":
-            value = DTYPE_ALIASES.get(value, value)
         if value is not None:
-            found[name] = value
+            found[name] = spelled(name, value)
+    return found
+
+
+def config_fields(msg: str) -> dict[str, Any]:
+    """The configuration fields a start line states (none for any other line)."""
+    found = _settings(msg) if SETTINGS_LINE.search(msg) else {}
+    if m := MAX_MODEL_LEN.search(msg):
+        found["max_model_len"] = int(m.group(1))
+    if m := CHUNKED_PREFILL.search(msg):
+        found.update(enable_chunked_prefill=True, max_num_batched_tokens=int(m.group(1)))
+    if m := ATTENTION_BACKEND.search(msg):
+        found["attention_backend"] = m.group(1) or BACKEND_NAMES[m.group(2)]
     return found

@@ -14,7 +14,7 @@ from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
-from collector.vllm.log_config import config_fields
+from collector.vllm.log_config import FIRST_STATED, config_fields
 from collector.vllm.log_facts import Ctx, FactLog, VllmFact
 from collector.vllm.log_formats import VllmLine, split_vllm_line
 from collector.vllm.log_outcome import (
@@ -166,9 +166,11 @@ class VllmLogParser(FactLog):
 
     def _config(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
         """The serving configuration a start line states; the engine's line, later, refines
-        the args (its resolved dtype and max model len)."""
+        the args (its resolved dtype and max model len), except where the first word stands
+        (``FIRST_STATED``)."""
         for name, value in config_fields(msg).items():
-            if getattr(plan, name) != value:
+            current = getattr(plan, name)
+            if current != value and (current is None or name not in FIRST_STATED):
                 self._set(plan, name, value, ctx, facts)
 
     def _drafter(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:

@@ -63,6 +63,13 @@ class StartupPlan:
     quantization: str | None = None
     kv_cache_dtype: str | None = None
     enforce_eager: bool | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enable_chunked_prefill: bool | None = None
+    enable_prefix_caching: bool | None = None
+    attention_backend: str | None = None
+    speculative_method: str | None = None
+    num_speculative_tokens: int | None = None
     first_line_no: int | None = None
     first_ts: float | None = None
 

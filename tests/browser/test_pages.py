@@ -308,12 +308,13 @@ def test_the_run_page_compares_what_vllm_ran_with_next_to_the_spec(
     table = page.locator("#served")
     heads = table.locator("thead th").all_inner_texts()
     assert heads == ["Profile", "TP", "PP", "Max model len", "GPU memory util.", "dtype",
-                     "KV cache dtype", "Eager"]  # fmt: skip
+                     "KV cache dtype", "Eager", "Speculative method",
+                     "Speculative tokens"]  # fmt: skip
     rows = {r.get_attribute("data-profile"): r for r in table.locator("tbody tr").all()}
     assert [c.strip() for c in rows["X"].locator("td").all_inner_texts()] == [
-        "X", "1", "1", "262,144", "0.6", "bfloat16", "–", "no"]  # fmt: skip
+        "X", "1", "1", "262,144", "0.6", "bfloat16", "auto", "no", "mtp", "3"]  # fmt: skip
     y = [c.strip() for c in rows["Y"].locator("td").all_inner_texts()]
-    assert y == ["Y", "1", "1", "262,144", "0.6 (spec: 0.7)", "bfloat16", "fp8", "no"]
+    assert y == ["Y", "1", "1", "262,144", "0.6 (spec: 0.7)", "bfloat16", "fp8", "no", "–", "–"]
     flagged = table.locator(".served.mismatch")
     assert flagged.count() == 1 and flagged.get_attribute("data-key") == "gpu_memory_utilization"
     assert flagged.get_attribute("title") == "the spec asked 0.7; vLLM's log says 0.6"
@@ -322,7 +323,7 @@ def test_the_run_page_compares_what_vllm_ran_with_next_to_the_spec(
     plan = page.locator('section.profile[data-profile="Y"] .profile-grid > div').nth(1)
     assert "kv_cache_dtype" not in plan.inner_text()  # not repeated under its raw name
     report = page.locator("#report").inner_text()
-    assert "| Y | 1 | 1 | 262,144 | 0.6 (spec: 0.7) | bfloat16 | fp8 | no |" in report
+    assert "| Y | 1 | 1 | 262,144 | 0.6 (spec: 0.7) | bfloat16 | fp8 | no | — | — |" in report
     assert page.console_errors == []
 
 

@@ -137,10 +137,11 @@ def test_speculative_start_plan_kmsg_and_shutdown(spec_standin: Standin) -> None
     assert plan.anomalies and plan.outcome == "started"
     assert plan.max_concurrency_tokens == 131072 and plan.kv_cache_tokens
     assert plan.cuda_graph_pool_actual_gib is None
-    # The configuration, as vLLM 0.10's engine line states it (dtype auto resolved).
+    # The configuration, as vLLM 0.10's engine line states it (dtype auto resolved; the KV
+    # cache dtype's auto is a setting of its own).
     assert (plan.max_model_len, plan.tensor_parallel_size, plan.dtype) == (131072, 1, "bfloat16")
     assert (plan.kv_cache_dtype, plan.enforce_eager, plan.gpu_memory_utilization) == (
-        None,
+        "auto",
         False,
         0.7,
     )

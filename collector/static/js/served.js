@@ -10,9 +10,13 @@
     tensor_parallel_size: "TP", pipeline_parallel_size: "PP", data_parallel_size: "DP",
     max_model_len: "Max model len", gpu_memory_utilization: "GPU memory util.", dtype: "dtype",
     quantization: "Quantization", kv_cache_dtype: "KV cache dtype", enforce_eager: "Eager",
+    max_num_seqs: "Max seqs", max_num_batched_tokens: "Max batched tokens", enable_chunked_prefill: "Chunked prefill",
+    enable_prefix_caching: "Prefix caching", attention_backend: "Attention backend",
+    speculative_method: "Speculative method", num_speculative_tokens: "Speculative tokens",
   };
   const KEYS = Object.keys(LABELS);
-  const NUMERIC = new Set(["tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len", "gpu_memory_utilization"]);
+  const NUMERIC = new Set(["tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
+    "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "num_speculative_tokens"]);
 
   const text = (v) => (v === null || v === undefined ? "–" : typeof v === "boolean" ? (v ? "yes" : "no")
     : Number.isInteger(v) ? v.toLocaleString("en") : String(v));

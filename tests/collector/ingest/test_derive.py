@@ -106,6 +106,13 @@ def test_vllm_log_gives_startup_plan_and_phases(collector: Collector) -> None:
     assert plan["anomalies"] == ["negative CUDA graph memory estimate: -0.9 GiB"]
     assert plan["kv_cache_gib"] == 66.58 and plan["kv_cache_tokens"] == 5_747_892
     assert plan["max_concurrency"] == 21.93 and plan["max_concurrency_tokens"] == 262_144
+    # The serving configuration its args and engine line state (the MTP drafter's too).
+    assert (plan["max_model_len"], plan["max_num_seqs"], plan["gpu_memory_utilization"]) == (
+        262_144,
+        4,
+        0.7,
+    )
+    assert (plan["speculative_method"], plan["num_speculative_tokens"]) == ("mtp", 2)
     assert [p["phase"] for p in plan["phases"]] == [
         "starting",
         "loading_weights",

@@ -209,7 +209,7 @@ def test_two_profile_matrix(app: Collector, sshd: TestSshd, tmp_path: Path) -> N
             int(kv_gib(23.43, -0.9) * 2**30 / BYTES_PER_KV_TOKEN) / 262144, abs=0.01
         ),
         # The serving configuration, from the stand-in's non-default args and engine line
-        # (kv_cache_dtype=auto states nothing; V1's engine line has no data parallel size).
+        # (kv_cache_dtype=auto is a setting; V1's engine line has no data parallel size).
         "tensor_parallel_size": 1,
         "pipeline_parallel_size": 1,
         "data_parallel_size": None,
@@ -217,10 +217,19 @@ def test_two_profile_matrix(app: Collector, sshd: TestSshd, tmp_path: Path) -> N
         "gpu_memory_utilization": 0.7,
         "dtype": "bfloat16",
         "quantization": None,
-        "kv_cache_dtype": None,
+        "kv_cache_dtype": "auto",
         "enforce_eager": False,
+        "max_num_seqs": None,
+        "max_num_batched_tokens": None,
+        "enable_chunked_prefill": None,
+        "enable_prefix_caching": None,
+        "attention_backend": None,
+        "speculative_method": "mtp",
+        "num_speculative_tokens": 3,
     }
-    assert (x["requested"], x["config_mismatch"]) == ({}, {})
+    # X's --speculative-config, as vLLM's log states it.
+    assert x["requested"] == {"speculative_method": "mtp", "num_speculative_tokens": 3}
+    assert x["config_mismatch"] == {}
     assert y["startup_plan"]["drafter_loaded"] is False
     assert y["startup_plan"]["model_load_gib"] == 21.9
     assert y["startup_plan"]["kv_cache_gib"] == kv_gib(21.9, 0.62)
@@ -314,7 +323,7 @@ def test_the_comparison_states_what_vllm_ran_with_next_to_the_spec(
     assert run["status"] == "succeeded", run
     a, b = run["report"]["profiles"]
     served = ("max_model_len", "gpu_memory_utilization", "dtype", "kv_cache_dtype")
-    assert [a["startup_plan"][k] for k in served] == [262144, 0.6, "bfloat16", None]
+    assert [a["startup_plan"][k] for k in served] == [262144, 0.6, "bfloat16", "auto"]
     assert [b["startup_plan"][k] for k in served] == [131072, 0.6, "bfloat16", "fp8"]
     assert (a["startup_plan"]["enforce_eager"], b["startup_plan"]["enforce_eager"]) == (False, True)
     assert (a["requested"], a["config_mismatch"]) == ({}, {})
@@ -333,12 +342,13 @@ def test_the_comparison_states_what_vllm_ran_with_next_to_the_spec(
     (vs,) = summary["comparisons"]
     assert vs["config"] == {
         "max_model_len": {"value": [131072], "baseline": [262144]},
+        "kv_cache_dtype": {"value": ["fp8"], "baseline": ["auto"]},
         "enforce_eager": {"value": [True], "baseline": [False]},
     }
     md = app.client.get(f"/api/v1/matrix-runs/{run['id']}/report.md", headers=app.admin).text
     section = md.split("### Serving configuration (as vLLM's log states it)\n\n")[1]
     assert section.splitlines()[2:4] == [
-        "| A | 1 | 1 | 262,144 | 0.6 | bfloat16 | — | no |",
+        "| A | 1 | 1 | 262,144 | 0.6 | bfloat16 | auto | no |",
         "| B | 1 | 1 | 131,072 | 0.6 (spec: 0.7) | bfloat16 | fp8 | yes |",
     ]
 

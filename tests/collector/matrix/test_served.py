@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from collector.matrix.presets import QWEN_BASE_ARGS
 from collector.matrix.report import render_markdown
 from collector.matrix.results import STARTUP_PLAN_KEYS, MatrixReport, ProfileReport
 from collector.matrix.served import CONFIG_KEYS, config_mismatch, requested_config, shown_keys
@@ -14,6 +15,7 @@ from collector.matrix.summary import summarize
 from collector.matrix.summary_report import config_value
 from collector.vllm.log_config import config_fields
 from collector.vllm.plan import StartupPlan
+from tests.support.real_corpus import vllm_logs
 
 SERVE = ["vllm", "serve", "nvidia/Qwen3-NVFP4"]
 
@@ -38,8 +40,22 @@ def test_the_plan_keys_carry_every_configuration_field_the_parser_reads() -> Non
         (["--max-model-len", "-1"], {"max_model_len": "auto"}),
         (["--dtype", "half", "--kv-cache-dtype", "auto"],
          {"dtype": "float16", "kv_cache_dtype": "auto"}),
-        (["--enforce-eager", "--max-num-seqs", "4"], {"enforce_eager": True}),
+        (["--enforce-eager", "--max-num-seqs", "4"], {"enforce_eager": True, "max_num_seqs": 4}),
         (["--no-enforce-eager"], {"enforce_eager": False}),
+        (["--max-num-batched-tokens", "8k", "--enable-chunked-prefill",
+          "--no-enable-prefix-caching"],
+         {"max_num_batched_tokens": 8000, "enable_chunked_prefill": True,
+          "enable_prefix_caching": False}),
+        # older vLLM's optional value
+        (["--enable-chunked-prefill", "False"], {"enable_chunked_prefill": False}),
+        # the name vLLM's selection line prints
+        (["--attention-backend", "flashinfer"], {"attention_backend": "FLASHINFER"}),
+        (["--speculative-config", '{"method":"mtp","num_speculative_tokens":3,"moe_backend":"x"}'],
+         {"speculative_method": "mtp", "num_speculative_tokens": 3}),
+        # a later config replaces the whole of the earlier one; one that is not JSON says nothing
+        (["-sc", '{"method":"ngram","num_speculative_tokens":4}',
+          "--speculative_config", '{"model":"d"}'], {}),
+        (["--speculative-config", "mtp"], {}),
         (["-q", "awq"], {"quantization": "awq"}),
         (["--served-model-name", "m"], {}),
     ],
@@ -70,6 +86,35 @@ def test_a_difference_is_where_the_log_states_another_value_than_a_concrete_ask(
     said = config_fields("non-default args: {'model': 'm', 'dtype': 'half'}")
     assert said == {"dtype": "float16"}
     assert config_mismatch(requested_config([*SERVE, "--dtype", "half"]), said) == {}
+
+
+def test_the_preset_asks_for_every_field_but_eager_through_a_flag_the_plan_knows() -> None:
+    asked = requested_config(QWEN_BASE_ARGS)
+    assert set(asked) == set(CONFIG_KEYS) - {"enforce_eager"}
+    assert (asked["attention_backend"], asked["speculative_method"]) == ("FLASHINFER", "mtp")
+
+
+def test_kv_cache_dtype_auto_is_stated_and_compared_where_the_spec_asks_another() -> None:
+    # The engine line's kv_cache_dtype=auto is a value: a wrapper's auto where the spec asked
+    # for fp8 is a difference; an ask of auto is still vLLM's to resolve (a checkpoint's fp8).
+    [log] = [log for log in vllm_logs() if log.path.stem == "v0.8.2-windows-6-v0-engine"]
+    [engine_line] = [line for line in log.lines if "with config: " in line]
+    said = config_fields(engine_line)
+    assert (said["dtype"], said["kv_cache_dtype"]) == ("float32", "auto")
+    fp8 = requested_config([*SERVE, "--kv-cache-dtype", "fp8"])
+    assert config_mismatch(fp8, said) == {
+        "kv_cache_dtype": {"requested": "fp8", "reported": "auto"}
+    }
+    auto = requested_config([*SERVE, "--kv-cache-dtype", "auto"])
+    assert config_mismatch(auto, said) == config_mismatch(auto, {"kv_cache_dtype": "fp8"}) == {}
+
+
+def test_the_attention_backend_compares_by_name_whatever_the_case() -> None:
+    asked = requested_config([*SERVE, "--attention-backend", "flash_attn"])
+    assert config_mismatch(asked, {"attention_backend": "FLASH_ATTN"}) == {}
+    assert config_mismatch(asked, {"attention_backend": "TRITON_ATTN"}) == {
+        "attention_backend": {"requested": "FLASH_ATTN", "reported": "TRITON_ATTN"}
+    }
 
 
 def _rep(profile: str, repetition: int = 1, **plan: Any) -> ProfileReport:

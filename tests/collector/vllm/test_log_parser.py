@@ -9,6 +9,7 @@ import pytest
 
 from collector.vllm.log_parser import VllmLogParser, parse_vllm_log
 from collector.vllm.plan import PLAN_FIELDS
+from tests.support.real_corpus import vllm_logs
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "vllm"
 
@@ -407,23 +408,32 @@ def test_stats_do_not_revive_a_failed_start() -> None:
 
 
 @pytest.mark.parametrize(
-    "line",
+    ("line", "method", "tokens"),
     [
         # 0.10+: the API server's non-default args (spark-vllm-docker#296, vLLM 0.23)
-        "(APIServer pid=536) INFO 06-20 19:17:46 [api_utils.py:273] non-default args: "
-        "{'model_tag': 'Qwen/Qwen3.6-35B-A3B-FP8', 'speculative_config': {'method': 'dflash', "
-        "'model': 'z-lab/Qwen3.6-35B-A3B-DFlash', 'num_speculative_tokens': 5}}",
-        # the engine's config line
-        "(EngineCore_DP0 pid=7) INFO 10-22 09:30:05 [core.py:77] Initializing a V1 LLM engine "
-        "(v0.11.0) with config: model='m', speculative_config=SpeculativeConfig(method='mtp', "
-        "model='m', num_spec_tokens=1), tokenizer='m'",
+        (
+            "(APIServer pid=536) INFO 06-20 19:17:46 [api_utils.py:273] non-default args: "
+            "{'model_tag': 'Qwen/Qwen3.6-35B-A3B-FP8', 'speculative_config': {'method': "
+            "'dflash', 'model': 'z-lab/Qwen3.6-35B-A3B-DFlash', 'num_speculative_tokens': 5}}",
+            "dflash",
+            5,
+        ),
+        # the engine's config line: SpeculativeConfig's repr names the count num_spec_tokens
+        (
+            "(EngineCore_DP0 pid=7) INFO 10-22 09:30:05 [core.py:77] Initializing a V1 LLM "
+            "engine (v0.11.0) with config: model='m', speculative_config=SpeculativeConfig("
+            "method='mtp', model='m', num_spec_tokens=1), tokenizer='m'",
+            "mtp",
+            1,
+        ),
     ],
 )
-def test_a_speculative_config_in_the_start_line_itself(line: str) -> None:
+def test_a_speculative_config_in_the_start_line_itself(line: str, method: str, tokens: int) -> None:
     parser = VllmLogParser()
     parser.feed(line)
     [plan] = parser.plans()
     assert plan.drafter_loaded is True
+    assert (plan.speculative_method, plan.num_speculative_tokens) == (method, tokens)
 
 
 def test_a_capture_that_opens_on_the_drafter_belongs_to_that_start() -> None:
@@ -857,7 +867,20 @@ def test_serving_config_from_args_and_the_engine_line() -> None:
     )
     assert (v1.dtype, v1.data_parallel_size, v1.gpu_memory_utilization) == ("bfloat16", 2, 0.5)
     assert v1.max_model_len == 131072  # the resolved length, after the args
-    assert v1.kv_cache_dtype is None and v1.tensor_parallel_size is None  # "auto", unstated
+    assert v1.tensor_parallel_size is None  # the args do not say
+    # kv_cache_dtype's "auto" is a setting of its own (a dtype's is the engine line's to resolve).
+    assert v1.kv_cache_dtype == "auto"
+
+
+def test_the_attention_backend_is_the_first_one_stated() -> None:
+    """A forced --attention-backend is what vLLM then selects (it refuses to start otherwise);
+    a later selection line (a drafter's) does not replace the target model's. Real lines:
+    spark-vllm-docker#296's args (vLLM 0.23, 'flash_attn'), then vllm#31740's selection."""
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    [args] = [x for x in logs["v0.23-spark-296-logo-dflash-args"] if "non-default args" in x]
+    [chosen] = [x for x in logs["vllm-31740-gb10-gpt-oss-120b-loading"] if "TRITON_ATTN" in x]
+    [plan] = parse_vllm_log([args, chosen])
+    assert plan.attention_backend == "FLASH_ATTN"  # not TRITON_ATTN, as on its own
 
 
 def test_a_long_run_of_digits_parses_in_linear_time() -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from collector.vllm.log_parser import VllmLogParser
 from tests.support.real_corpus import score_plans, vllm_logs
 
@@ -43,3 +45,42 @@ def test_tensor_parallel_ranks_plan_with_the_smallest_rank() -> None:
     [log] = [log for log in vllm_logs() if "27313" in log.path.name]
     [plan] = parse(log.lines)[0]
     assert plan.kv_cache_gib == 11.17 and plan.kv_cache_tokens == 162704
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "value"),
+    [
+        # The API server's non-default args (0.8+)
+        ("v0.22-spark-272-gb10-nvfp4-banner-args", "max_num_seqs", 4),
+        ("v0.22-spark-272-gb10-nvfp4-banner-args", "kv_cache_dtype", "fp8"),
+        ("v0.22-spark-272-gb10-nvfp4-banner-args", "attention_backend", None),  # a moe_backend
+        ("v0.22-spark-272-gb10-nvfp4-banner-args", "speculative_method", None),
+        ("v0.23-spark-296-logo-dflash-args", "max_num_batched_tokens", 16384),
+        ("v0.23-spark-296-logo-dflash-args", "attention_backend", "FLASH_ATTN"),  # 'flash_attn'
+        ("v0.23-spark-296-logo-dflash-args", "speculative_method", "dflash"),
+        ("v0.23-spark-296-logo-dflash-args", "num_speculative_tokens", 5),
+        # "Chunked prefill is enabled with max_num_batched_tokens=2048."
+        ("v0.10.2-vllm-24162-tp2-start", "enable_chunked_prefill", True),
+        ("v0.10.2-vllm-24162-tp2-start", "max_num_batched_tokens", 2048),
+        # The engine's config line: chunked_prefill_enabled, enable_prefix_caching (None says
+        # nothing), kv_cache_dtype=auto (a setting), speculative_config=None (none)
+        ("v0.8.2-windows-6-v0-engine", "enable_chunked_prefill", False),
+        ("v0.8.2-windows-6-v0-engine", "enable_prefix_caching", None),
+        ("v0.8.2-windows-6-v0-engine", "kv_cache_dtype", "auto"),
+        ("v0.8-versions-v0-engine-lines", "enable_prefix_caching", False),
+        ("v0.8-versions-v0-engine-lines", "kv_cache_dtype", "auto"),
+        ("v0.6.1-torchserve-3343-engine-config", "kv_cache_dtype", "auto"),
+        ("v0.10.0-ascend-2416-v1-engine-config", "kv_cache_dtype", "auto"),
+        ("v0.10.0-ascend-2416-v1-engine-config", "speculative_method", None),
+        # The attention backend's selection line, in each version's words
+        ("v0.5-vllm-6768-medusa-v0-spec-blocks", "attention_backend", "XFORMERS"),
+        ("v0.10-vllm-25340-gguf", "attention_backend", "FLASH_ATTN"),  # "Flash Attention"
+        ("v0.11-gpustack-3098-dp0", "attention_backend", "FLASH_ATTN"),
+        # not the MoE's "Using FlashInfer MXFP4 BF16 backend" on the next line
+        ("vllm-31740-gb10-gpt-oss-120b-loading", "attention_backend", "TRITON_ATTN"),
+    ],
+)
+def test_serving_configuration_fields(name: str, field: str, value: object) -> None:
+    [log] = [log for log in vllm_logs() if log.path.stem == name]
+    [plan] = parse(log.lines)[0]
+    assert getattr(plan, field) == value
