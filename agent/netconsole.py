@@ -14,18 +14,17 @@ import argparse
 import ipaddress
 import os
 import socket
-import struct
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.nexthop import find_mac, find_route, udp_poke
+
 CONFIGFS_DIR = "sys/kernel/config"
 BROADCAST_MAC = "ff:ff:ff:ff:ff:ff"
 DEFAULT_PORT = 6666
-_RTF_UP = 0x1
-_ATF_COM = 0x2  # ARP entry complete
 
 Runner = Callable[..., Any]  # subprocess.run-compatible
 
@@ -94,7 +93,7 @@ def setup_target(
     replace: bool = False,
 ) -> SetupReport:
     """Create and enable netconsole target ``name`` sending extended records to ``remote``."""
-    poke = poke or _udp_poke
+    poke = poke or udp_poke
     config = os.path.join(sys_root, CONFIGFS_DIR)
     base = os.path.join(config, "netconsole")
     target = os.path.join(base, name)
@@ -226,45 +225,6 @@ def remove_target(
     return report
 
 
-def find_route(ip: str, proc_root: str = "/proc") -> tuple[str, str | None] | None:
-    """(interface, gateway or None when on-link) of the best IPv4 route to ``ip``."""
-    dest = int(ipaddress.IPv4Address(ip))
-    best: tuple[int, int, str, str | None] | None = None  # (-prefix, metric, dev, gw)
-    try:
-        with open(os.path.join(proc_root, "net/route")) as f:
-            rows = f.read().splitlines()[1:]
-    except OSError:
-        return None
-    for row in rows:
-        cols = row.split()
-        if len(cols) < 8:
-            continue
-        dev, net, gw, flags, metric, mask = cols[0], cols[1], cols[2], cols[3], cols[6], cols[7]
-        if not int(flags, 16) & _RTF_UP:
-            continue
-        net_i, mask_i = _le_ip(net), _le_ip(mask)
-        if dest & mask_i != net_i:
-            continue
-        key = (-bin(mask_i).count("1"), int(metric), dev, _gateway(gw))
-        if best is None or key[:2] < best[:2]:
-            best = key
-    return None if best is None else (best[2], best[3])
-
-
-def find_mac(ip: str, dev: str, proc_root: str = "/proc") -> str | None:
-    """Complete ARP entry for ``ip`` on ``dev`` from /proc/net/arp, or None."""
-    try:
-        with open(os.path.join(proc_root, "net/arp")) as f:
-            rows = f.read().splitlines()[1:]
-    except OSError:
-        return None
-    for row in rows:
-        cols = row.split()
-        if len(cols) >= 6 and cols[0] == ip and cols[5] == dev and int(cols[2], 16) & _ATF_COM:
-            return cols[3].lower()
-    return None
-
-
 def add_netconsole_args(parser: argparse.ArgumentParser) -> None:
     """The agent CLI flags for this module (the CLI calls setup_target/remove_target)."""
     parser.add_argument(
@@ -345,19 +305,3 @@ def _read(target: str, attr: str) -> str | None:
 
 def _msgid_on(target: str) -> bool:
     return "1" in (_read(target, "userdata/msgid_enabled"), _read(target, "msgid_enabled"))
-
-
-def _le_ip(hex_word: str) -> int:
-    """/proc/net/route prints addresses as native-order hex words (little-endian on arm64)."""
-    return int(ipaddress.IPv4Address(struct.pack("=I", int(hex_word, 16))))
-
-
-def _gateway(hex_word: str) -> str | None:
-    value = _le_ip(hex_word)
-    return str(ipaddress.IPv4Address(value)) if value else None
-
-
-def _udp_poke(ip: str, port: int) -> None:
-    """Send one empty datagram so the kernel resolves the next hop's MAC (ARP)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.sendto(b"", (ip, port))

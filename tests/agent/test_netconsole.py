@@ -5,7 +5,8 @@ from typing import Any
 
 import pytest
 
-from agent.netconsole import find_mac, find_route, parse_remote, remove_target, setup_target
+from agent.netconsole import parse_remote, remove_target, setup_target
+from agent.nexthop import find_mac, find_route
 
 FIXTURE_PROC = Path(__file__).parent.parent / "fixtures" / "proc_netconsole"
 BOOT = "0b3c2f8e-6f0a-4d4e-9c1b-3a1f0e9d8c7b"

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from agent import delivery as delivery_module
 from agent import shipper as shipper_module
 from agent.outbox import Outbox, size
 from agent.shipper import PIPELINE_MIN, Shipper
@@ -25,6 +26,7 @@ BURST = 2_000
 @pytest.fixture(autouse=True)
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shipper_module, "MAX_BATCH_RECORDS", BATCH)
+    monkeypatch.setattr(delivery_module, "MAX_BATCH_RECORDS", BATCH)  # spool replay
 
 
 class Recording(Transport):
