@@ -10,7 +10,6 @@ Only messages passing ``console_loglevel`` are sent; raising it affects every co
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import os
 import socket
@@ -223,20 +222,6 @@ def remove_target(
         return report
     report.ok = True
     return report
-
-
-def add_netconsole_args(parser: argparse.ArgumentParser) -> None:
-    """The agent CLI flags for this module (the CLI calls setup_target/remove_target)."""
-    parser.add_argument(
-        "--netconsole",
-        metavar="HOST:PORT",
-        help="set up a kernel netconsole target sending to the collector (UDP, default 6666)",
-    )
-    parser.add_argument(
-        "--netconsole-remove", action="store_true", help="disable and remove the target"
-    )
-    parser.add_argument("--netconsole-name", default="freezewatch", help="configfs target name")
-    parser.add_argument("--sys-root", default="/", help="root holding sys/kernel/config")
 
 
 def _ensure_configfs(
