@@ -16,12 +16,13 @@ from dataclasses import dataclass
 ANSI = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]")
 # What a paste or a log reader wraps a whole line in: a markdown block quote ("> ", nested
 # "> > "), the RFC 3339 stamp of `docker logs -t` / `kubectl logs --timestamps` (bracketed in
-# CI logs such as Buildkite's), docker compose's "service  | ", and the "2025-06-27
-# 12:57:51,690 - name - INFO - " of a Python logger re-logging the server's output. Peeled off
-# the front, so an error keeps only vLLM's own text and a traceback's frames keep their indent.
+# CI logs such as Buildkite's), the "  | " gutter a CI log page (Buildkite's) puts before each
+# line a copy takes, docker compose's "service  | ", and the "2025-06-27 12:57:51,690 - name -
+# INFO - " of a Python logger re-logging the server's output. Peeled off the front, so an
+# error keeps only vLLM's own text and a traceback's frames keep their indent.
 WRAPPER = re.compile(
     r">[ \t]?|\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\]?[ \t]|"
-    r"\w[\w.-]*\s+\|(?: |$)|"
+    r"[ \t]*\|[ \t]|\w[\w.-]*\s+\|(?: |$)|"
     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - "
 )
 HEADER = re.compile(

@@ -49,8 +49,9 @@ class OutcomeState:
     # The process whose "EngineCore encountered a fatal error." traceback is still open ("" for
     # untagged lines): its exception says why, even with another engine's lines in between.
     fatal_proc: str | None = None
-    # The start was opened by a root cause in a traceback pasted without its header: ``failed``
-    # is a guess a running frame or a crash line corrects.
+    # The start was opened by a root cause (no earlier line of it in the capture) or by a
+    # traceback pasted without its header: ``failed`` is a guess a running frame or a crash
+    # line corrects.
     guessed: bool = False
 
 

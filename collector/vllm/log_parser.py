@@ -124,7 +124,12 @@ class VllmLogParser(FactLog):
                 return self._loose_start(loose, ctx, facts)
             if not opens_start(msg):
                 return facts
-            guessed = self._state.loose and is_exception(msg)  # a bare traceback's root cause
+            # A capture that begins at a root cause (an OOM, a CUDA fault) or at a bare
+            # traceback's exception: the start failed, or its engine died serving; what follows
+            # (a crash line, a busy-loop frame) says which.
+            guessed = fmt.ROOT_CAUSE.search(msg) is not None or (
+                self._state.loose and is_exception(msg)
+            )
             plan = self._new_plan(ctx, facts)
             self._state.guessed = guessed
         self._plan_line(plan, parsed, ctx, facts)

@@ -84,3 +84,20 @@ def test_serving_configuration_fields(name: str, field: str, value: object) -> N
     [log] = [log for log in vllm_logs() if log.path.stem == name]
     [plan] = parse(log.lines)[0]
     assert getattr(plan, field) == value
+
+
+@pytest.mark.parametrize(
+    ("name", "outcome", "error_start"),
+    [
+        # The capture begins at the engine's OOM; the output handler failing after it says the
+        # engine died serving: a crash, with the OOM as its error (not a failed start).
+        ("club3090-16-oom-while-serving", "crashed", "(EngineCore pid=112) ERROR 05-01 14:39:06"),
+        # A Buildkite page's "  | " gutter and its stamp are peeled off the error.
+        ("vllm-14574-buildkite-gutter-engine-hit-exception", "failed", "ERROR 03-10 08:07:20"),
+    ],
+)
+def test_outcome_and_error_of(name: str, outcome: str, error_start: str) -> None:
+    [log] = [log for log in vllm_logs() if log.path.stem == name]
+    [plan] = parse(log.lines)[0]
+    assert plan.outcome == outcome
+    assert plan.error is not None and plan.error.startswith(error_start)
