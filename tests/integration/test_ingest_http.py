@@ -11,9 +11,11 @@ import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import cast
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from agent.wire import INGEST_PATH
 from tests.twohost.harness import running_collector, wait_for
@@ -89,7 +91,7 @@ def test_a_small_batch_waits_for_a_held_write_lock_off_the_event_loop(tmp_path: 
             )
 
         assert httpx.post(c.url + INGEST_PATH, content=batch(1), headers=headers).is_success
-        backlog = c.server.config.app.state.ingest_backlog
+        backlog = cast(FastAPI, c.server.config.app).state.ingest_backlog
         holder = sqlite3.connect(tmp_path / "collector.db", isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")  # another writer holds the one write lock
         try:
