@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +43,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.wire import INGEST_PATH
-from bench._common import ROOT, cpu_seconds, database, free_port, start_collector
+from bench._common import ROOT, add_host, cpu_seconds, database, free_port, start_collector
 
 HOST = "bench-cost"
 BLOCK = 50  # requests to one collector before the other's turn (--vs)
@@ -63,19 +61,6 @@ def collector(db_url: str, root: Path, tmp: Path) -> Iterator[tuple[str, int]]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-
-
-def add_host(db_url: str, root: Path) -> str:
-    """Register the host with ``root``'s CLI (which migrates the database first); its token."""
-    out = subprocess.run(
-        [sys.executable, "-m", "collector", "add-host", HOST],
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": str(root), "FREEZEWATCH_DB_URL": db_url},
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return out.stdout.strip().splitlines()[-1]
 
 
 class Agent:
@@ -186,7 +171,7 @@ def measure(kind: str, roots: list[Path], args: argparse.Namespace) -> list[dict
         for n, root in enumerate(roots):
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"fw-cost{n}-")))
             db_url = stack.enter_context(database(kind, tmp))
-            token = add_host(db_url, root)
+            token = add_host(db_url, HOST, root=root)
             url, pid = stack.enter_context(collector(db_url, root, tmp))
             client = stack.enter_context(httpx.Client(base_url=url, timeout=30))
             sides.append(Side(client, token, pid))
