@@ -47,7 +47,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def add_host(db_url: str, name: str) -> str:
+def add_host(db_url: str, name: str, *, root: Path = ROOT) -> str:
+    """Register host ``name`` (migrating the database first); its token. From another
+    checkout ``root``, with that checkout's CLI: its own migrations."""
+    if root.resolve() != ROOT:
+        out = subprocess.run(
+            [sys.executable, "-m", "collector", "add-host", name],
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root), "FREEZEWATCH_DB_URL": db_url},
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return out.stdout.strip().splitlines()[-1]
     from collector import db
     from collector.hosts import registry as hosts
 

@@ -12,8 +12,12 @@ the client over real HTTP (one keep-alive connection). The collector's CPU is re
 - sample: the same with one 1 Hz sample a batch (what an agent sends every second).
 
 ``--root DIR`` runs the collector from another checkout (its own code and migrations, this
-interpreter); ``--vs DIR`` measures that checkout first, each database, for a before/after in
-one run (e.g. ``git worktree add /tmp/fw-main main``; then ``--vs /tmp/fw-main``).
+interpreter); ``--vs DIR`` runs that checkout's collector beside this one, each on its own
+database, for a before/after that holds on a noisy machine (e.g. ``git worktree add
+/tmp/fw-main main``; then ``--vs /tmp/fw-main``): both heartbeat through the same idle
+window, and the bursts go to one and then the other in blocks of ``BLOCK`` requests, so both
+figures come from the same stretches of the machine (one after the other, the same code
+measured 0.5 and 1.04 of itself while other work came and went).
 
     python bench/request_cost.py [--db sqlite,postgres] [--requests 400] [--idle-s 60]
 
@@ -26,13 +30,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +43,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.wire import INGEST_PATH
-from bench._common import ROOT, cpu_seconds, database, free_port, start_collector
+from bench._common import ROOT, add_host, cpu_seconds, database, free_port, start_collector
 
 HOST = "bench-cost"
+BLOCK = 50  # requests to one collector before the other's turn (--vs)
 BOOT = "5b1c3a52-8c1e-4d4e-9f8a-1b2c3d4e5f60"
 
 
@@ -58,19 +61,6 @@ def collector(db_url: str, root: Path, tmp: Path) -> Iterator[tuple[str, int]]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-
-
-def add_host(db_url: str, root: Path) -> str:
-    """Register the host with ``root``'s CLI (which migrates the database first); its token."""
-    out = subprocess.run(
-        [sys.executable, "-m", "collector", "add-host", HOST],
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": str(root), "FREEZEWATCH_DB_URL": db_url},
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return out.stdout.strip().splitlines()[-1]
 
 
 class Agent:
@@ -123,68 +113,89 @@ def post(client: httpx.Client, token: str, body: dict[str, Any]) -> None:
     answer.raise_for_status()
 
 
-def idle_pct(client: httpx.Client, token: str, agent: Agent, pid: int, seconds: float) -> float:
-    """% of one core while one host heartbeats at 1 Hz."""
-    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+class Side:
+    """One checkout's collector, the client posting to it and the host it posts as."""
+
+    def __init__(self, client: httpx.Client, token: str, pid: int) -> None:
+        self.client, self.token, self.pid = client, token, pid
+        self.agent = Agent()
+        self.idle_rate = 0.0  # cores, while it heartbeats at 1 Hz
+        self.cpu = self.wall = 0.0
+        self.requests = 0
+
+    def post_block(self, bodies: list[dict[str, Any]]) -> None:
+        cpu0, t0 = cpu_seconds(self.pid), time.monotonic()
+        for body in bodies:
+            post(self.client, self.token, body)
+        self.cpu += cpu_seconds(self.pid) - cpu0
+        self.wall += time.monotonic() - t0
+        self.requests += len(bodies)
+
+    def per_request_ms(self) -> float:
+        """CPU ms a request, less the idle rate over the same wall time; then start afresh."""
+        ms = 1000.0 * max(0.0, self.cpu - self.idle_rate * self.wall) / self.requests
+        self.cpu = self.wall = 0.0
+        self.requests = 0
+        return ms
+
+
+def idle_pcts(sides: list[Side], seconds: float) -> list[float]:
+    """% of one core each, all heartbeating at 1 Hz through the same window."""
+    cpu0, t0 = [cpu_seconds(s.pid) for s in sides], time.monotonic()
     k = 0
     while (elapsed := time.monotonic() - t0) < seconds:
-        post(client, token, agent.batch())
+        for side in sides:
+            post(side.client, side.token, side.agent.batch())
         k += 1
         time.sleep(max(0.0, t0 + k - time.monotonic()))
-    return 100.0 * (cpu_seconds(pid) - cpu0) / elapsed
+    return [100.0 * (cpu_seconds(s.pid) - c) / elapsed for s, c in zip(sides, cpu0, strict=True)]
 
 
-def per_request_ms(
-    client: httpx.Client,
-    token: str,
-    agent: Agent,
-    pid: int,
-    *,
-    requests: int,
-    idle_rate: float,
-    **kind: int,
-) -> float:
-    """CPU ms per request back to back, less the idle rate (cores) over the same wall time."""
-    for _ in range(20):  # warm: first statements compiled, caches filled
-        post(client, token, agent.batch(**kind))
-    bodies = [agent.batch(**kind) for _ in range(requests)]
-    cpu0, t0 = cpu_seconds(pid), time.monotonic()
-    for body in bodies:
-        post(client, token, body)
-    cpu, wall = cpu_seconds(pid) - cpu0, time.monotonic() - t0
-    return 1000.0 * max(0.0, cpu - idle_rate * wall) / requests
+def bursts(sides: list[Side], requests: int, **kind: int) -> list[float]:
+    """CPU ms a request back to back, each side in turn ``BLOCK`` requests at a time (the
+    first side alternating), after a warm-up (first statements compiled, caches filled)."""
+    for side in sides:
+        side.post_block([side.agent.batch(**kind) for _ in range(20)])
+        side.cpu = side.wall = 0.0
+        side.requests = 0
+    for block in range(max(1, requests // BLOCK)):
+        for side in sides if block % 2 == 0 else sides[::-1]:
+            side.post_block([side.agent.batch(**kind) for _ in range(BLOCK)])
+    return [side.per_request_ms() for side in sides]
 
 
-def measure(kind: str, root: Path, args: argparse.Namespace) -> dict[str, float]:
-    with (
-        tempfile.TemporaryDirectory(prefix="fw-cost-") as tmp_name,
-        database(kind, Path(tmp_name)) as db_url,
-    ):
-        token = add_host(db_url, root)
-        with (
-            collector(db_url, root, Path(tmp_name)) as (url, pid),
-            httpx.Client(base_url=url, timeout=30) as client,
-        ):
-            return run_phases(client, token, pid, args)
+def measure(kind: str, roots: list[Path], args: argparse.Namespace) -> list[dict[str, float]]:
+    """The figures of each checkout in ``roots``, their collectors running side by side."""
+    with ExitStack() as stack:
+        sides = []
+        for n, root in enumerate(roots):
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"fw-cost{n}-")))
+            db_url = stack.enter_context(database(kind, tmp))
+            token = add_host(db_url, HOST, root=root)
+            url, pid = stack.enter_context(collector(db_url, root, tmp))
+            client = stack.enter_context(httpx.Client(base_url=url, timeout=30))
+            sides.append(Side(client, token, pid))
+        return run_phases(sides, args)
 
 
-def run_phases(
-    client: httpx.Client, token: str, pid: int, args: argparse.Namespace
-) -> dict[str, float]:
+def run_phases(sides: list[Side], args: argparse.Namespace) -> list[dict[str, float]]:
     """Idle first (its rate is the background taken off each burst), then the bursts."""
-    agent = Agent()
-    for _ in range(20):
-        post(client, token, agent.batch())
-    idle = idle_pct(client, token, agent, pid, args.idle_s)
-    burst = {"requests": args.requests, "idle_rate": idle / 100.0}
-    return {
-        "collector_cpu_idle_pct": round(idle, 2),
-        "heartbeat_cpu_ms": round(per_request_ms(client, token, agent, pid, **burst), 3),
-        "small_batch_cpu_ms": round(
-            per_request_ms(client, token, agent, pid, lines=args.lines, **burst), 3
-        ),
-        "sample_cpu_ms": round(per_request_ms(client, token, agent, pid, samples=1, **burst), 3),
+    for side in sides:
+        for _ in range(20):
+            post(side.client, side.token, side.agent.batch())
+    idle = idle_pcts(sides, args.idle_s)
+    for side, pct in zip(sides, idle, strict=True):
+        side.idle_rate = pct / 100.0
+    figures = {
+        "heartbeat_cpu_ms": bursts(sides, args.requests),
+        "small_batch_cpu_ms": bursts(sides, args.requests, lines=args.lines),
+        "sample_cpu_ms": bursts(sides, args.requests, samples=1),
     }
+    return [
+        {"collector_cpu_idle_pct": round(idle[n], 2)}
+        | {name: round(values[n], 3) for name, values in figures.items()}
+        for n in range(len(sides))
+    ]
 
 
 FIGURES = ("heartbeat_cpu_ms", "small_batch_cpu_ms", "sample_cpu_ms", "collector_cpu_idle_pct")
@@ -208,17 +219,19 @@ def main() -> int:
     parser.add_argument("--idle-s", type=float, default=60.0)
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout to run the collector")
     parser.add_argument(
-        "--vs", type=Path, help="a baseline checkout, measured before each --root run"
+        "--vs", type=Path, help="a baseline checkout, its collector run beside --root's"
     )
     args = parser.parse_args()
     results: dict[str, dict[str, Any]] = {}
     for kind in args.db.split(","):
+        roots = [args.root.resolve(), *([args.vs.resolve()] if args.vs else [])]
         try:
-            before = measure(kind, args.vs.resolve(), args) if args.vs else None
-            results[kind] = measure(kind, args.root.resolve(), args)
+            this, *others = measure(kind, roots, args)
         except Exception as exc:  # a missing PostgreSQL skips its column, with the reason
             print(f"{kind}: skipped: {exc}", flush=True)
             continue
+        results[kind] = this
+        before = others[0] if others else None
         show(kind, results[kind], args.lines)
         if before is not None:
             show(f"{kind} baseline", before, args.lines)

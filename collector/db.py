@@ -8,6 +8,7 @@ different SQL (bulk loads, upserts, row locks, time bucketing) it calls a helper
 from __future__ import annotations
 
 import fcntl
+import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,6 +33,8 @@ from collector.bulk import insert_ignoring_duplicates as insert_ignoring_duplica
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 AFTER_COMMIT = "after_commit"
 READ_ONLY = "freezewatch_read_only"  # connection execution option: see read_scope
+NO_WAIT = "freezewatch_no_wait"  # connection execution option: see write_now
+BUSY_TIMEOUT_MS = 30_000
 MIGRATION_LOCK = 0x66776D67  # "fwmg": collectors started at once on PostgreSQL take turns
 IDLE_PING_S = 10.0  # a pooled PostgreSQL connection idle this long is pinged before use
 
@@ -98,14 +101,28 @@ def _tune_sqlite(engine: Engine) -> None:
             cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        begin = "BEGIN" if conn.get_execution_options().get(READ_ONLY) else "BEGIN IMMEDIATE"
-        conn.connection.driver_connection.execute(begin)  # direct: cheaper than exec_driver_sql
+        options = conn.get_execution_options()
+        driver = conn.connection.driver_connection  # direct: cheaper than exec_driver_sql
+        if options.get(READ_ONLY):
+            driver.execute("BEGIN")
+        elif not options.get(NO_WAIT):
+            driver.execute("BEGIN IMMEDIATE")
+        else:
+            driver.execute("PRAGMA busy_timeout=0")
+            try:
+                driver.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+                    raise
+                raise WriteLockBusy() from None
+            finally:
+                driver.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
@@ -128,6 +145,18 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         session.close()
     for callback in callbacks:
         callback()
+
+
+class WriteLockBusy(Exception):
+    """Another connection holds SQLite's write lock at this instant (``write_now``)."""
+
+
+def write_now(session: Session) -> None:
+    """Begin ``session``'s transaction holding SQLite's write lock, if no other connection
+    holds it this instant; ``WriteLockBusy`` at once otherwise, never a wait. For a store run on
+    the event loop, which must never block on the lock: once it holds it, nothing in a SQLite
+    transaction waits on another connection (in WAL mode readers never block the writer)."""
+    session.connection(execution_options={NO_WAIT: True})
 
 
 @contextmanager

@@ -145,6 +145,7 @@ class Ingest:
     arrivals: Arrivals
     store_pool: Executor  # the threads that store batches: ingest_concurrency of them
     tokens: TokenCache  # agent tokens this process has seen valid (collector.ingest.tokens)
+    store_inline: bool  # small batches stored on the event loop when they can be (SQLite)
 
 
 async def get_ingest(request: Request) -> Ingest:
@@ -159,6 +160,7 @@ async def get_ingest(request: Request) -> Ingest:
         state.arrivals,
         state.store_pool,
         state.agent_tokens,
+        state.store_inline,
     )
 
 

@@ -98,6 +98,7 @@ def create_app(
         # Batches stored at once; more wait in its queue, not in threads blocked on the database.
         store_pool = ThreadPoolExecutor(settings.ingest_concurrency, thread_name_prefix="ingest")
         app.state.store_pool = store_pool
+        app.state.store_inline = not db.is_postgres_url(settings.db_url)
         with db.session_scope(factory) as session:
             generated = auth.ensure_admin_token(session, configured=settings.admin_token)
             sync_env_targets(session, settings=settings)

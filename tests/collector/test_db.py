@@ -48,6 +48,38 @@ def test_a_read_scope_does_not_wait_for_the_writer(tmp_path: Path) -> None:
         engine.dispose()
 
 
+def test_write_now_takes_a_free_write_lock_and_never_waits_for_a_held_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "fw.db"
+    url = f"sqlite:///{path}"
+    db.migrate(url)
+    engine = db.make_engine(url)
+    factory = db.make_sessionmaker(engine)
+    try:
+        with db.session_scope(factory) as session:
+            db.write_now(session)  # free: the transaction holds the lock
+            session.add(Meta(key="a", value="1"))
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(db.WriteLockBusy), db.session_scope(factory) as session:
+                db.write_now(session)  # held: raised at once, not after the 30 s busy timeout
+                session.add(Meta(key="b", value="2"))
+            assert holder.in_transaction  # still held: nobody waited it out
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        with db.session_scope(factory) as session:  # the pool's connections wait again
+            timeouts = session.connection().exec_driver_sql("PRAGMA busy_timeout").scalar()
+            session.add(Meta(key="c", value="3"))
+        assert timeouts == db.BUSY_TIMEOUT_MS
+        with db.read_scope(factory) as session:
+            assert sorted(session.scalars(select(Meta.key))) == ["a", "c"]
+    finally:
+        engine.dispose()
+
+
 def fill_and_empty(factory: Any) -> None:
     """4 MiB of rows written, then deleted (their pages go to SQLite's free list)."""
     with db.session_scope(factory) as session:

@@ -7,11 +7,15 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import cast
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from agent.wire import INGEST_PATH
 from tests.twohost.harness import running_collector, wait_for
@@ -70,3 +74,39 @@ def test_an_agent_stuck_mid_body_holds_no_lock_over_the_others(tmp_path: Path) -
         finally:
             for sock in stuck:
                 sock.close()
+
+
+def test_a_small_batch_waits_for_a_held_write_lock_off_the_event_loop(tmp_path: Path) -> None:
+    """A heartbeat is stored on the event loop only when SQLite's write lock is free; held by
+    another connection, the batch waits in a thread and the collector answers others."""
+    with running_collector(tmp_path, run_scheduler=False) as c:
+        token = c.add_host("spark-wait")
+        headers = {"Authorization": f"Bearer {token}"}
+        agent = {"version": "t"}
+
+        def batch(seq: int) -> str:
+            line = {"seq": seq, "ts": time.time(), "source": "kmsg", "text": f"line {seq}"}
+            return json.dumps(
+                {"host": "spark-wait", "boot_id": "b", "agent": agent, "lines": [line]}
+            )
+
+        assert httpx.post(c.url + INGEST_PATH, content=batch(1), headers=headers).is_success
+        backlog = cast(FastAPI, c.server.config.app).state.ingest_backlog
+        holder = sqlite3.connect(tmp_path / "collector.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another writer holds the one write lock
+        try:
+            with ThreadPoolExecutor(1) as pool:
+                pending = pool.submit(
+                    httpx.post, c.url + INGEST_PATH, content=batch(2), headers=headers, timeout=60
+                )
+                wait_for(lambda: backlog.lag_s() > 0)  # the batch is in the collector
+                time.sleep(0.2)  # ... and at the lock
+                doc = httpx.get(c.url + "/openapi.json", timeout=10)  # the loop is free
+                assert doc.status_code == 200
+                assert not pending.done()  # the batch still waits for the lock
+                holder.execute("ROLLBACK")
+                answer = pending.result(timeout=60)
+        finally:
+            holder.close()
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["stored"]["lines"] == 1
