@@ -71,7 +71,7 @@ bench: venv
 	$(PY) bench/fleet.py
 	$(PY) bench/peers.py
 
-agent-bundle: venv
+agent-bundle: $(VENV)/.app
 	$(PY) -m collector agent-bundle dist/freezewatch-agent.pyz
 
 clean:
