@@ -8,7 +8,6 @@ different SQL (bulk loads, upserts, row locks, time bucketing) it calls a helper
 from __future__ import annotations
 
 import fcntl
-import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,15 +25,17 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 from sqlalchemy.sql.expression import FunctionElement
 
-# Bulk writes of row tuples live in collector.bulk; callers know them as db.*.
+# Bulk writes of row tuples live in collector.bulk, SQLite's pragmas and BEGINs in
+# collector.sqlite_tuning; callers know them as db.*.
 from collector.bulk import copy_rows as copy_rows
 from collector.bulk import insert_ignoring_duplicates as insert_ignoring_duplicates
+from collector.sqlite_tuning import BUSY_TIMEOUT_MS as BUSY_TIMEOUT_MS
+from collector.sqlite_tuning import READ_ONLY, tune_sqlite
+from collector.sqlite_tuning import WriteLockBusy as WriteLockBusy
+from collector.sqlite_tuning import write_now as write_now
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 AFTER_COMMIT = "after_commit"
-READ_ONLY = "freezewatch_read_only"  # connection execution option: see read_scope
-NO_WAIT = "freezewatch_no_wait"  # connection execution option: see write_now
-BUSY_TIMEOUT_MS = 30_000
 MIGRATION_LOCK = 0x66776D67  # "fwmg": collectors started at once on PostgreSQL take turns
 IDLE_PING_S = 10.0  # a pooled PostgreSQL connection idle this long is pinged before use
 
@@ -55,7 +56,7 @@ def make_engine(url: str) -> Engine:
     url = normalize_url(url)
     if make_url(url).get_backend_name() == "sqlite":
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
-        _tune_sqlite(engine)
+        tune_sqlite(engine)
         return engine
     engine = create_engine(url, pool_size=10, max_overflow=20)
     _ping_when_idle(engine)
@@ -83,48 +84,6 @@ def _ping_when_idle(engine: Engine) -> None:
             raise DisconnectionError("pooled connection did not answer its ping") from exc
 
 
-def _tune_sqlite(engine: Engine) -> None:
-    """WAL + busy timeout, and take over BEGIN so transactions (and test rollbacks) are real.
-
-    BEGIN IMMEDIATE takes the write lock up front: a deferred transaction that reads and then
-    writes fails at once with "database is locked" when another writer got there first, because
-    SQLite cannot wait on a lock upgrade. SQLite has one writer anyway.
-    """
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None  # pysqlite: let SQLAlchemy emit BEGIN itself
-        cur = dbapi_conn.cursor()
-        # Pruned pages go back to the disk (reclaim_space). Set on a new file only (before WAL
-        # writes the header; it takes the write lock); others wait for a full reclaim_space.
-        if cur.execute("PRAGMA page_count").fetchone()[0] == 0:
-            cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        options = conn.get_execution_options()
-        driver = conn.connection.driver_connection  # direct: cheaper than exec_driver_sql
-        if options.get(READ_ONLY):
-            driver.execute("BEGIN")
-        elif not options.get(NO_WAIT):
-            driver.execute("BEGIN IMMEDIATE")
-        else:
-            driver.execute("PRAGMA busy_timeout=0")
-            try:
-                driver.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
-                    raise
-                raise WriteLockBusy() from None
-            finally:
-                driver.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-
-
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
@@ -147,23 +106,11 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         callback()
 
 
-class WriteLockBusy(Exception):
-    """Another connection holds SQLite's write lock at this instant (``write_now``)."""
-
-
-def write_now(session: Session) -> None:
-    """Begin ``session``'s transaction holding SQLite's write lock, if no other connection
-    holds it this instant; ``WriteLockBusy`` at once otherwise, never a wait. For a store run on
-    the event loop, which must never block on the lock: once it holds it, nothing in a SQLite
-    transaction waits on another connection (in WAL mode readers never block the writer)."""
-    session.connection(execution_options={NO_WAIT: True})
-
-
 @contextmanager
 def read_scope(factory: sessionmaker[Session], *, one_statement: bool = False) -> Iterator[Session]:
     """A unit of work that only reads, ended by a rollback. On SQLite its BEGIN is deferred: in
     WAL mode readers never wait for the one writer (``session_scope`` takes the write lock up
-    front, see ``_tune_sqlite``). ``one_statement``: a single query needs no snapshot of its
+    front, see ``tune_sqlite``). ``one_statement``: a single query needs no snapshot of its
     own, so on PostgreSQL it runs in autocommit, without the BEGIN and ROLLBACK round trips (the
     scheduler's reading of due times, every second)."""
     session = factory()

@@ -22,6 +22,7 @@ LAYERS = (
     (
         "db",
         "bulk",
+        "sqlite_tuning",
         "prepared",
         "schemas",
         "links",
