@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from collector.kernel.records import log_event_dicts
+from collector.vllm.log_config import CONFIG_FIELDS
 from collector.vllm.log_parser import VllmLogParser
+from collector.vllm.plan import StartupPlan
 
 
 def inspect_kernel_log(path: str | Path) -> list[dict[str, Any]]:
@@ -28,9 +30,15 @@ def inspect_kernel_log(path: str | Path) -> list[dict[str, Any]]:
 def inspect_vllm_log(path: str | Path) -> dict[str, list[dict[str, Any]]]:
     """The --json contract: ``starts``, the plan of every server start in a saved vLLM log,
     and ``hang_signals``, each with its line number, the phase and the start it came in (the
-    1-based start number, None before the first). A leading block of ``#`` comment lines (an
-    annotated capture's header: no vLLM line starts so) is not log: its prose quoting an error
-    would become the start's error."""
+    1-based start number, None before the first)."""
+    plans, signals = read_vllm_log(path)
+    return {"starts": [plan.to_dict() for plan in plans], "hang_signals": signals}
+
+
+def read_vllm_log(path: str | Path) -> tuple[list[StartupPlan], list[dict[str, Any]]]:
+    """Every start's whole plan and the hang signals. A leading block of ``#`` comment lines
+    (an annotated capture's header: no vLLM line starts so) is not log: its prose quoting an
+    error would become the start's error."""
     parser = VllmLogParser()
     signals = []
     text = Path(path).read_text(encoding="utf-8", errors="replace")
@@ -43,7 +51,7 @@ def inspect_vllm_log(path: str | Path) -> dict[str, list[dict[str, Any]]]:
             if fact.kind == "hang_signal":
                 start = len(parser.plans()) or None
                 signals.append({"line_no": line_no, "start": start, **fact.data})
-    return {"starts": [plan.to_dict() for plan in parser.plans()], "hang_signals": signals}
+    return parser.plans(), signals
 
 
 def add_inspect_parser(
@@ -72,8 +80,10 @@ def run_inspect(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if args.inspect_kind == "kernel-log":
             result = inspect_kernel_log(args.file)
             render = _render_kernel
-        else:
+        elif args.json:
             result = inspect_vllm_log(args.file)
+        else:
+            result = read_vllm_log(args.file)
             render = _render_vllm
     except OSError as exc:
         print(f"inspect: cannot read {args.file}: {exc}", file=sys.stderr)
@@ -101,11 +111,12 @@ def _render_kernel(events: list[dict[str, Any]], out: TextIO) -> None:
     out.write(f"{len(events)} event(s)\n")
 
 
-def _render_vllm(result: dict[str, list[dict[str, Any]]], out: TextIO) -> None:
-    plans = result["starts"]
-    if not plans:
+def _render_vllm(result: tuple[list[StartupPlan], list[dict[str, Any]]], out: TextIO) -> None:
+    starts, signals = result
+    if not starts:
         out.write("no vLLM server start found\n")
-    for number, plan in enumerate(plans, start=1):
+    for number, start in enumerate(starts, start=1):
+        plan = start.to_dict()
         out.write(f"server start {number}: {plan['outcome']}")
         out.write(f" (vLLM {plan['vllm_version']})\n" if plan["vllm_version"] else "\n")
         for key, value in plan.items():
@@ -118,13 +129,19 @@ def _render_vllm(result: dict[str, list[dict[str, Any]]], out: TextIO) -> None:
                 else ""
             )
             out.write(f"  {key:32} {shown}{flag}\n")
+        stated = {name: getattr(start, name) for name in CONFIG_FIELDS}
+        if any(value is not None for value in stated.values()):
+            out.write("  configuration the log states:\n")
+            for name, value in stated.items():
+                if value is not None:
+                    out.write(f"    {name:30} {value}\n")
         if plan["error"]:
             out.write(f"  error: {plan['error']}\n")
         out.write("  phases:\n")
         for phase in plan["phases"]:
             when = phase.get("log_time") or ""
             out.write(f"    line {phase['line_no']:>6}  {when:14}  {phase['phase']}\n")
-    for signal in result["hang_signals"]:
+    for signal in signals:
         where = f"start {signal['start']}, " if signal["start"] else ""
         out.write(
             f"hang signal line {signal['line_no']}: {signal['signal']}"

@@ -161,6 +161,19 @@ def test_cli_json_and_human_output() -> None:
     assert json.loads(text)["starts"][0]["cuda_graph_estimate_gib"] == -0.9
 
 
+def test_human_output_lists_the_configuration_the_log_states() -> None:
+    """Only in the human output: the --json keys stay exactly the contract's."""
+    log = REAL_VLLM / "v0.23-spark-296-logo-dflash-args.log"
+    code, text = _run(["inspect", "vllm-log", str(log)])
+    stated = text.split("configuration the log states:\n", 1)[1].split("  phases:", 1)[0]
+    rows = dict(line.split() for line in stated.splitlines())
+    assert code == 0
+    assert rows["tensor_parallel_size"] == "2" and rows["speculative_method"] == "dflash"
+    assert rows["num_speculative_tokens"] == "5" and "quantization" not in rows
+    code, text = _run(["inspect", "vllm-log", str(log), "--json"])
+    assert "tensor_parallel_size" not in json.loads(text)["starts"][0]
+
+
 def test_cli_missing_file() -> None:
     code, _ = _run(["inspect", "kernel-log", "/nonexistent/kern.log"])
     assert code == 2
