@@ -3,10 +3,13 @@ the summary and the Markdown report compare profiles by it."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from collector.matrix import served
 from collector.matrix.presets import QWEN_BASE_ARGS
 from collector.matrix.report import render_markdown
 from collector.matrix.results import STARTUP_PLAN_KEYS, MatrixReport, ProfileReport
@@ -187,3 +190,11 @@ def test_the_report_shows_vllms_values_and_the_spec_where_they_differ() -> None:
     assert "Serving configuration" not in render_markdown(
         MatrixReport(name="m", host="h", profiles=[_rep("A")])
     )
+
+
+def test_the_run_page_labels_the_fields_as_the_report_does() -> None:
+    """served.js draws the same columns as the Markdown report: its LABELS, in order."""
+    script = (Path(served.__file__).parent.parent / "static" / "js" / "served.js").read_text()
+    block = script.split("const LABELS = {", 1)[1].split("};", 1)[0]
+    labels = dict(re.findall(r'(\w+): "([^"]*)"', block))
+    assert list(labels.items()) == list(served.LABELS.items())
