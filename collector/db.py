@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import NullPool, StaticPool
 from sqlalchemy.sql.expression import FunctionElement
 
 # Bulk writes of row tuples live in collector.bulk, SQLite's pragmas and BEGINs in
@@ -52,14 +52,30 @@ def is_postgres_url(url: str) -> bool:
     return make_url(normalize_url(url)).get_backend_name() == "postgresql"
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, one_connection: bool = False) -> Engine:
+    """``one_connection`` (SQLite): a single connection, for the event loop's stores, which
+    must never wait for a pooled one (one caller at a time; see ``api.ingest._stored``)."""
     url = normalize_url(url)
     if make_url(url).get_backend_name() == "sqlite":
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        pool: dict[str, Any] = {"poolclass": StaticPool} if one_connection else {}
+        engine = create_engine(
+            url, connect_args={"timeout": 30, "check_same_thread": False}, **pool
+        )
         tune_sqlite(engine)
         return engine
     engine = create_engine(url, pool_size=10, max_overflow=20)
     _ping_when_idle(engine)
+    return engine
+
+
+def make_loop_engine(url: str) -> Engine | None:
+    """SQLite on a file: one connection for the event loop's stores (``api.ingest._stored``),
+    opened now, so the loop never opens one nor waits for a pooled one; None elsewhere."""
+    parsed = make_url(normalize_url(url))
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    engine = make_engine(url, one_connection=True)
+    engine.connect().close()
     return engine
 
 

@@ -145,7 +145,8 @@ class Ingest:
     arrivals: Arrivals
     store_pool: Executor  # the threads that store batches: ingest_concurrency of them
     tokens: TokenCache  # agent tokens this process has seen valid (collector.ingest.tokens)
-    store_inline: bool  # small batches stored on the event loop when they can be (SQLite)
+    # SQLite: the event loop's own connection, for small batches stored there (api.ingest).
+    inline_factory: sessionmaker[Session] | None
 
 
 async def get_ingest(request: Request) -> Ingest:
@@ -160,7 +161,7 @@ async def get_ingest(request: Request) -> Ingest:
         state.arrivals,
         state.store_pool,
         state.agent_tokens,
-        state.store_inline,
+        state.inline_sessionmaker,
     )
 
 

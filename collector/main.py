@@ -98,7 +98,10 @@ def create_app(
         # Batches stored at once; more wait in its queue, not in threads blocked on the database.
         store_pool = ThreadPoolExecutor(settings.ingest_concurrency, thread_name_prefix="ingest")
         app.state.store_pool = store_pool
-        app.state.store_inline = not db.is_postgres_url(settings.db_url)
+        inline_engine = db.make_loop_engine(settings.db_url)
+        app.state.inline_sessionmaker = (
+            None if inline_engine is None else db.make_sessionmaker(inline_engine)
+        )
         with db.session_scope(factory) as session:
             generated = auth.ensure_admin_token(session, configured=settings.admin_token)
             sync_env_targets(session, settings=settings)
@@ -153,6 +156,8 @@ def create_app(
             stop_collector_run(factory, run_id=run_id, now=from_epoch(clock()))
             http_client.close()
             engine.dispose()
+            if inline_engine is not None:
+                inline_engine.dispose()
 
     app = FastAPI(
         title="freezewatch collector",

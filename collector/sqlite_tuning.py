@@ -46,15 +46,21 @@ def tune_sqlite(engine: Engine) -> None:
         elif not options.get(NO_WAIT):
             driver.execute("BEGIN IMMEDIATE")
         else:
-            driver.execute("PRAGMA busy_timeout=0")
-            try:
-                driver.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
-                    raise
-                raise WriteLockBusy() from None
-            finally:
-                driver.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            begin_now(driver)
+
+
+def begin_now(driver: Any) -> None:
+    """BEGIN IMMEDIATE on the pysqlite connection ``driver`` without waiting: ``WriteLockBusy``
+    on any SQLITE_BUSY (Python reports the extended code: BUSY_RECOVERY, BUSY_SNAPSHOT...)."""
+    driver.execute("PRAGMA busy_timeout=0")
+    try:
+        driver.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if (exc.sqlite_errorcode or 0) & 0xFF != sqlite3.SQLITE_BUSY:
+            raise
+        raise WriteLockBusy() from None
+    finally:
+        driver.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
 class WriteLockBusy(Exception):

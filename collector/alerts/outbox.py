@@ -93,13 +93,23 @@ def queued_since(
 ) -> bool:
     """Whether an ``event`` with a dedup key starting ``key_prefix`` was queued for the host
     after ``since`` (an alert cooldown). Asked in every batch of an Xid storm."""
+    return (
+        queued_key_since(session, host_id=host_id, event=event, key_prefix=key_prefix, since=since)
+        is not None
+    )
+
+
+def queued_key_since(
+    session: Session, *, host_id: int, event: str, key_prefix: str, since: datetime
+) -> str | None:
+    """The dedup key of such an ``event`` (``queued_since``), or None."""
     pattern = "".join("/" + c if c in "/%_" else c for c in key_prefix) + "%"  # ESCAPE '/'
     found = _QUEUED_SINCE.first(session, host_id=host_id, event=event, pattern=pattern, since=since)
-    return found is not None
+    return None if found is None else str(found[0])
 
 
 _QUEUED_SINCE = Prepared(
-    select(Delivery.id)
+    select(Delivery.dedup_key)
     .where(
         Delivery.host_id == bindparam("host_id", type_=Integer),
         Delivery.event == bindparam("event", type_=String),

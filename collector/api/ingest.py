@@ -124,7 +124,7 @@ async def _stored(app: Ingest, store: Callable[[bool], IngestResult], records: i
     a kernel line's way to the database. Anything else goes to ingest's own threads
     (ingest_concurrency): the others wait in its queue, not in threads blocked on the
     database, and the token lookups keep the shared pool."""
-    if app.store_inline and records <= INLINE_RECORDS:
+    if app.inline_factory is not None and records <= INLINE_RECORDS:
         try:
             return store(False)
         except WriteLockBusy:
@@ -142,8 +142,10 @@ def _authenticate(factory: sessionmaker[Session], token: str) -> TokenHost | Non
 def _store(
     app: Ingest, host_id: int, token_hash: str, batch: Batch, received_at: float, wait: bool
 ) -> IngestResult:
-    """``wait``: for SQLite's write lock as long as it takes; else ``WriteLockBusy`` at once."""
-    with session_scope(app.factory) as session:
+    """``wait``: for SQLite's write lock as long as it takes; else ``WriteLockBusy`` at once,
+    on the event loop's own connection (a pooled one could keep it waiting for the pool)."""
+    factory = app.factory if wait or app.inline_factory is None else app.inline_factory
+    with session_scope(factory) as session:
         if not wait:
             write_now(session)
         return ingest_batch(

@@ -104,12 +104,31 @@ def enqueue_kernel_events(
 
 def _cooling(session: Session, *, host_id: int, fault: str, device: str, since: datetime) -> bool:
     """Whether the fault (``kernel.event:<kind>:<code>:``) on ``device`` alerted since ``since``:
-    on a named device, it or the same fault with no device did; with none, it on any device."""
-    prefixes = (f"{fault}{device}:", f"{fault}:") if device else (fault,)
-    return any(
-        outbox.queued_since(session, host_id=host_id, event=EVENT, key_prefix=p, since=since)
-        for p in prefixes
+    with no device, it on any device did; on a named one, it did, or the same fault with no
+    device did and no other named device has shown it since (that alert covers one GPU: the
+    first named after it; another GPU's is another fault)."""
+    own = f"{fault}{device}:" if device else fault
+    if outbox.queued_since(session, host_id=host_id, event=EVENT, key_prefix=own, since=since):
+        return True
+    unnamed = device and outbox.queued_key_since(
+        session, host_id=host_id, event=EVENT, key_prefix=f"{fault}:", since=since
     )
+    if not unnamed:
+        return False
+    _, kind, code, _ = fault.split(":", 3)
+    after = unnamed.rsplit(":", 1)[1]  # the device-less alert's first line
+    other = session.scalar(
+        select(KernelEventRow.id)
+        .where(
+            KernelEventRow.host_id == host_id,
+            KernelEventRow.kind == kind,
+            KernelEventRow.code == code,
+            KernelEventRow.device.not_in(("", device)),
+            KernelEventRow.line_id > int(after),
+        )
+        .limit(1)
+    )
+    return other is None
 
 
 def alerts_on(event: object) -> bool:

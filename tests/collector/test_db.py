@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from collector import db
 from collector.models import Host, HostStatus, Meta
+from collector.sqlite_tuning import begin_now
 from tests.support.postgres import conninfo, fresh_database
 
 
@@ -183,3 +184,24 @@ def test_a_one_statement_read_leaves_no_autocommit_behind(
         raise RuntimeError("the batch failed after its INSERT")
     with db.read_scope(factory) as session:
         assert session.scalars(select(Host.name)).all() == []
+
+
+class _Recovering:
+    """A pysqlite connection whose BEGIN IMMEDIATE meets another connection's WAL recovery."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    def execute(self, sql: str) -> None:
+        self.ran.append(sql)
+        if sql == "BEGIN IMMEDIATE":
+            exc = sqlite3.OperationalError("database is locked")
+            exc.sqlite_errorcode = sqlite3.SQLITE_BUSY_RECOVERY
+            raise exc
+
+
+def test_write_now_takes_every_kind_of_busy_for_a_held_lock() -> None:
+    driver = _Recovering()
+    with pytest.raises(db.WriteLockBusy):
+        begin_now(driver)  # not an OperationalError: the batch goes to a thread, not a 500
+    assert driver.ran[-1] == f"PRAGMA busy_timeout={db.BUSY_TIMEOUT_MS}"

@@ -110,3 +110,21 @@ def test_a_small_batch_waits_for_a_held_write_lock_off_the_event_loop(tmp_path: 
             holder.close()
         assert answer.status_code == 200, answer.text
         assert answer.json()["stored"]["lines"] == 1
+
+
+def test_a_small_batch_never_waits_on_the_loop_for_the_connection_pool(tmp_path: Path) -> None:
+    """Every pooled connection out (readers, writers queued for the lock): the event loop must
+    not wait for one (SQLAlchemy's checkout waits up to 30 s, and every agent with it)."""
+    with running_collector(tmp_path, run_scheduler=False) as c:
+        token = c.add_host("spark-pool")
+        headers = {"Authorization": f"Bearer {token}"}
+        body = json.dumps({"host": "spark-pool", "boot_id": "b", "agent": {"version": "t"}})
+        assert httpx.post(c.url + INGEST_PATH, content=body, headers=headers).is_success
+        pool = cast(FastAPI, c.server.config.app).state.engine.pool
+        held = [pool.connect() for _ in range(pool.size() + pool._max_overflow)]
+        try:
+            answer = httpx.post(c.url + INGEST_PATH, content=body, headers=headers, timeout=60)
+        finally:
+            for conn in held:
+                conn.close()
+        assert answer.status_code == 200, answer.text

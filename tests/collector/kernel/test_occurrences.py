@@ -179,3 +179,14 @@ def test_a_watchdog_alert_covers_the_xid_8_of_the_next_batch(hooked: Collector) 
     post(c, token, "spark-01", lines=lines(1, 1000.0, [WATCHDOG]))
     post(c, token, "spark-01", lines=lines(2, 1000.5, [XID_8]))
     assert kernel_alert_keys(c) == ["kernel.event:xid:8:"]
+
+
+def test_a_watchdog_alert_covers_one_gpu_not_every_gpu(hooked: Collector) -> None:
+    """The watchdog names no GPU: the first Xid 8 after it is its GPU; another GPU's Xid 8 is
+    another fault, and alerts inside the cooldown."""
+    c = hooked
+    token = c.add_host("spark-01")
+    post(c, token, "spark-01", lines=lines(1, 1000.0, [WATCHDOG]))
+    post(c, token, "spark-01", lines=lines(2, 1000.5, [XID_8]))
+    post(c, token, "spark-01", lines=lines(3, 1001.0, [XID_8.replace("0000:01:00", "0000:02:00")]))
+    assert kernel_alert_keys(c) == ["kernel.event:xid:8:", "kernel.event:xid:8:0000:02:00"]
