@@ -10,6 +10,7 @@ over a separate exec. A command killed by a signal reports exit status 128 + sig
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import select
@@ -23,6 +24,7 @@ import paramiko
 
 from collector.remote.connect import (
     DEFAULT_CONNECT_TIMEOUT_S,
+    SSH_DOWN,
     SSHConnectError,
     SSHError,
     SSHTarget,
@@ -134,7 +136,7 @@ def kill_remote_group(
         status = chan.recv_exit_status()
         chan.close()
         log.info("killed remote process group %s on %s (status %s)", pgid, target.host, status)
-    except (paramiko.SSHException, OSError) as exc:
+    except SSH_DOWN as exc:
         raise SSHError(target.host, f"could not kill process group {pgid}: {exc}") from exc
     finally:
         if own is not None:
@@ -199,7 +201,7 @@ def open_exec(
         chan = transport.open_session(timeout=timeout)
         chan.exec_command(command)
         chan.shutdown_write()  # the command reads EOF from stdin
-    except (paramiko.SSHException, OSError) as exc:
+    except SSH_DOWN as exc:
         raise SSHConnectError(host, f"cannot start remote command: {exc}") from exc
     return chan
 
@@ -276,7 +278,8 @@ def run(
                     log.warning("%s", exc)
             else:
                 log.warning("%s: no pgid received; cannot kill %s", target.host, argv[0])
-        chan.close()
+        with contextlib.suppress(*SSH_DOWN):  # the host may be gone already: the result stands
+            chan.close()
         return RunResult(
             argv=argv,
             stdout=out.value(),

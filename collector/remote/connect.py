@@ -20,6 +20,9 @@ log = logging.getLogger(__name__)
 
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+# What a connection that drops raises: paramiko re-raises its transport's EOFError from
+# open_session, exec_command and open_channel when the host goes away mid-call (a reboot).
+SSH_DOWN = (paramiko.SSHException, OSError, EOFError)
 
 
 class _CallersSayIt(logging.Filter):
@@ -177,7 +180,7 @@ def connect(
         raise SSHConnectError(
             target.host, f"authentication as {target.user} failed: {exc}"
         ) from exc
-    except (paramiko.SSHException, OSError, EOFError) as exc:
+    except SSH_DOWN as exc:
         client.close()
         reason = str(exc) or type(exc).__name__
         raise SSHConnectError(target.host, f"cannot connect to {target.address}: {reason}") from exc
@@ -197,7 +200,7 @@ def fetch_host_key(
     try:
         transport.start_client(timeout=timeout)
         key = transport.get_remote_server_key()
-    except (paramiko.SSHException, OSError, EOFError) as exc:
+    except SSH_DOWN as exc:
         raise SSHConnectError(host, f"no host key from {host}:{port}: {exc}") from exc
     finally:
         transport.close()

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import paramiko
 
 from collector.remote.commands import READ_CHUNK
-from collector.remote.connect import DEFAULT_CONNECT_TIMEOUT_S, SSHTarget, connect
+from collector.remote.connect import DEFAULT_CONNECT_TIMEOUT_S, SSH_DOWN, SSHTarget, connect
 from collector.trouble import Trouble
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class _PortForward:
             chan = transport.open_channel(
                 "direct-tcpip", self.remote, peer, timeout=self._connect_timeout
             )
-        except (paramiko.SSHException, OSError) as exc:
+        except SSH_DOWN as exc:
             self._trouble.failed(exc)
             conn.close()
             return
@@ -77,14 +77,14 @@ class _PortForward:
             self._open.update((conn, chan))
         try:
             self._pump(conn, chan)
-        except (OSError, paramiko.SSHException) as exc:
+        except SSH_DOWN as exc:
             log.debug("%s: forwarded connection ended: %s", self.target.host, exc)
         finally:
             with self._lock:
                 self._open.difference_update((conn, chan))
             # The transport may already be gone (closer called, host dropped): closing a
             # channel then raises EOFError, which must not escape this daemon thread.
-            with contextlib.suppress(EOFError, OSError, paramiko.SSHException):
+            with contextlib.suppress(*SSH_DOWN):
                 chan.close()
             conn.close()
 

@@ -11,9 +11,13 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-import paramiko
-
-from collector.remote.connect import DEFAULT_CONNECT_TIMEOUT_S, SSHError, SSHTarget, connect
+from collector.remote.connect import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    SSH_DOWN,
+    SSHError,
+    SSHTarget,
+    connect,
+)
 
 # $1 destination, $2 file mode, $3 mode of the directory when it has to be made.
 _PUT = (
@@ -52,7 +56,7 @@ def put_file(
         chan.shutdown_write()
         stderr = chan.makefile_stderr("rb").read()
         status = chan.recv_exit_status()
-    except (paramiko.SSHException, OSError) as exc:  # a timeout is an OSError
+    except SSH_DOWN as exc:  # a timeout is an OSError
         raise SSHError(target.host, f"writing {path} failed: {exc}") from exc
     finally:
         client.close()

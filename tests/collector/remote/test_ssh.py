@@ -86,6 +86,34 @@ def test_exit_status_stdout_and_stderr(sshd: TestSshd) -> None:
     assert not result.ok
 
 
+def test_a_connection_dying_as_a_command_starts_is_a_connect_error(
+    sshd: TestSshd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """paramiko re-raises its transport's EOFError from open_session when the host goes away
+    mid-call (a campaign's reboot did): an SSHConnectError the matrix handles, not a crash."""
+
+    def dropped(*_args: object, **_kwargs: object) -> None:
+        raise EOFError()
+
+    monkeypatch.setattr(paramiko.Transport, "open_session", dropped)
+    with pytest.raises(SSHConnectError, match="cannot start remote command"):
+        run(sshd.target(), ["true"], timeout=20)
+
+
+def test_a_connection_dying_as_a_command_ends_keeps_its_result(
+    sshd: TestSshd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    close = paramiko.Channel.close
+
+    def close_then_drop(chan: paramiko.Channel) -> None:
+        close(chan)
+        raise EOFError()  # what closing a channel of a transport that just died raises
+
+    monkeypatch.setattr(paramiko.Channel, "close", close_then_drop)
+    result = run(sshd.target(), ["sh", "-c", "echo done"], timeout=20)
+    assert (result.stdout, result.exit_status) == (b"done\n", 0)
+
+
 def test_env_is_passed_as_argv(sshd: TestSshd) -> None:
     result = run(sshd.target(), ["sh", "-c", 'echo "$FW_X"'], env={"FW_X": "a b;c"}, timeout=20)
     assert result.stdout == b"a b;c\n"
