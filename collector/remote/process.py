@@ -20,7 +20,13 @@ from collector.remote.commands import (
     remote_command,
     wait_readable,
 )
-from collector.remote.connect import DEFAULT_CONNECT_TIMEOUT_S, SSHError, SSHTarget, connect
+from collector.remote.connect import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    SSH_DOWN,
+    SSHError,
+    SSHTarget,
+    connect,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +132,8 @@ class RemoteProcess:
             if self.running:
                 self.kill_group()
         finally:
-            self._chan.close()
+            with contextlib.suppress(*SSH_DOWN):  # the host just went away: nothing to close
+                self._chan.close()
             self._client.close()
 
     def __enter__(self) -> RemoteProcess:

@@ -114,6 +114,21 @@ def test_a_connection_dying_as_a_command_ends_keeps_its_result(
     assert (result.stdout, result.exit_status) == (b"done\n", 0)
 
 
+def test_closing_a_process_whose_connection_just_died_is_quiet(
+    sshd: TestSshd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proc = start_group(sshd.target(), ["sh", "-c", "echo up"])
+    assert proc.wait(20) == 0
+    close = paramiko.Channel.close
+
+    def close_then_drop(chan: paramiko.Channel) -> None:
+        close(chan)
+        raise EOFError()
+
+    monkeypatch.setattr(paramiko.Channel, "close", close_then_drop)
+    proc.close()  # a campaign closes its server's process after the host rebooted
+
+
 def test_env_is_passed_as_argv(sshd: TestSshd) -> None:
     result = run(sshd.target(), ["sh", "-c", 'echo "$FW_X"'], env={"FW_X": "a b;c"}, timeout=20)
     assert result.stdout == b"a b;c\n"
