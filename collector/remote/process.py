@@ -121,7 +121,7 @@ class RemoteProcess:
         """Drop the connection without killing the group: its host froze or rebooted, so a
         kill would hang (the group's pgid stays for a kill once the host is back)."""
         self._client.close()
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(*SSH_DOWN):
             self._chan.close()
         with contextlib.suppress(TimeoutError):
             self.wait(self._connect_timeout)
