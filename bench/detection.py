@@ -22,13 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._common import percentile
 from tests.collector.freeze_support import SECRET, receiver
 from tests.twohost.harness import StandinAgent, running_collector, wait_for
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def main() -> int:

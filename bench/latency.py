@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import ROOT, add_host, free_port, start_collector
+from bench._common import ROOT, add_host, free_port, percentile, start_collector
 
 LINES = 200
 POLL_S = 0.002
@@ -91,11 +91,6 @@ def wait_row(
         if time.monotonic() > deadline:
             raise RuntimeError(f"row not visible within {timeout} s: {query} {args}")
         time.sleep(POLL_S)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def main() -> int:

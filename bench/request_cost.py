@@ -120,6 +120,9 @@ class Side:
         self.client, self.token, self.pid = client, token, pid
         self.agent = Agent()
         self.idle_rate = 0.0  # cores, while it heartbeats at 1 Hz
+        self.reset()
+
+    def reset(self) -> None:
         self.cpu = self.wall = 0.0
         self.requests = 0
 
@@ -134,8 +137,7 @@ class Side:
     def per_request_ms(self) -> float:
         """CPU ms a request, less the idle rate over the same wall time; then start afresh."""
         ms = 1000.0 * max(0.0, self.cpu - self.idle_rate * self.wall) / self.requests
-        self.cpu = self.wall = 0.0
-        self.requests = 0
+        self.reset()
         return ms
 
 
@@ -156,8 +158,7 @@ def bursts(sides: list[Side], requests: int, **kind: int) -> list[float]:
     first side alternating), after a warm-up (first statements compiled, caches filled)."""
     for side in sides:
         side.post_block([side.agent.batch(**kind) for _ in range(20)])
-        side.cpu = side.wall = 0.0
-        side.requests = 0
+        side.reset()
     for block in range(max(1, requests // BLOCK)):
         for side in sides if block % 2 == 0 else sides[::-1]:
             side.post_block([side.agent.batch(**kind) for _ in range(BLOCK)])
