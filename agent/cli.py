@@ -25,7 +25,7 @@ from agent.sources import OnEvent, build_sources
 from agent.sources.proc import UNKNOWN_BOOT_ID, read_boot_id
 from agent.spool import Spool
 from agent.state import AgentState
-from agent.threads import run_canary, run_line_source, setup_netconsole
+from agent.threads import pump_line_source, run_canary, run_line_source, setup_netconsole
 from agent.transport import Transport
 
 log = logging.getLogger("agent")
@@ -103,7 +103,9 @@ def run(
     plan = None if boot_error else catchup.prepare(config.state_dir, config.host_name, boot_id)
     state = AgentState(config.state_dir, config.host_name, boot_id)
     spool = Spool(config.state_dir / "spool", int(config.spool_max_mb * 1024 * 1024))
-    transport = Transport(config.collector, config.token, timeout=config.timeout)
+    transport = Transport(
+        config.collector, config.token, timeout=config.timeout, wait_readable=outbox.wait_readable
+    )
     shipper = Shipper(
         host=config.host_name,
         boot_id=boot_id,
@@ -150,11 +152,13 @@ def run(
     # costs the first batch a timeout, not the guard its first seconds.
     threading.Thread(target=sampler.run, args=(stop,), name="sampler", daemon=True).start()
     shipper.start(guard=guard_summary)
+    pumped = [pump_line_source(src, outbox, stop, observe) for src in sources.lines]
     threads = [
         threading.Thread(
             target=run_line_source, args=(src, outbox, stop, observe), name=src.name, daemon=True
         )
-        for src in sources.lines
+        for src, pump in zip(sources.lines, pumped, strict=True)
+        if pump is None
     ]
     if config.canary_interval > 0:
         canary = Canary(str(config.kmsg), config.canary_interval, start_n=state.canary_next)
@@ -181,6 +185,9 @@ def run(
     shutdown = shutting_down()
     log.info("agent stopping (system shutdown: %s)", shutdown)
     shipper.finish(shutdown=shutdown)
+    for close in pumped:
+        if close is not None:
+            close()
     return 0
 
 

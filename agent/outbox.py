@@ -1,60 +1,131 @@
-"""The in-memory queue between sources and the shipper; waking it is how lines skip the timer."""
+"""The in-memory queue between sources and the shipper; waking it is how lines skip the timer.
+
+The shipper's thread waits here, in one ``poll``, for a put from another thread (an eventfd),
+for a watched file descriptor (``watch``: /dev/kmsg, read on this very thread) and, while a
+batch is in flight, for the collector's answer (``wait_readable``). A kernel line then costs
+one wake-up to read and one for its answer, where a reader thread handing it to the shipper's
+thread cost two more, and as many again in the threads' turns at the interpreter's lock.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
 import threading
+import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
+
+READABLE = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
+# A watched descriptor's handler: reads what is there; True if it left work for a next call
+# (a storm's records read ahead and not yet parsed), so the wait does not block meanwhile.
+Handler = Callable[[], bool]
 
 
 class Outbox:
     """Thread-safe queues of unsequenced samples, lines and events; ``wait`` wakes on any put."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()  # RLock inside: a signal handler may call wake()
+        self._lock = threading.RLock()  # reentrant: a signal handler may call wake()
+        self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._poll = select.poll()
+        self._poll.register(self._wake_fd, select.POLLIN)
+        self._watched: dict[int, Handler] = {}
+        self._busy: set[int] = set()  # watched descriptors whose handler left work
         self._samples: deque[dict[str, Any]] = deque()
         self._lines: deque[dict[str, Any]] = deque()
         self._events: deque[dict[str, Any]] = deque()
         self._line_bytes = 0  # the rough JSON size of the queued lines (see ``size``)
-        self._woken = False
+        self._woken = False  # the eventfd is readable exactly while this is set
 
     def put_sample(self, sample: dict[str, Any]) -> None:
         self._put(self._samples, sample)
 
     def put_line(self, line: dict[str, Any]) -> None:
-        with self._cond:
+        with self._lock:
             self._lines.append(line)
             self._line_bytes += size(line)
             if not self._woken:
-                self._woken = True
-                self._cond.notify()
+                self._signal()
 
     def put_event(self, event: dict[str, Any]) -> None:
         """``event`` is ``{"ts", "kind", "data"}`` without seq."""
         self._put(self._events, event)
 
     def _put(self, queue: deque[dict[str, Any]], record: dict[str, Any]) -> None:
-        with self._cond:
+        with self._lock:
             queue.append(record)
             if not self._woken:  # else the shipper was told already and has yet to drain
-                self._woken = True
-                self._cond.notify()
+                self._signal()
 
     def wake(self) -> None:
-        with self._cond:
-            self._woken = True
-            self._cond.notify()
+        with self._lock:
+            if not self._woken:
+                self._signal()
+
+    def _signal(self) -> None:
+        self._woken = True
+        os.eventfd_write(self._wake_fd, 1)
+
+    def _unsignal(self) -> None:
+        self._woken = False
+        with contextlib.suppress(BlockingIOError):  # already read
+            os.eventfd_read(self._wake_fd)
+
+    def watch(self, fd: int, handler: Handler) -> None:
+        """Call ``handler`` (on the waiting thread) whenever ``fd`` is readable."""
+        self._watched[fd] = handler
+        self._poll.register(fd, READABLE)
+
+    def unwatch(self, fd: int) -> None:
+        if self._watched.pop(fd, None) is not None:
+            self._poll.unregister(fd)
+        self._busy.discard(fd)
 
     def wait(self, timeout: float) -> bool:
-        """Block until something is put (or ``wake``) or ``timeout``; True if woken."""
-        with self._cond:
-            if not self._woken:
-                self._cond.wait(timeout)
-            woken, self._woken = self._woken, False
+        """Block until something is put (or ``wake``) or ``timeout``, running the handlers of
+        watched descriptors that become readable meanwhile; True if woken."""
+        if not self._woken:
+            self._poll_once(timeout)
+        with self._lock:
+            woken = self._woken
+            if woken:
+                self._unsignal()
             return woken
 
+    def wait_readable(self, fd: int, timeout: float) -> bool:
+        """Block until ``fd`` (the collector's socket) is readable or ``timeout``, running the
+        watched descriptors' handlers meanwhile; True if readable. With nothing watched it
+        returns at once: the socket's own timeout does the waiting."""
+        if not self._watched:
+            return True
+        self._poll.register(fd, READABLE)
+        try:
+            deadline = time.monotonic() + timeout
+            while (left := deadline - time.monotonic()) > 0:
+                if fd in self._poll_once(left):
+                    return True
+            return False
+        finally:
+            self._poll.unregister(fd)
+
+    def _poll_once(self, timeout: float) -> set[int]:
+        """One wait (none while a handler has work left); runs the handlers; the ready fds."""
+        ms = 0 if self._busy else max(0, round(timeout * 1000))
+        ready = {fd for fd, _ in self._poll.poll(ms)}
+        for fd in ready | self._busy:
+            handler = self._watched.get(fd)
+            if handler is not None:
+                if handler():
+                    self._busy.add(fd)
+                else:
+                    self._busy.discard(fd)
+        return ready
+
     def __len__(self) -> int:
-        with self._cond:
+        with self._lock:
             return len(self._samples) + len(self._lines) + len(self._events)
 
     def drain(
@@ -65,7 +136,7 @@ class Outbox:
         taken: list[dict[str, Any]] = []
         events: list[dict[str, Any]] = []
         budget_records, budget_bytes = max_records, max_bytes
-        with self._cond:
+        with self._lock:
             pairs = [(self._events, events), (self._samples, samples)]
             if lines:
                 pairs.append((self._lines, taken))
@@ -89,7 +160,11 @@ class Outbox:
                     if queue is self._lines:
                         self._line_bytes -= cost
             # more left: the next wait returns at once; else only a new put wakes it
-            self._woken = bool(self._samples or self._lines or self._events)
+            more = bool(self._samples or self._lines or self._events)
+            if more and not self._woken:
+                self._signal()
+            elif self._woken and not more:
+                self._unsignal()
         return samples, taken, events
 
 

@@ -1,12 +1,14 @@
 """Turns queued records into sequenced batches for delivery (``agent.delivery``): collector
 first, else spool.
 
-Pipelined in a burst: when more records are queued as a batch goes out, the shipper does not
-wait for its answer but builds (sequences and encodes) the next batch meanwhile; the answer
-is read before that next batch is sent. So at most one batch is in flight, nothing is sent
-before the batch ahead of it is stored, and a batch that fails takes the path it always did
-(spooled, retried, split) with every later batch queued behind it: order and exactly-once
-hold as without pipelining.
+A batch is left in flight when it is sent: its answer is read when the shipper next has
+something to send (or to settle), before that is sent. So at most one batch is in flight,
+nothing is sent before the batch ahead of it is stored, and a batch that fails takes the path
+it always did (spooled, retried, split) with every later batch queued behind it: order and
+exactly-once hold as if each answer were awaited. What it saves: a quiet host's kernel line
+costs the agent's thread one wake-up (the line) instead of two (the line, then its answer,
+milliseconds later), and each costs far more CPU than the work done in it (``bench/wakeup.py``).
+In a burst, the next batch is built (sequenced and encoded) while one is in flight.
 """
 
 from __future__ import annotations
@@ -29,9 +31,6 @@ from agent.wire import MAX_BATCH_RECORDS
 # the kernel is quiet): after a freeze the next boot's catch-up starts from it.
 STATE_FLUSH_S = 10.0
 DROPS_FLUSH_S = 1.0  # the drop ledger, while drops happen: a kill -9 costs at most this much
-# Records queued behind a batch as it goes out for the next one to be built while it is in
-# flight; fewer cost too little to build for the overlap to matter, and are sent as now.
-PIPELINE_MIN = 256
 
 
 class Shipper(Delivery):
@@ -118,8 +117,8 @@ class Shipper(Delivery):
     # -- batching --------------------------------------------------------------------------
 
     def ship(self, *, include_lines: bool = True) -> None:
-        """Build one batch from the outbox (empty = heartbeat) and deliver it; with more
-        records queued behind it, it is left in flight (see the module's docstring)."""
+        """Build one batch from the outbox (empty = heartbeat) and send it, after reading the
+        answer to the one in flight; it is left in flight (see the module's docstring)."""
         samples, lines, events = self.outbox.drain(
             MAX_BATCH_RECORDS, BATCH_BYTES, lines=include_lines
         )
@@ -137,8 +136,6 @@ class Shipper(Delivery):
         self._last_send = self._mono()
         if self._replay_spool():
             self._send(batch, backlog=0, ahead=ahead)
-            if len(self.outbox) < PIPELINE_MIN:  # no burst behind it: nothing to overlap
-                self.settle()
         else:
             self._hold(batch)
         self._flush_state()

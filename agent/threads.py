@@ -24,17 +24,11 @@ log = logging.getLogger("agent")  # the CLI's logger: these lines read as they d
 LINE_SOURCE_RETRY = 5.0
 
 
-def run_line_source(
-    source: LineSource,
-    outbox: Outbox,
-    stop: threading.Event,
-    observe: Callable[[dict[str, Any]], None] | None = None,
-) -> None:
-    """Run a line source until ``stop``; a crash is reported once, then it is restarted quietly.
-
-    ``observe`` sees every emitted line first (burst triggers).
-    """
-    reported = False
+def line_emitter(
+    outbox: Outbox, observe: Callable[[dict[str, Any]], None] | None = None
+) -> Callable[[dict[str, Any]], None]:
+    """What a line source emits into: lines (seen by ``observe`` first: burst triggers, the
+    guard) and events (stamped now) into the outbox."""
 
     def emit(record: dict[str, Any]) -> None:
         if "kind" in record:
@@ -44,16 +38,84 @@ def run_line_source(
             observe(record)
         outbox.put_line(record)
 
+    return emit
+
+
+def run_line_source(
+    source: LineSource,
+    outbox: Outbox,
+    stop: threading.Event,
+    observe: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    reported: bool = False,
+) -> None:
+    """Run a line source until ``stop``; a crash is reported once, then it is restarted quietly.
+
+    ``observe`` sees every emitted line first (burst triggers); ``reported``: its failure was
+    reported already (it failed on the shipper's thread): it starts after a retry's wait.
+    """
+    emit = line_emitter(outbox, observe)
+    if reported:
+        stop.wait(LINE_SOURCE_RETRY)
     while not stop.is_set():
         try:
             source.run(emit, stop)
         except Exception as exc:
             if not reported:
-                log.warning("line source %s failed: %s", source.name, exc)
-                error = f"{type(exc).__name__}: {exc}"
-                emit({"kind": "source_error", "data": {"source": source.name, "error": error}})
+                report_failure(source.name, exc, emit)
                 reported = True
         stop.wait(LINE_SOURCE_RETRY)
+
+
+def report_failure(name: str, exc: Exception, emit: Callable[[dict[str, Any]], None]) -> None:
+    log.warning("line source %s failed: %s", name, exc)
+    emit(
+        {"kind": "source_error", "data": {"source": name, "error": f"{type(exc).__name__}: {exc}"}}
+    )
+
+
+def pump_line_source(
+    source: LineSource,
+    outbox: Outbox,
+    stop: threading.Event,
+    observe: Callable[[dict[str, Any]], None] | None = None,
+) -> Callable[[], None] | None:
+    """Read ``source`` on the shipper's thread, woken by the same wait as the rest of its
+    work, where the source can (/dev/kmsg: ``DevicePump``); returns how to stop that, or None
+    when the source needs a thread of its own (``run_line_source``). Should the source fail
+    there, it is reported and goes on in a thread of its own."""
+    opener = getattr(source, "pump", None)
+    if opener is None:
+        return None
+    emit = line_emitter(outbox, observe)
+    try:
+        pump = opener(emit)
+    except OSError:
+        return None  # the thread will try, and report what fails
+    if pump is None:
+        return None
+    fd = pump.fileno()
+
+    def close() -> None:
+        outbox.unwatch(fd)
+        pump.close()
+
+    def handler() -> bool:
+        try:
+            more: bool = pump.pump()
+            return more
+        except Exception as exc:
+            close()
+            report_failure(source.name, exc, emit)
+            args = (source, outbox, stop, observe)
+            kwargs = {"reported": True}
+            threading.Thread(
+                target=run_line_source, args=args, kwargs=kwargs, name=source.name, daemon=True
+            ).start()
+            return False
+
+    outbox.watch(fd, handler)
+    return close
 
 
 def run_canary(canary: Canary, state: AgentState, on_event: OnEvent, stop: threading.Event) -> None:

@@ -13,6 +13,7 @@ import json
 import logging
 import urllib.parse
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from agent import __version__
@@ -78,6 +79,7 @@ class Transport:
         timeout: float = 5.0,
         ssl_context: Any = None,
         compress: bool | None = None,
+        wait_readable: Callable[[int, float], bool] | None = None,
     ) -> None:
         url = urllib.parse.urlsplit(collector_url)
         if url.scheme not in ("http", "https") or not url.hostname:
@@ -97,6 +99,8 @@ class Transport:
             "User-Agent": f"freezewatch-agent/{__version__}",
         }
         self.compress = not is_loopback(url.hostname) if compress is None else compress
+        # How to wait for an answer: ``Outbox.wait_readable`` reads /dev/kmsg meanwhile.
+        self._wait_readable = wait_readable
         # The POST sent and not yet answered: (body, headers, sent on a reused connection,
         # the error sending it raised).
         self._pending: tuple[bytes, dict[str, str], bool, Exception | None] | None = None
@@ -137,6 +141,7 @@ class Transport:
         try:
             if error is not None:
                 raise error
+            self._await_answer()
             status, text = self._answer()
         except OSError as exc:
             self._conn.close()
@@ -144,6 +149,7 @@ class Transport:
                 raise _unavailable(exc) from exc
             try:  # a kept-alive connection the server had closed: one fresh attempt
                 self._conn.request("POST", self._path, body, headers)
+                self._await_answer()
                 status, text = self._answer()
             except OSError as exc2:
                 self._conn.close()
@@ -157,6 +163,13 @@ class Transport:
         if status in PERMANENT:
             raise Rejected(status, text)
         raise Unavailable(f"HTTP {status}: {text[:200]}", status=status)
+
+    def _await_answer(self) -> None:
+        sock, wait = self._conn.sock, self._wait_readable
+        if wait is None or sock is None:
+            return
+        if not wait(sock.fileno(), self._conn.timeout or self._timeout):
+            raise TimeoutError("timed out waiting for the collector's answer")
 
     def _answer(self) -> tuple[int, str]:
         response = self._conn.getresponse()

@@ -143,12 +143,21 @@ class KmsgSource:
         else:
             runs = self._dump_records(self._file_chunks(stop))
         for run in runs:
-            offset = self._wall() - self._mono()  # once per run of records, not per record
-            for record in run:
-                if record is EPIPE:
-                    self._epipe = True  # overwritten while we read: next record tells how many
-                else:
-                    self._emit_record(record, emit, offset)
+            self._emit_run(run, emit)
+
+    def pump(self, emit: Callable[[dict[str, Any]], None]) -> DevicePump | None:
+        """/dev/kmsg read on the caller's thread (``DevicePump``); None for a file or FIFO."""
+        if not stat.S_ISCHR(os.stat(self.path).st_mode):
+            return None
+        return DevicePump(self, emit)
+
+    def _emit_run(self, run: list[bytes | None], emit: Callable[[dict[str, Any]], None]) -> None:
+        offset = self._wall() - self._mono()  # once per run of records, not per record
+        for record in run:
+            if record is EPIPE:
+                self._epipe = True  # overwritten while we read: next record tells how many
+            else:
+                self._emit_record(record, emit, offset)
 
     def _emit_record(
         self, record: bytes, emit: Callable[[dict[str, Any]], None], offset: float
@@ -174,7 +183,7 @@ class KmsgSource:
     def _device_runs(self, stop: threading.Event) -> Iterator[list[bytes | None]]:
         """Runs of at most PARSE_RUN records (EPIPE marks where the kernel overwrote some),
         the ring buffer drained into the read-ahead before each (see READ_AHEAD)."""
-        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = self._open_device()
         try:
             poller = select.poll()
             poller.register(fd, select.POLLIN | select.POLLPRI)
@@ -184,10 +193,12 @@ class KmsgSource:
                 if not ahead:
                     poller.poll(self._poll_timeout * 1000)
                     continue
-                take = min(PARSE_RUN, len(ahead))
-                yield [ahead.popleft() for _ in range(take)]
+                yield _take_run(ahead)
         finally:
             os.close(fd)
+
+    def _open_device(self) -> int:
+        return os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
 
     def _drain(self, fd: int, ahead: deque[bytes | None]) -> None:
         """Read every record the kernel holds now (up to READ_AHEAD queued)."""
@@ -260,3 +271,36 @@ class KmsgSource:
                     yield chunk
         finally:
             os.close(fd)
+
+
+def _take_run(ahead: deque[bytes | None]) -> list[bytes | None]:
+    return [ahead.popleft() for _ in range(min(PARSE_RUN, len(ahead)))]
+
+
+class DevicePump:
+    """/dev/kmsg without a thread of its own: the shipper's thread waits on ``fileno`` with
+    everything else it waits on, and calls ``pump`` when it is readable (``agent.outbox``).
+
+    Each call drains the ring buffer into the read-ahead, as the reading thread does, then
+    parses and emits one run of records; True while records are left for a next call.
+    """
+
+    def __init__(self, source: KmsgSource, emit: Callable[[dict[str, Any]], None]) -> None:
+        self._source = source
+        self._emit = emit
+        self._fd = source._open_device()
+        self._ahead: deque[bytes | None] = deque()
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def pump(self) -> bool:
+        self._source._drain(self._fd, self._ahead)
+        if self._ahead:
+            self._source._emit_run(_take_run(self._ahead), self._emit)
+        return bool(self._ahead)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BOOT = (FIXTURES / "proc/sys/kernel/random/boot_id").read_text().strip()
 
 
-def start_agent(collector: FakeCollector, tmp_path: Path) -> subprocess.Popen[bytes]:
+def start_agent(
+    collector: FakeCollector, tmp_path: Path, kmsg: Path | None = None
+) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FREEZEWATCH_AGENT_TOKEN": TOKEN}
     cmd = [
         sys.executable,
@@ -32,7 +34,7 @@ def start_agent(collector: FakeCollector, tmp_path: Path) -> subprocess.Popen[by
         "--proc-root",
         str(FIXTURES / "proc"),
         "--kmsg",
-        str(tmp_path / "kmsg"),
+        str(kmsg or tmp_path / "kmsg"),
         "--state-dir",
         str(tmp_path / "state"),
     ]
@@ -132,3 +134,26 @@ def test_collector_outage_spools_and_replays_in_order(
     assert collector.kseqs[BOOT] == list(range(60)) and collector.duplicate_kseqs == 0
     wait_for(lambda: not any(spool.glob("*.seg")))
     assert len(collector.stream("samples")) > samples_before  # samples from inside the gap
+
+
+def test_dev_kmsg_is_read_on_the_shippers_thread_and_delivered(
+    collector: FakeCollector, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """The real /dev/kmsg, which the agent reads on its shipping thread (``DevicePump``): a
+    record written into it reaches the collector, and SIGTERM still ends the agent cleanly."""
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDWR | os.O_NONBLOCK)
+    except OSError as exc:
+        pytest.skip(f"/dev/kmsg cannot be read and written here: {exc}")
+    tag = f"freezewatch-test {os.urandom(6).hex()}"
+    try:
+        procs.append(agent := start_agent(collector, tmp_path, Path("/dev/kmsg")))
+        wait_for(lambda: any(e["kind"] == "agent_started" for e in collector.stream("events")))
+        os.write(fd, f"<14>{tag}\n".encode())
+    finally:
+        os.close(fd)
+    (found,) = wait_for(lambda: [ln for ln in collector.stream("lines") if tag in ln["text"]])
+    assert found["source"] == "kmsg" and isinstance(found["kseq"], int)
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(30) == 0
+    assert collector.stream("events")[-1]["kind"] == "agent_stopping"

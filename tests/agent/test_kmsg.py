@@ -1,5 +1,6 @@
 import os
 import queue
+import select
 import threading
 from collections import deque
 from pathlib import Path
@@ -192,3 +193,78 @@ def test_a_storm_is_read_ahead_and_an_overwritten_run_is_counted(
         {"lost": 6, "reason": "epipe", "after_kseq": 2},
         "after the overwrite",
     ]
+
+
+def test_a_pump_reads_dev_kmsg_on_the_callers_thread_a_run_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``DevicePump``: the ring buffer drained into the read-ahead, then one run parsed per
+    call; True while records are left; an overwrite (EPIPE) counted as the thread counts it."""
+    from agent.sources import kmsg as kmsg_module
+
+    monkeypatch.setattr(kmsg_module, "PARSE_RUN", 2)
+    answers: list[bytes | Exception] = [
+        b"6,1,1000,-;one\n",
+        b"6,2,2000,-;two\n",
+        BrokenPipeError(),
+        b"6,5,5000,-;five\n",
+        BlockingIOError(),  # the kernel has no more: the first call parses a run of two
+        BlockingIOError(),
+        b"6,6,6000,-;six\n",
+        BlockingIOError(),
+    ]
+
+    def read(fd: int, size: int) -> bytes:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(kmsg_module.os, "read", read)
+    source = KmsgSource(Path("/dev/null"), **fixed_clock())  # a character device
+    out: list[dict[str, Any]] = []
+    pump = source.pump(out.append)
+    assert pump is not None
+    try:
+        assert pump.pump() is True  # two parsed, the overwrite and "five" left
+        assert [o["text"] for o in out] == ["one", "two"]
+        assert pump.pump() is False
+        assert pump.pump() is False
+        assert [o.get("text") or o["data"] for o in out] == [
+            "one",
+            "two",
+            {"lost": 2, "reason": "epipe", "after_kseq": 2},
+            "five",
+            "six",
+        ]
+        assert not answers
+    finally:
+        pump.close()
+
+
+def test_no_pump_for_a_file_it_follows_in_a_thread(tmp_path: Path) -> None:
+    path = tmp_path / "kmsg"
+    path.write_bytes(b"6,10,1000,-;first\n")
+    assert KmsgSource(path).pump(lambda record: None) is None
+
+
+def test_a_pump_on_the_real_dev_kmsg_if_readable() -> None:
+    dev = Path("/dev/kmsg")
+    try:
+        fd = os.open(dev, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        pytest.skip(f"/dev/kmsg not readable here: {exc}")
+    os.close(fd)
+    out: list[dict[str, Any]] = []
+    pump = KmsgSource(dev).pump(out.append)
+    assert pump is not None
+    try:
+        poller = select.poll()
+        poller.register(pump.fileno(), select.POLLIN)
+        assert poller.poll(10_000)  # the ring buffer holds this boot's records
+        while pump.pump():
+            pass
+        kseqs = [o["kseq"] for o in out if "kseq" in o]
+        assert kseqs and kseqs == sorted(kseqs) and out[0]["source"] == "kmsg"
+    finally:
+        pump.close()

@@ -25,6 +25,12 @@ class Clock:
         return self.now
 
 
+def step(shipper: Shipper, timeout: float | None = None) -> None:
+    """A step, then the answer to what it sent read (the next step would read it first)."""
+    shipper.step(timeout=timeout)
+    shipper.settle()
+
+
 def make(
     tmp_path: Path, collector: FakeCollector, *, spool_bytes: int = 1 << 20
 ) -> tuple[Shipper, Outbox, Clock]:
@@ -66,10 +72,10 @@ def test_start_then_heartbeats(tmp_path: Path, collector: FakeCollector) -> None
     assert [e["kind"] for e in first["events"]] == ["agent_started"]
     assert first["host"] == "spark-01" and first["boot_id"] == BOOT
     assert first["agent"]["version"] == "0.1.0"
-    shipper.step(timeout=0)
+    step(shipper, timeout=0)
     assert len(collector.batches) == 1  # interval not over: nothing sent
     clock.now += 3600
-    shipper.step(timeout=0)
+    step(shipper, timeout=0)
     assert len(collector.batches) == 2
     beat = collector.batches[1]
     assert (beat["samples"], beat["lines"], beat["events"]) == ([], [], [])
@@ -81,11 +87,11 @@ def test_kernel_lines_do_not_wait_for_the_interval(
     shipper, outbox, _ = make(tmp_path, collector)
     shipper.start()
     outbox.put_line(line(7))
-    shipper.step(timeout=30)  # returns at once: the line woke it
+    step(shipper, timeout=30)  # returns at once: the line woke it
     assert [ln["kseq"] for ln in collector.batches[-1]["lines"]] == [7]
     for k in range(8, 5008):  # a storm becomes one batch, not 5000 requests
         outbox.put_line(line(k))
-    shipper.step(timeout=30)
+    step(shipper, timeout=30)
     assert len(collector.batches) == 3
     assert [ln["kseq"] for ln in collector.batches[-1]["lines"]] == list(range(8, 5008))
     seqs = [ln["seq"] for b in collector.batches for ln in b["lines"]]
@@ -101,13 +107,13 @@ def test_collector_down_spools_then_replays_in_order(
     for k in range(1, 31):
         outbox.put_line(line(k))
         outbox.put_sample(sample())
-        shipper.step(timeout=30)
+        step(shipper, timeout=30)
         clock.now += 1
     assert shipper.spool and len(collector.batches) == 1
     collector.start()  # same port
     clock.now += 10
     outbox.put_line(line(31))
-    shipper.step(timeout=30)
+    step(shipper, timeout=30)
     assert not shipper.spool
     kseqs = [ln["kseq"] for b in collector.batches for ln in b["lines"]]
     assert kseqs == list(range(1, 32))
@@ -122,16 +128,16 @@ def test_5xx_means_unavailable_and_permanent_rejection_drops(
     shipper.start()
     collector.status = 503
     outbox.put_line(line(1))
-    shipper.step(timeout=30)
+    step(shipper, timeout=30)
     assert shipper.spool  # kept for later
     collector.status = 422
     clock.now += 10
     outbox.put_line(line(2))
-    shipper.step(timeout=30)
+    step(shipper, timeout=30)
     assert not shipper.spool  # both refused for good: dropped, not retried forever
     collector.status = 200
     outbox.put_line(line(3))
-    shipper.step(timeout=30)
+    step(shipper, timeout=30)
     assert collector.kseqs[BOOT] == [3]
 
 
@@ -149,7 +155,7 @@ def test_resume_kseq_skips_records_already_stored(tmp_path: Path, collector: Fak
     assert shipper.kseq_skip == 50
     for k in range(1, 61):  # a restarted agent re-reads the kernel ring from its start
         outbox.put_line(line(k))
-    shipper.step(timeout=30)
+    step(shipper, timeout=30)
     assert collector.kseqs[BOOT] == list(range(1, 61))
     assert collector.duplicate_kseqs == 0
     assert [ln["kseq"] for ln in collector.batches[-1]["lines"]] == list(range(51, 61))
@@ -166,7 +172,7 @@ def test_state_file_is_the_fallback_when_collector_is_down(
     shipper.start()
     for k in range(40, 50):
         outbox.put_line(line(k))
-    shipper.step(timeout=30)
+    step(shipper, timeout=30)
     spooled = []
     while (b := shipper.spool.peek()) is not None:
         spooled += [ln["kseq"] for ln in b["lines"]]
@@ -181,7 +187,7 @@ def test_gap_since_last_run_is_an_overrun(tmp_path: Path, collector: FakeCollect
     shipper, outbox, _ = make(tmp_path, collector)
     shipper.start()
     outbox.put_line(line(25))  # the ring wrapped while the agent was down
-    shipper.step(timeout=30)
+    step(shipper, timeout=30)
     (overrun,) = collector.events("kmsg_overrun")
     assert overrun["data"] == {"lost": 14, "reason": "restart", "after_kseq": 10}
 
@@ -210,7 +216,7 @@ def test_big_batches_are_gzipped(tmp_path: Path, collector: FakeCollector) -> No
     shipper.start()
     for k in range(1, 2001):
         outbox.put_line(line(k))
-    shipper.step(timeout=30)
+    step(shipper, timeout=30)
     assert seen == ["0", "2000"]  # a 2000-line batch (> 16 KiB, sent gzip) arrived intact
 
 
@@ -223,7 +229,7 @@ def test_replayed_batches_carry_the_sending_agent_and_its_boot(
     shipper.start()
     collector.stop()
     outbox.put_line(line(1))
-    shipper.step(timeout=30)
+    step(shipper, timeout=30)
     assert shipper.spool
     shipper.spool.close()
     collector.start()
@@ -255,13 +261,13 @@ def test_replay_is_coalesced_says_its_backlog_and_when_it_was_sent(
     collector.stop()
     for k in range(1, 601):  # a 30 s outage at 20 lines/s: one spooled batch per line
         outbox.put_line(line(k))
-        shipper.step(timeout=30)
+        step(shipper, timeout=30)
         clock.now += 0.05
     assert len(collector.batches) == 1
     collector.start()
     clock.now += 10
     outbox.put_line(line(601))
-    shipper.step(timeout=30)
+    step(shipper, timeout=30)
     replayed, live = collector.batches[1:-1], collector.batches[-1]
     assert len(replayed) <= 2  # not 600 POSTs
     assert [ln["kseq"] for b in replayed for ln in b["lines"]] == list(range(1, 601))
@@ -278,19 +284,19 @@ def test_drops_are_reported_once_cumulatively_and_never_spooled(
     for k in range(1, 1001):
         outbox.put_line(line(k))
         outbox.put_sample(sample())
-        shipper.step(timeout=30)
+        step(shipper, timeout=30)
         clock.now += 0.1
     ledger = shipper.state.drops
     assert ledger.totals["lines"] > 0 and ledger.pending()
     clock.now += 2  # the ledger is saved at most once a second while drops happen
     outbox.put_sample(sample())
-    shipper.step(timeout=30)
+    step(shipper, timeout=30)
     assert AgentState(tmp_path, "spark-01", BOOT).drops.totals == ledger.totals  # in state
     collector.start()
     clock.now += 10
-    shipper.step(timeout=0)
+    step(shipper, timeout=0)
     outbox.put_line(line(1001))
-    shipper.step(timeout=30)
+    step(shipper, timeout=30)
     (report,) = collector.events("spool_dropped")
     data = report["data"]
     assert {k: data[k] for k in ("samples", "lines", "events")} == ledger.totals
@@ -319,7 +325,7 @@ def test_a_refusing_port_is_retried_every_interval_a_silent_one_backs_off(
     shipper.transport.send = counting  # type: ignore[method-assign]
     for _ in range(40):
         outbox.put_line(line(len(attempts) + 1))
-        shipper.step(timeout=30)
+        step(shipper, timeout=30)
         clock.now += 0.25
     gaps = [b - a for a, b in itertools.pairwise(attempts)]
     assert gaps and max(gaps) <= 1.0  # within an interval of the collector's return
@@ -332,7 +338,7 @@ def test_a_refusing_port_is_retried_every_interval_a_silent_one_backs_off(
     shipper.transport.receive = timing_out  # type: ignore[method-assign]
     for _ in range(200):
         outbox.put_line(line(1))
-        shipper.step(timeout=30)
+        step(shipper, timeout=30)
         clock.now += 0.25
     gaps = [b - a for a, b in itertools.pairwise(attempts)]
     assert max(gaps) == pytest.approx(MAX_RETRY_DELAY_S, abs=0.3)
@@ -363,12 +369,14 @@ def test_a_batch_failing_with_5xx_never_holds_back_heartbeats_and_is_split_after
     beats = []
     for _ in range(4):  # four 5xx answers in a row, backing off: the batch waits in the spool
         shipper.ship()
+        shipper.settle()
         beats.append(collector.batches[-1])
         clock.now += MAX_RETRY_DELAY_S
     assert shipper.spool and not dead_letters(tmp_path)
     # every ship still reached the collector: an empty batch, so the host stays up
     assert [(b["samples"], b["lines"]) for b in beats] == [([], [])] * 4
     shipper.ship()  # the fifth failure: split until the failing line stands alone
+    shipper.settle()
     assert not shipper.spool
     texts = [ln["text"] for b in collector.batches for ln in b["lines"]]
     assert sorted(texts) == ["after", "before"]
@@ -376,6 +384,7 @@ def test_a_batch_failing_with_5xx_never_holds_back_heartbeats_and_is_split_after
     assert letter["record"]["text"] == "poison" and "HTTP 500" in letter["why"]
     collector.refuse = None
     shipper.ship()
+    shipper.settle()
     events = [e for b in collector.batches for e in b["events"] if e["kind"] == "dead_lettered"]
     assert [(e["data"]["lines"], e["data"]["file"]) for e in events] == [
         (1, str(tmp_path / "dead-letter.jsonl"))
@@ -392,6 +401,7 @@ def test_a_record_refused_for_good_is_set_aside_at_once_and_its_neighbours_deliv
     for text in ("a", "poison", "b", "c"):
         outbox.put_line(vline(text))
     shipper.ship()
+    shipper.settle()
     assert not shipper.spool
     assert sorted(ln["text"] for b in collector.batches for ln in b["lines"]) == ["a", "b", "c"]
     assert [d["record"]["text"] for d in dead_letters(tmp_path)] == ["poison"]
@@ -407,4 +417,5 @@ def test_no_answer_is_never_a_refusal_the_batch_stays_spooled(
     outbox.put_line(vline("poison"))
     collector.stop()
     shipper.ship()
+    shipper.settle()
     assert shipper.spool and not dead_letters(tmp_path)  # no answer is not a refusal

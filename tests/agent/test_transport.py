@@ -116,3 +116,27 @@ def test_a_big_batch_gets_time_in_proportion_to_its_size(collector: FakeCollecto
     assert transport.post(big)["stored"]["lines"] == 20_000
     with pytest.raises(Unavailable, match="timed out"):
         transport.post(batch(1))  # 0.3 s is all a small one gets
+
+
+def test_the_answer_is_awaited_through_the_given_wait(collector: FakeCollector) -> None:
+    """``wait_readable`` (the outbox's: /dev/kmsg is read meanwhile) is asked for the
+    connection's socket and the batch's timeout; when it gives up, the batch is unavailable
+    (spooled, retried) and the connection, whose answer may still come, is dropped."""
+    asked: list[tuple[int, float]] = []
+    ready = [True]
+
+    def wait_readable(fd: int, timeout: float) -> bool:
+        asked.append((fd, timeout))
+        return ready[0]
+
+    transport = Transport(collector.url, TOKEN, timeout=5, wait_readable=wait_readable)
+    assert transport.post(batch(1))["stored"]["lines"] == 1
+    assert transport._conn.sock is not None
+    assert asked == [(transport._conn.sock.fileno(), 5)]
+    ready[0] = False
+    with pytest.raises(Unavailable, match="timed out waiting"):
+        transport.post(batch(2))
+    assert transport._conn.sock is None
+    assert len(asked) == 3  # the kept-alive connection is tried once more, afresh
+    ready[0] = True
+    assert transport.post(batch(3))["stored"]["lines"] == 1

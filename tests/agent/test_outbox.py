@@ -1,0 +1,127 @@
+"""The outbox's one wait: puts from other threads, watched descriptors read on the waiting
+thread, and the collector's answer (``agent.outbox``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+import pytest
+
+from agent.outbox import Outbox
+
+
+def line(k: int) -> dict[str, object]:
+    return {"ts": 1.0, "source": "kmsg", "priority": 6, "text": f"line {k}", "kseq": k}
+
+
+@pytest.fixture
+def pipe() -> tuple[int, int]:
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    yield r, w
+    for fd in (r, w):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def test_a_put_from_another_thread_ends_the_wait() -> None:
+    outbox = Outbox()
+    assert outbox.wait(0) is False
+    threading.Timer(0.05, outbox.put_line, args=(line(1),)).start()
+    assert outbox.wait(30) is True  # woken by the put, long before the timeout
+    assert outbox.wait(0) is False  # the wake is taken once
+    _, lines, _ = outbox.drain(100, 1 << 20)
+    assert [ln["kseq"] for ln in lines] == [1]
+
+
+def test_records_left_after_a_drain_keep_the_next_wait_from_blocking() -> None:
+    outbox = Outbox()
+    for k in range(5):
+        outbox.put_line(line(k))
+    assert outbox.wait(0) is True
+    _, lines, _ = outbox.drain(2, 1 << 20)
+    assert len(lines) == 2
+    assert outbox.wait(30) is True  # three still queued: at once
+    outbox.drain(100, 1 << 20)
+    assert outbox.wait(0) is False and not len(outbox)
+
+
+def test_a_watched_descriptor_is_read_on_the_waiting_thread(pipe: tuple[int, int]) -> None:
+    r, w = pipe
+    outbox = Outbox()
+    seen: list[tuple[bytes, int]] = []
+
+    def handler() -> bool:
+        seen.append((os.read(r, 100), threading.get_ident()))
+        outbox.put_line(line(len(seen)))
+        return False
+
+    outbox.watch(r, handler)
+    assert outbox.wait(0) is False and not seen  # nothing to read: no call
+    os.write(w, b"x")
+    assert outbox.wait(30) is True
+    assert seen == [(b"x", threading.get_ident())]
+    outbox.unwatch(r)
+    os.write(w, b"y")
+    assert outbox.wait(0) is False and len(seen) == 1  # unwatched: left alone
+
+
+def test_a_handler_with_work_left_is_called_again_without_waiting(
+    pipe: tuple[int, int],
+) -> None:
+    """A storm read ahead and parsed a run at a time: while the handler has work left, the
+    wait does not block (the descriptor is not readable again after the first call; a wait
+    that blocked would last the hour, past the test's timeout)."""
+    r, w = pipe
+    outbox = Outbox()
+    runs = [True, True, False]
+
+    def handler() -> bool:
+        with contextlib.suppress(BlockingIOError):
+            os.read(r, 100)
+        return runs.pop(0)
+
+    outbox.watch(r, handler)
+    os.write(w, b"x")
+    for _ in range(3):
+        outbox.wait(3600)
+    assert not runs
+
+
+def test_waiting_for_the_answer_reads_watched_descriptors_meanwhile(
+    pipe: tuple[int, int],
+) -> None:
+    r, w = pipe
+    answer_r, answer_w = os.pipe()
+    outbox = Outbox()
+    try:
+        assert outbox.wait_readable(answer_r, 30) is True  # nothing watched: the caller waits
+        read: list[bytes] = []
+
+        def handler() -> bool:
+            read.append(os.read(r, 100))
+            if len(read) == 2:
+                os.write(answer_w, b"HTTP/1.1 200 OK")  # the answer comes after two lines
+            return False
+
+        outbox.watch(r, handler)
+        os.write(w, b"a")
+        threading.Timer(0.05, os.write, args=(w, b"b")).start()
+        assert outbox.wait_readable(answer_r, 30) is True
+        assert read == [b"a", b"b"]
+        os.read(answer_r, 100)
+        assert outbox.wait_readable(answer_r, 0.05) is False  # no answer: timed out
+    finally:
+        os.close(answer_r)
+        os.close(answer_w)
+
+
+def test_wake_from_a_signal_handler_while_the_thread_holds_the_lock() -> None:
+    """SIGTERM's handler runs on the shipper's thread, maybe inside a put: the lock is
+    reentrant, and the wake still ends the next wait."""
+    outbox = Outbox()
+    with outbox._lock:
+        outbox.wake()
+    assert outbox.wait(30) is True
