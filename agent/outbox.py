@@ -33,6 +33,7 @@ class Outbox:
         self._poll = select.poll()
         self._poll.register(self._wake_fd, select.POLLIN)
         self._watched: dict[int, Handler] = {}
+        self._drains: list[Callable[[], None]] = []
         self._busy: set[int] = set()  # watched descriptors whose handler left work
         self._samples: deque[dict[str, Any]] = deque()
         self._lines: deque[dict[str, Any]] = deque()
@@ -74,15 +75,27 @@ class Outbox:
         with contextlib.suppress(BlockingIOError):  # already read
             os.eventfd_read(self._wake_fd)
 
-    def watch(self, fd: int, handler: Handler) -> None:
-        """Call ``handler`` (on the waiting thread) whenever ``fd`` is readable."""
+    def watch(self, fd: int, handler: Handler, drain: Callable[[], None] | None = None) -> None:
+        """Call ``handler`` (on the waiting thread) whenever ``fd`` is readable; ``drain``,
+        if given, reads ahead without parsing (``service``)."""
         self._watched[fd] = handler
         self._poll.register(fd, READABLE)
+        if drain is not None:
+            self._drains.append(drain)
 
-    def unwatch(self, fd: int) -> None:
+    def unwatch(self, fd: int, drain: Callable[[], None] | None = None) -> None:
         if self._watched.pop(fd, None) is not None:
             self._poll.unregister(fd)
         self._busy.discard(fd)
+        if drain in self._drains:
+            self._drains.remove(drain)
+
+    def service(self) -> None:
+        """Read ahead what the watched descriptors hold, parsing nothing: the waiting thread
+        calls this between slices of long work (encoding a burst's batch), so a storm is
+        not overwritten in the kernel meanwhile."""
+        for drain in self._drains:
+            drain()
 
     def wait(self, timeout: float) -> bool:
         """Block until something is put (or ``wake``) or ``timeout``, running the handlers of

@@ -131,7 +131,8 @@ class Shipper(Delivery):
             "lines": self._seq("lines", lines),
             "events": self._seq("events", events),
         }
-        ahead = encode_streams(batch) if self._in_flight is not None else None
+        # encoded now, while one may be in flight; /dev/kmsg is read ahead between slices
+        ahead = encode_streams(batch, between=self.outbox.service)
         self.settle()  # the batch ahead is answered (and handled) before this one goes
         self._last_send = self._mono()
         if self._replay_spool():

@@ -6,6 +6,7 @@ it): one failing source degrades to a reported error, never to a dead agent.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -96,8 +97,12 @@ def pump_line_source(
         return None
     fd = pump.fileno()
 
+    def drain() -> None:
+        with contextlib.suppress(OSError):  # the next ``pump`` meets it again, and reports it
+            pump.drain()
+
     def close() -> None:
-        outbox.unwatch(fd)
+        outbox.unwatch(fd, drain)
         pump.close()
 
     def handler() -> bool:
@@ -114,7 +119,7 @@ def pump_line_source(
             ).start()
             return False
 
-    outbox.watch(fd, handler)
+    outbox.watch(fd, handler, drain)
     return close
 
 

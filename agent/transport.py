@@ -182,21 +182,29 @@ SLICE = 1000  # records encoded per json.dumps call: the GIL is free between cal
 Encoded = dict[str, tuple[list[dict[str, Any]], bytes]]  # stream -> (its records, their JSON)
 
 
-def encode_records(records: list[dict[str, Any]]) -> bytes:
+def encode_records(
+    records: list[dict[str, Any]], between: Callable[[], None] | None = None
+) -> bytes:
     """A JSON array of ``records``, encoded a slice at a time: one call on a 20,000-record
-    list would hold the GIL for tens of milliseconds, while /dev/kmsg waits to be read."""
+    list would take tens of milliseconds, while /dev/kmsg waits to be read (by a thread that
+    wants the GIL, or by ``between``, called after each slice)."""
     if len(records) <= SLICE:
         return json.dumps(records, separators=(",", ":")).encode()
-    parts = [
-        json.dumps(records[i : i + SLICE], separators=(",", ":"))[1:-1]
-        for i in range(0, len(records), SLICE)
-    ]
+    parts = []
+    for i in range(0, len(records), SLICE):
+        parts.append(json.dumps(records[i : i + SLICE], separators=(",", ":"))[1:-1])
+        if between is not None:
+            between()
     return ("[" + ",".join(parts) + "]").encode()
 
 
-def encode_streams(batch: dict[str, Any]) -> Encoded:
+def encode_streams(batch: dict[str, Any], between: Callable[[], None] | None = None) -> Encoded:
     """The record lists of ``batch`` encoded ahead of sending (see ``encode``)."""
-    return {key: (batch[key], encode_records(batch[key])) for key in STREAM_KEYS if key in batch}
+    return {
+        key: (batch[key], encode_records(batch[key], between))
+        for key in STREAM_KEYS
+        if key in batch
+    }
 
 
 def encode(batch: dict[str, Any], ahead: Encoded | None = None) -> bytes:

@@ -165,8 +165,10 @@ def start_agent(
     interval: float = 1.0,
     canary: bool = False,
     extra: tuple[str, ...] = (),
+    root: Path = ROOT,
 ) -> subprocess.Popen[bytes]:
-    """A real agent process on the fixture /proc, following ``kmsg`` (a plain file)."""
+    """A real agent process on the fixture /proc, following ``kmsg`` (a plain file); from
+    the checkout ``root``."""
     workdir.mkdir(parents=True, exist_ok=True)
     cmd = [
         sys.executable, "-m", "agent", "--collector", url, "--token", token,
@@ -177,4 +179,4 @@ def start_agent(
         "--docker-socket", str(workdir / "no-docker.sock"), *extra,
     ]  # fmt: skip
     log = open(workdir / "agent.log", "ab")  # noqa: SIM115 - lives as long as the process
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log, env=dict(os.environ))
+    return subprocess.Popen(cmd, cwd=root, stdout=log, stderr=log, env=dict(os.environ))

@@ -294,8 +294,12 @@ class DevicePump:
     def fileno(self) -> int:
         return self._fd
 
-    def pump(self) -> bool:
+    def drain(self) -> None:
+        """Read what the kernel holds into the read-ahead, parsing nothing."""
         self._source._drain(self._fd, self._ahead)
+
+    def pump(self) -> bool:
+        self.drain()
         if self._ahead:
             self._source._emit_run(_take_run(self._ahead), self._emit)
         return bool(self._ahead)

@@ -125,3 +125,22 @@ def test_wake_from_a_signal_handler_while_the_thread_holds_the_lock() -> None:
     with outbox._lock:
         outbox.wake()
     assert outbox.wait(30) is True
+
+
+def test_service_reads_ahead_through_the_watched_drains_until_unwatched(
+    pipe: tuple[int, int],
+) -> None:
+    r, _ = pipe
+    outbox = Outbox()
+    drained: list[int] = []
+
+    def drain() -> None:
+        drained.append(1)
+
+    outbox.watch(r, lambda: False, drain)
+    outbox.service()
+    outbox.service()
+    assert len(drained) == 2
+    outbox.unwatch(r, drain)
+    outbox.service()
+    assert len(drained) == 2

@@ -91,7 +91,10 @@ def test_kernel_lines_do_not_wait_for_the_interval(
     assert [ln["kseq"] for ln in collector.batches[-1]["lines"]] == [7]
     for k in range(8, 5008):  # a storm becomes one batch, not 5000 requests
         outbox.put_line(line(k))
+    serviced: list[int] = []
+    outbox.service = lambda: serviced.append(1)  # type: ignore[method-assign]
     step(shipper, timeout=30)
+    assert len(serviced) == 5  # /dev/kmsg read ahead after each 1,000 encoded
     assert len(collector.batches) == 3
     assert [ln["kseq"] for ln in collector.batches[-1]["lines"]] == list(range(8, 5008))
     seqs = [ln["seq"] for b in collector.batches for ln in b["lines"]]

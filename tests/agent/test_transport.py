@@ -140,3 +140,19 @@ def test_the_answer_is_awaited_through_the_given_wait(collector: FakeCollector) 
     assert len(asked) == 3  # the kept-alive connection is tried once more, afresh
     ready[0] = True
     assert transport.post(batch(3))["stored"]["lines"] == 1
+
+
+def test_a_big_list_is_encoded_in_slices_with_a_call_between_each() -> None:
+    """``between`` (the outbox's ``service``: /dev/kmsg read ahead) runs after each slice of
+    a burst's batch; the JSON is the same as one ``dumps``."""
+    from agent import transport as transport_module
+
+    records = batch(2 * transport_module.SLICE + 5)["lines"]
+    calls: list[int] = []
+    encoded = encode_records(records, between=lambda: calls.append(1))
+    assert json.loads(encoded) == records and len(calls) == 3
+    assert (
+        encode_records(records[:10], between=lambda: calls.append(1))
+        == json.dumps(records[:10], separators=(",", ":")).encode()
+    )
+    assert len(calls) == 3  # one slice: nothing to do between
