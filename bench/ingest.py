@@ -9,7 +9,8 @@ quarter of their batches at a time, so that both figures come from the same stre
 noisy machine. ``http_efficiency`` = HTTP lines/s / driver lines/s. Then samples/s posted.
 Beside them, the CPU each process spent per line stored over HTTP (the collector; the
 PostgreSQL server, its backends included; this process, the client) and each one's share of a
-core: where the time of a request goes.
+core: where the time of a request goes; and over the driver's turns, the server's and the
+writers' (this process's) CPU per line: what storing a line costs without the collector.
 ``--replicas N``: N collector processes on the PostgreSQL database, the clients spread over
 them (the layout of two collectors on one PostgreSQL, without the proxy). ``--workers N``: one
 collector on PostgreSQL, ``serve --workers N`` (N processes on its one port); ``--clients N``:
@@ -270,13 +271,14 @@ def driver_run(db_url: str, batches: list[list[list[tuple[Any, ...]]]]) -> float
         return driver.writers.rate
 
 
-def in_turns(http: Writers, driver: Writers, cpu: Meter) -> None:
+def in_turns(http: Writers, driver: Writers, cpu: Meter, driver_cpu: Meter | None = None) -> None:
     """HTTP and driver slices in turn, ROUNDS of each: on a machine whose speed swings by half
-    from one 10 s to the next, both figures then come from the same stretches of time."""
+    from one 10 s to the next, both figures then come from the same stretches of time.
+    ``cpu`` reads its processes over the HTTP slices, ``driver_cpu`` over the driver's."""
     per_round = -(-len(http.items[0]) // ROUNDS)
     for _ in range(ROUNDS):
         http.take(per_round, cpu)
-        driver.take(per_round)
+        driver.take(per_round, driver_cpu)
 
 
 def bench_backend(
@@ -300,12 +302,17 @@ def bench_backend(
         if server_pid is not None:
             readers["server"] = partial(tree_cpu_seconds, server_pid)
         cpu = Meter(readers)
+        # Over the driver's turns this process is the writers (the HTTP clients wait).
+        direct: dict[str, Callable[[], float]] = {"writers": time.process_time}
+        if server_pid is not None:
+            direct["server"] = readers["server"]
+        direct_cpu = Meter(direct)
         with (
             Posting(urls, token, "lines", BATCHES) as posting,
-            Driver(db_url, line_rows(db_url, BATCHES)) as direct,
+            Driver(db_url, line_rows(db_url, BATCHES)) as driver_side,
         ):
-            in_turns(posting.writers, direct.writers, cpu)
-        lines, driver = posting.writers.rate, direct.writers.rate
+            in_turns(posting.writers, driver_side.writers, cpu, direct_cpu)
+        lines, driver = posting.writers.rate, driver_side.writers.rate
         samples = run(urls, token, "samples")
     efficiency = lines / driver
     per_line, share = cpu.per_item_us(), cpu.core_pct()
@@ -321,6 +328,14 @@ def bench_backend(
         ),
         flush=True,
     )
+    per_row, direct_share = direct_cpu.per_item_us(), direct_cpu.core_pct()
+    print(
+        f"{name}: CPU per line through the driver "
+        + ", ".join(
+            f"{who} {per_row[who]:.2f} µs ({direct_share[who]:.0f} % of a core)" for who in direct
+        ),
+        flush=True,
+    )
     return {
         f"{name}_lines_per_s": round(lines),
         f"{name}_samples_per_s": round(samples),
@@ -328,6 +343,8 @@ def bench_backend(
         f"{name}_http_efficiency": round(efficiency, 3),
         **{f"{name}_{who}_us_per_line": round(per_line[who], 2) for who in readers},
         **{f"{name}_{who}_core_pct": round(share[who], 1) for who in readers},
+        **{f"{name}_driver_{who}_us_per_line": round(per_row[who], 2) for who in direct},
+        **{f"{name}_driver_{who}_core_pct": round(direct_share[who], 1) for who in direct},
     }
 
 

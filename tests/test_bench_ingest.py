@@ -35,12 +35,13 @@ def test_http_and_driver_figures_count_the_rows_stored(monkeypatch: pytest.Monke
         url = f"sqlite:///{Path(tmp) / 'bench.db'}"
         token = add_host(url, "bench")
         meter = ingest.Meter({"client": time.process_time})
+        driver_meter = ingest.Meter({"writers": time.process_time})
         with (
             running_collector(url) as base,
             ingest.Posting([base], token, "lines", batches=3) as posting,
             ingest.Driver(url, ingest.line_rows(url, 3)) as driver,
         ):
-            ingest.in_turns(posting.writers, driver.writers, meter)
+            ingest.in_turns(posting.writers, driver.writers, meter, driver_meter)
         # Both sides took all their batches, in two turns each; the HTTP figure is what the
         # collector answered as stored, over the time the posting took.
         over_http = stored_lines(url, "bench")
@@ -52,3 +53,6 @@ def test_http_and_driver_figures_count_the_rows_stored(monkeypatch: pytest.Monke
         assert meter.count == over_http and set(meter.spent) == {"client"}
         assert meter.wall >= posting.writers.seconds > 0  # the meter wraps each HTTP turn
         assert meter.per_item_us()["client"] == 1e6 * meter.spent["client"] / over_http
+        # the driver's meter read the two driver turns only: the rows they inserted
+        assert driver_meter.count == driver.writers.stored
+        assert driver_meter.wall >= driver.writers.seconds > 0
