@@ -15,13 +15,21 @@ connection turns out closed, ``ProtocolError`` for an answer that is not HTTP).
 
 from __future__ import annotations
 
+import errno
 import io
+import os
+import select
 import socket
+from collections.abc import Callable
 from typing import Any
 
 MAX_LINE = 65536  # status line, a header line or a chunk size line
 MAX_HEADERS = 100
 SMALL_BODY = 65536  # a body up to this joins the head in one send
+
+
+# Block until the descriptor is ready for the poll events given, or the timeout: False then.
+Wait = Callable[[int, int, float], bool]
 
 
 class ProtocolError(ConnectionError):
@@ -124,6 +132,7 @@ class Connection:
         https: bool = False,
         ssl_context: Any = None,
         unix_path: str | None = None,
+        wait: Wait | None = None,
     ) -> None:
         self.host = host
         self.port = port or (443 if https else 80)
@@ -131,6 +140,9 @@ class Connection:
         self.https = https
         self.ssl_context = ssl_context
         self.unix_path = unix_path
+        # How to wait for the socket (``Wait``): the agent's shipping thread reads /dev/kmsg
+        # meanwhile, so a connect or a large send that blocks does not leave it unread.
+        self.wait = wait
         self.sock: socket.socket | None = None
         self.file: io.BufferedReader | None = None
         self._busy: Response | None = None  # an answer whose body is not read yet
@@ -149,7 +161,7 @@ class Connection:
                 sock.close()
                 raise
         else:
-            sock = socket.create_connection((self.host, self.port), self.timeout)
+            sock = self._open_tcp()
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.https:
                 import ssl  # only for an https peer: ssl alone is ~6 MB of RSS
@@ -162,6 +174,46 @@ class Connection:
                     raise
         self.sock = sock
         self.file = io.BufferedReader(socket.SocketIO(sock, "rb"), 65536)  # sock.makefile("rb")
+
+    def _open_tcp(self) -> socket.socket:
+        """``socket.create_connection``, or with ``wait``: connect without blocking, waiting
+        through ``wait`` for the handshake (a collector that drops SYNs takes ``timeout``)."""
+        if self.wait is None or self.https:
+            return socket.create_connection((self.host, self.port), self.timeout)
+        error: OSError | None = None
+        for family, kind, proto, _, address in socket.getaddrinfo(
+            self.host, self.port, type=socket.SOCK_STREAM
+        ):
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setblocking(False)
+                code = sock.connect_ex(address)
+                if code == errno.EINPROGRESS:
+                    if not self.wait(sock.fileno(), select.POLLOUT, self.timeout or 0.0):
+                        raise TimeoutError(errno.ETIMEDOUT, "timed out connecting")
+                    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if code:
+                    raise OSError(code, os.strerror(code))  # ConnectionRefusedError, ...
+                sock.settimeout(self.timeout)
+                return sock
+            except OSError as exc:
+                sock.close()
+                error = exc
+        raise error or OSError(f"no address for {self.host}")
+
+    def _send(self, data: bytes) -> None:
+        """All of ``data``; with ``wait``, a large body waits there whenever the socket's
+        buffer is full (a small one goes at once: the answer to the request before it was
+        read, so the collector has taken everything sent before)."""
+        assert self.sock is not None
+        if self.wait is None or len(data) <= SMALL_BODY:
+            self.sock.sendall(data)
+            return
+        view, fd = memoryview(data), self.sock.fileno()
+        while view:
+            if not self.wait(fd, select.POLLOUT, self.timeout or 0.0):
+                raise TimeoutError(errno.ETIMEDOUT, "timed out sending")
+            view = view[self.sock.send(view) :]
 
     def settimeout(self, timeout: float | None) -> None:
         """The timeout of each socket operation from now on (this connection and the next)."""
@@ -195,10 +247,10 @@ class Connection:
             lines.append(f"Content-Length: {len(body)}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         if len(body) <= SMALL_BODY:
-            self.sock.sendall(head + body)
+            self._send(head + body)
         else:  # no copy of a large body
-            self.sock.sendall(head)
-            self.sock.sendall(body)
+            self._send(head)
+            self._send(body)
 
     def getresponse(self) -> Response:
         """Read the status and headers of the answer to the request sent last."""

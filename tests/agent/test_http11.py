@@ -3,6 +3,7 @@ keep-alive reuse, a peer that closes, and answers that are not HTTP."""
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 from collections.abc import Iterator
@@ -204,3 +205,62 @@ def test_an_unread_answer_is_not_reused(tmp_path: Path) -> None:
         assert server.requests[0].startswith(b"GET /first HTTP/1.1\r\nHost: localhost\r\n")
     finally:
         server.close()
+
+
+class Waits:
+    """A ``Wait`` that polls for real and notes what it was asked; ``give_up``: it returns
+    False at once, as the outbox's does when its timeout passes."""
+
+    def __init__(self, give_up: bool = False) -> None:
+        self.asked: list[tuple[int, int]] = []
+        self.give_up = give_up
+
+    def __call__(self, fd: int, events: int, timeout: float) -> bool:
+        self.asked.append((fd, events))
+        if self.give_up:
+            return False
+        poller = select.poll()
+        poller.register(fd, events)
+        return bool(poller.poll(timeout * 1000))
+
+
+@pytest.mark.parametrize("server", [[ok(b"one"), ok(b"two")]], indirect=True)
+def test_with_a_wait_connect_and_a_large_send_wait_there(server: Scripted) -> None:
+    """The shipping thread's wait (which reads /dev/kmsg meanwhile) is where a connect and
+    a large body wait for the socket; a small request goes at once."""
+    waits = Waits()
+    conn = Connection("127.0.0.1", server.port, timeout=5, wait=waits)
+    conn.request("POST", "/small", b"x" * 100)
+    assert conn.getresponse().read() == b"one"
+    assert conn.sock is not None
+    fd = conn.sock.fileno()
+    assert waits.asked == [(fd, select.POLLOUT)]  # the handshake only
+    big = bytes(range(256)) * (8 << 12)  # 8 MiB: more than a socket buffer takes at once
+    conn.request("POST", "/big", big)
+    assert conn.getresponse().read() == b"two"
+    assert len(waits.asked) > 1 and set(waits.asked[1:]) == {(fd, select.POLLOUT)}
+    assert server.requests[1].endswith(big)
+
+
+def test_with_a_wait_a_refused_connect_is_still_connection_refused() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: refused
+        conn = Connection("127.0.0.1", port, timeout=5, wait=Waits())
+        with pytest.raises(ConnectionRefusedError):
+            conn.request("GET", "/")
+    assert conn.sock is None
+
+
+def test_with_a_wait_that_gives_up_the_connect_times_out_and_leaves_nothing_open() -> None:
+    """A non-blocking connect is in progress until the handshake is seen (on loopback too):
+    a wait that gives up (its timeout passed) is a timeout, and no socket stays open."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        waits = Waits(give_up=True)
+        conn = Connection("127.0.0.1", listening.getsockname()[1], timeout=5, wait=waits)
+        with pytest.raises(TimeoutError):
+            conn.request("GET", "/")
+        assert len(waits.asked) == 1 and waits.asked[0][1] == select.POLLOUT
+        assert conn.sock is None
