@@ -115,6 +115,9 @@ class Outbox:
         if not self._watched:
             return True
         self._poll.register(fd, READABLE)
+        # A put meanwhile is for the next ``wait``: its eventfd, readable until the next batch
+        # is drained, would end every poll here at once (a spin until the answer comes).
+        self._poll.unregister(self._wake_fd)
         try:
             deadline = time.monotonic() + timeout
             while (left := deadline - time.monotonic()) > 0:
@@ -123,6 +126,7 @@ class Outbox:
             return False
         finally:
             self._poll.unregister(fd)
+            self._poll.register(self._wake_fd, select.POLLIN)
 
     def _poll_once(self, timeout: float) -> set[int]:
         """One wait (none while a handler has work left); runs the handlers; the ready fds."""

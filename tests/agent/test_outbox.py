@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from typing import Any
 
 import pytest
 
@@ -144,3 +145,45 @@ def test_service_reads_ahead_through_the_watched_drains_until_unwatched(
     outbox.unwatch(r, drain)
     outbox.service()
     assert len(drained) == 2
+
+
+class CountingPoll:
+    """The outbox's poll object, its ``poll`` calls counted."""
+
+    def __init__(self, poll: Any) -> None:
+        self._poll = poll
+        self.calls = 0
+
+    def register(self, fd: int, mask: int) -> None:
+        self._poll.register(fd, mask)
+
+    def unregister(self, fd: int) -> None:
+        self._poll.unregister(fd)
+
+    def poll(self, ms: int) -> list[tuple[int, int]]:
+        self.calls += 1
+        result: list[tuple[int, int]] = self._poll.poll(ms)
+        return result
+
+
+def test_a_put_pending_while_the_answer_is_awaited_does_not_spin_the_wait(
+    pipe: tuple[int, int],
+) -> None:
+    """A sample (or a line) put while a batch is in flight leaves the eventfd readable until
+    the next batch is drained; the wait for the answer must still block, not poll at once
+    again and again (a core at 100 % until the collector answers or times out). The put is
+    still there for the next ``wait``."""
+    r, _ = pipe
+    answer_r, answer_w = os.pipe()
+    outbox = Outbox()
+    try:
+        outbox.watch(r, lambda: False)
+        outbox.put_sample({"ts": 1.0})
+        polls = CountingPoll(outbox._poll)
+        outbox._poll = polls  # type: ignore[assignment]
+        assert outbox.wait_readable(answer_r, 0.1) is False  # no answer: timed out
+        assert polls.calls <= 3  # one wait (and what rounding leaves), not thousands
+        assert outbox.wait(0) is True
+    finally:
+        os.close(answer_r)
+        os.close(answer_w)
