@@ -33,7 +33,7 @@ class Outbox:
         self._poll = select.poll()
         self._poll.register(self._wake_fd, select.POLLIN)
         self._watched: dict[int, Handler] = {}
-        self._drains: list[Callable[[], None]] = []
+        self._drains: dict[int, Callable[[], None]] = {}
         self._busy: set[int] = set()  # watched descriptors whose handler left work
         self._samples: deque[dict[str, Any]] = deque()
         self._lines: deque[dict[str, Any]] = deque()
@@ -81,21 +81,23 @@ class Outbox:
         self._watched[fd] = handler
         self._poll.register(fd, READABLE)
         if drain is not None:
-            self._drains.append(drain)
+            self._drains[fd] = drain
 
-    def unwatch(self, fd: int, drain: Callable[[], None] | None = None) -> None:
+    def unwatch(self, fd: int) -> None:
         if self._watched.pop(fd, None) is not None:
             self._poll.unregister(fd)
         self._busy.discard(fd)
-        if drain in self._drains:
-            self._drains.remove(drain)
+        self._drains.pop(fd, None)
 
     def service(self) -> None:
         """Read ahead what the watched descriptors hold, parsing nothing: the waiting thread
         calls this between slices of long work (encoding a burst's batch), so a storm is
-        not overwritten in the kernel meanwhile."""
-        for drain in self._drains:
+        not overwritten in the kernel meanwhile. What it read is parsed by the handler,
+        called by the next wait without blocking (the descriptor, read empty, is not
+        readable any more)."""
+        for fd, drain in self._drains.items():
             drain()
+            self._busy.add(fd)
 
     def wait(self, timeout: float) -> bool:
         """Block until something is put (or ``wake``) or ``timeout``, running the handlers of

@@ -142,7 +142,7 @@ def test_service_reads_ahead_through_the_watched_drains_until_unwatched(
     outbox.service()
     outbox.service()
     assert len(drained) == 2
-    outbox.unwatch(r, drain)
+    outbox.unwatch(r)
     outbox.service()
     assert len(drained) == 2
 
@@ -187,3 +187,35 @@ def test_a_put_pending_while_the_answer_is_awaited_does_not_spin_the_wait(
     finally:
         os.close(answer_r)
         os.close(answer_w)
+
+
+def test_records_read_ahead_between_slices_are_parsed_without_a_new_record(
+    pipe: tuple[int, int],
+) -> None:
+    """``service`` (during a big batch's encoding) reads the descriptor empty into the
+    read-ahead: it is not readable any more, yet its records wait to be parsed. The next
+    wait runs the handler without blocking, as for a handler with work left; else they wait
+    for the kernel's next record, which on a quiet host (a storm's last lines before a
+    freeze) may never come."""
+    r, w = pipe
+    outbox = Outbox()
+    ahead: list[bytes] = []
+
+    def drain() -> None:
+        with contextlib.suppress(BlockingIOError):
+            ahead.append(os.read(r, 100))
+
+    def handler() -> bool:  # as DevicePump.pump: read, then parse a run
+        drain()
+        if ahead:
+            outbox.put_line({**line(1), "text": ahead.pop(0).decode()})
+        return bool(ahead)
+
+    outbox.watch(r, handler, drain)
+    os.write(w, b"the storm's last line")
+    outbox.service()
+    assert ahead == [b"the storm's last line"]
+    assert outbox.wait(0.05) is True
+    _, lines, _ = outbox.drain(100, 1 << 20)
+    assert [ln["text"] for ln in lines] == ["the storm's last line"]
+    assert outbox.wait(0) is False  # nothing left: the handler is not called for ever
