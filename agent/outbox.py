@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 READABLE = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
+WRITABLE = select.POLLOUT | select.POLLERR | select.POLLHUP
 # A watched descriptor's handler: reads what is there; True if it left work for a next call
 # (a storm's records read ahead and not yet parsed), so the wait does not block meanwhile.
 Handler = Callable[[], bool]
@@ -114,9 +115,16 @@ class Outbox:
         """Block until ``fd`` (the collector's socket) is readable or ``timeout``, running the
         watched descriptors' handlers meanwhile; True if readable. With nothing watched it
         returns at once: the socket's own timeout does the waiting."""
-        if not self._watched:
-            return True
-        self._poll.register(fd, READABLE)
+        return not self._watched or self._wait_for(fd, READABLE, timeout)
+
+    def wait_writable(self, fd: int, timeout: float) -> bool:
+        """Block until ``fd`` (a socket connecting to the collector) is writable (connected,
+        or failed: its ``SO_ERROR`` says) or ``timeout``, running the watched descriptors'
+        handlers meanwhile; True if writable."""
+        return self._wait_for(fd, WRITABLE, timeout)
+
+    def _wait_for(self, fd: int, events: int, timeout: float) -> bool:
+        self._poll.register(fd, events)
         # A put meanwhile is for the next ``wait``: its eventfd, readable until the next batch
         # is drained, would end every poll here at once (a spin until the answer comes).
         self._poll.unregister(self._wake_fd)
