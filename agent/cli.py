@@ -104,7 +104,11 @@ def run(
     state = AgentState(config.state_dir, config.host_name, boot_id)
     spool = Spool(config.state_dir / "spool", int(config.spool_max_mb * 1024 * 1024))
     transport = Transport(
-        config.collector, config.token, timeout=config.timeout, wait_readable=outbox.wait_readable
+        config.collector,
+        config.token,
+        timeout=config.timeout,
+        wait_readable=outbox.wait_readable,
+        wait_writable=outbox.wait_writable,
     )
     shipper = Shipper(
         host=config.host_name,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import errno
 import io
 import os
-import select
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -26,10 +25,6 @@ from typing import Any
 MAX_LINE = 65536  # status line, a header line or a chunk size line
 MAX_HEADERS = 100
 SMALL_BODY = 65536  # a body up to this joins the head in one send
-
-
-# Block until the descriptor is ready for the poll events given, or the timeout: False then.
-Wait = Callable[[int, int, float], bool]
 
 
 class ProtocolError(ConnectionError):
@@ -132,17 +127,18 @@ class Connection:
         https: bool = False,
         ssl_context: Any = None,
         unix_path: str | None = None,
-        wait: Wait | None = None,
+        wait_writable: Callable[[int, float], bool] | None = None,
     ) -> None:
+        """``wait_writable``: how to wait for a TCP connection to be made and for room to send
+        a large body (the agent's outbox, which reads /dev/kmsg meanwhile); by default the
+        socket's timeout blocks."""
         self.host = host
         self.port = port or (443 if https else 80)
         self.timeout = timeout
         self.https = https
         self.ssl_context = ssl_context
         self.unix_path = unix_path
-        # How to wait for the socket (``Wait``): the agent's shipping thread reads /dev/kmsg
-        # meanwhile, so a connect or a large send that blocks does not leave it unread.
-        self.wait = wait
+        self.wait_writable = wait_writable
         self.sock: socket.socket | None = None
         self.file: io.BufferedReader | None = None
         self._busy: Response | None = None  # an answer whose body is not read yet
@@ -161,7 +157,10 @@ class Connection:
                 sock.close()
                 raise
         else:
-            sock = self._open_tcp()
+            if self.wait_writable is None or self.timeout is None:
+                sock = socket.create_connection((self.host, self.port), self.timeout)
+            else:
+                sock = connect_waiting(self.host, self.port, self.timeout, self.wait_writable)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.https:
                 import ssl  # only for an https peer: ssl alone is ~6 MB of RSS
@@ -175,44 +174,18 @@ class Connection:
         self.sock = sock
         self.file = io.BufferedReader(socket.SocketIO(sock, "rb"), 65536)  # sock.makefile("rb")
 
-    def _open_tcp(self) -> socket.socket:
-        """``socket.create_connection``, or with ``wait``: connect without blocking, waiting
-        through ``wait`` for the handshake (a collector that drops SYNs takes ``timeout``)."""
-        if self.wait is None or self.https:
-            return socket.create_connection((self.host, self.port), self.timeout)
-        error: OSError | None = None
-        for family, kind, proto, _, address in socket.getaddrinfo(
-            self.host, self.port, type=socket.SOCK_STREAM
-        ):
-            sock = socket.socket(family, kind, proto)
-            try:
-                sock.setblocking(False)
-                code = sock.connect_ex(address)
-                if code == errno.EINPROGRESS:
-                    if not self.wait(sock.fileno(), select.POLLOUT, self.timeout or 0.0):
-                        raise TimeoutError(errno.ETIMEDOUT, "timed out connecting")
-                    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                if code:
-                    raise OSError(code, os.strerror(code))  # ConnectionRefusedError, ...
-                sock.settimeout(self.timeout)
-                return sock
-            except OSError as exc:
-                sock.close()
-                error = exc
-        raise error or OSError(f"no address for {self.host}")
-
-    def _send(self, data: bytes) -> None:
-        """All of ``data``; with ``wait``, a large body waits there whenever the socket's
-        buffer is full (a small one goes at once: the answer to the request before it was
-        read, so the collector has taken everything sent before)."""
+    def _send_large(self, body: bytes) -> None:
+        """All of ``body``; with ``wait_writable``, waiting there whenever the socket's buffer
+        is full (a collector that stalls mid-body). A small request goes at once with
+        ``sendall``: the answer to the one before it was read, so nothing sent is pending."""
         assert self.sock is not None
-        if self.wait is None or len(data) <= SMALL_BODY:
-            self.sock.sendall(data)
+        if self.wait_writable is None or self.timeout is None:
+            self.sock.sendall(body)
             return
-        view, fd = memoryview(data), self.sock.fileno()
+        view, fd = memoryview(body), self.sock.fileno()
         while view:
-            if not self.wait(fd, select.POLLOUT, self.timeout or 0.0):
-                raise TimeoutError(errno.ETIMEDOUT, "timed out sending")
+            if not self.wait_writable(fd, self.timeout):
+                raise TimeoutError("timed out sending")
             view = view[self.sock.send(view) :]
 
     def settimeout(self, timeout: float | None) -> None:
@@ -247,10 +220,10 @@ class Connection:
             lines.append(f"Content-Length: {len(body)}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         if len(body) <= SMALL_BODY:
-            self._send(head + body)
+            self.sock.sendall(head + body)
         else:  # no copy of a large body
-            self._send(head)
-            self._send(body)
+            self.sock.sendall(head)
+            self._send_large(body)
 
     def getresponse(self) -> Response:
         """Read the status and headers of the answer to the request sent last."""
@@ -312,3 +285,28 @@ class Connection:
             key, value = name.strip().lower(), value.strip()
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
         raise ProtocolError(f"more than {MAX_HEADERS} headers")
+
+
+def connect_waiting(
+    host: str, port: int, timeout: float, wait_writable: Callable[[int, float], bool]
+) -> socket.socket:
+    """``socket.create_connection``, but the handshake awaited through ``wait_writable``: a
+    collector that drops SYNs (a cut network) costs the timeout, not as long with no read."""
+    error: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, address in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            code = sock.connect_ex(address)
+            if code == errno.EINPROGRESS:
+                if not wait_writable(sock.fileno(), timeout):
+                    raise TimeoutError("timed out")
+                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                raise OSError(code, os.strerror(code))  # ECONNREFUSED: ConnectionRefusedError
+            sock.settimeout(timeout)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 READABLE = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
+WRITABLE = select.POLLOUT | select.POLLERR | select.POLLHUP
 # A watched descriptor's handler: reads what is there; True if it left work for a next call
 # (a storm's records read ahead and not yet parsed), so the wait does not block meanwhile.
 Handler = Callable[[], bool]
@@ -33,7 +34,7 @@ class Outbox:
         self._poll = select.poll()
         self._poll.register(self._wake_fd, select.POLLIN)
         self._watched: dict[int, Handler] = {}
-        self._drains: list[Callable[[], None]] = []
+        self._drains: dict[int, Callable[[], None]] = {}
         self._busy: set[int] = set()  # watched descriptors whose handler left work
         self._samples: deque[dict[str, Any]] = deque()
         self._lines: deque[dict[str, Any]] = deque()
@@ -81,21 +82,23 @@ class Outbox:
         self._watched[fd] = handler
         self._poll.register(fd, READABLE)
         if drain is not None:
-            self._drains.append(drain)
+            self._drains[fd] = drain
 
-    def unwatch(self, fd: int, drain: Callable[[], None] | None = None) -> None:
+    def unwatch(self, fd: int) -> None:
         if self._watched.pop(fd, None) is not None:
             self._poll.unregister(fd)
         self._busy.discard(fd)
-        if drain in self._drains:
-            self._drains.remove(drain)
+        self._drains.pop(fd, None)
 
     def service(self) -> None:
         """Read ahead what the watched descriptors hold, parsing nothing: the waiting thread
         calls this between slices of long work (encoding a burst's batch), so a storm is
-        not overwritten in the kernel meanwhile."""
-        for drain in self._drains:
+        not overwritten in the kernel meanwhile. What it read is parsed by the handler,
+        called by the next wait without blocking (the descriptor, read empty, is not
+        readable any more)."""
+        for fd, drain in self._drains.items():
             drain()
+            self._busy.add(fd)
 
     def wait(self, timeout: float) -> bool:
         """Block until something is put (or ``wake``) or ``timeout``, running the handlers of
@@ -112,9 +115,19 @@ class Outbox:
         """Block until ``fd`` (the collector's socket) is readable or ``timeout``, running the
         watched descriptors' handlers meanwhile; True if readable. With nothing watched it
         returns at once: the socket's own timeout does the waiting."""
-        if not self._watched:
-            return True
-        self._poll.register(fd, READABLE)
+        return not self._watched or self._wait_for(fd, READABLE, timeout)
+
+    def wait_writable(self, fd: int, timeout: float) -> bool:
+        """Block until ``fd`` (a socket connecting to the collector) is writable (connected,
+        or failed: its ``SO_ERROR`` says) or ``timeout``, running the watched descriptors'
+        handlers meanwhile; True if writable."""
+        return self._wait_for(fd, WRITABLE, timeout)
+
+    def _wait_for(self, fd: int, events: int, timeout: float) -> bool:
+        self._poll.register(fd, events)
+        # A put meanwhile is for the next ``wait``: its eventfd, readable until the next batch
+        # is drained, would end every poll here at once (a spin until the answer comes).
+        self._poll.unregister(self._wake_fd)
         try:
             deadline = time.monotonic() + timeout
             while (left := deadline - time.monotonic()) > 0:
@@ -123,6 +136,7 @@ class Outbox:
             return False
         finally:
             self._poll.unregister(fd)
+            self._poll.register(self._wake_fd, select.POLLIN)
 
     def _poll_once(self, timeout: float) -> set[int]:
         """One wait (none while a handler has work left); runs the handlers; the ready fds."""

@@ -102,7 +102,7 @@ def pump_line_source(
             pump.drain()
 
     def close() -> None:
-        outbox.unwatch(fd, drain)
+        outbox.unwatch(fd)
         pump.close()
 
     def handler() -> bool:

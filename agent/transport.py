@@ -80,6 +80,7 @@ class Transport:
         ssl_context: Any = None,
         compress: bool | None = None,
         wait_readable: Callable[[int, float], bool] | None = None,
+        wait_writable: Callable[[int, float], bool] | None = None,
     ) -> None:
         url = urllib.parse.urlsplit(collector_url)
         if url.scheme not in ("http", "https") or not url.hostname:
@@ -92,6 +93,7 @@ class Transport:
             timeout=timeout,
             https=url.scheme == "https",
             ssl_context=ssl_context,
+            wait_writable=wait_writable,
         )
         self._headers = {
             "Content-Type": "application/json",
@@ -99,7 +101,8 @@ class Transport:
             "User-Agent": f"freezewatch-agent/{__version__}",
         }
         self.compress = not is_loopback(url.hostname) if compress is None else compress
-        # How to wait for an answer: ``Outbox.wait_readable`` reads /dev/kmsg meanwhile.
+        # How to wait for an answer (and, ``wait_writable``, for a connection to be made):
+        # ``Outbox.wait_readable`` reads /dev/kmsg meanwhile.
         self._wait_readable = wait_readable
         # The POST sent and not yet answered: (body, headers, sent on a reused connection,
         # the error sending it raised).

@@ -208,19 +208,19 @@ def test_an_unread_answer_is_not_reused(tmp_path: Path) -> None:
 
 
 class Waits:
-    """A ``Wait`` that polls for real and notes what it was asked; ``give_up``: it returns
-    False at once, as the outbox's does when its timeout passes."""
+    """A ``wait_writable`` that polls for real and notes the descriptors it was asked for;
+    ``give_up``: it returns False at once, as the outbox's does when its timeout passes."""
 
     def __init__(self, give_up: bool = False) -> None:
-        self.asked: list[tuple[int, int]] = []
+        self.asked: list[int] = []
         self.give_up = give_up
 
-    def __call__(self, fd: int, events: int, timeout: float) -> bool:
-        self.asked.append((fd, events))
+    def __call__(self, fd: int, timeout: float) -> bool:
+        self.asked.append(fd)
         if self.give_up:
             return False
         poller = select.poll()
-        poller.register(fd, events)
+        poller.register(fd, select.POLLOUT)
         return bool(poller.poll(timeout * 1000))
 
 
@@ -229,16 +229,16 @@ def test_with_a_wait_connect_and_a_large_send_wait_there(server: Scripted) -> No
     """The shipping thread's wait (which reads /dev/kmsg meanwhile) is where a connect and
     a large body wait for the socket; a small request goes at once."""
     waits = Waits()
-    conn = Connection("127.0.0.1", server.port, timeout=5, wait=waits)
+    conn = Connection("127.0.0.1", server.port, timeout=5, wait_writable=waits)
     conn.request("POST", "/small", b"x" * 100)
     assert conn.getresponse().read() == b"one"
     assert conn.sock is not None
     fd = conn.sock.fileno()
-    assert waits.asked == [(fd, select.POLLOUT)]  # the handshake only
+    assert waits.asked == [fd]  # the handshake only
     big = bytes(range(256)) * (8 << 12)  # 8 MiB: more than a socket buffer takes at once
     conn.request("POST", "/big", big)
     assert conn.getresponse().read() == b"two"
-    assert len(waits.asked) > 1 and set(waits.asked[1:]) == {(fd, select.POLLOUT)}
+    assert len(waits.asked) > 1 and set(waits.asked[1:]) == {fd}
     assert server.requests[1].endswith(big)
 
 
@@ -246,7 +246,7 @@ def test_with_a_wait_a_refused_connect_is_still_connection_refused() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # bound, not listening: refused
-        conn = Connection("127.0.0.1", port, timeout=5, wait=Waits())
+        conn = Connection("127.0.0.1", port, timeout=5, wait_writable=Waits())
         with pytest.raises(ConnectionRefusedError):
             conn.request("GET", "/")
     assert conn.sock is None
@@ -259,8 +259,8 @@ def test_with_a_wait_that_gives_up_the_connect_times_out_and_leaves_nothing_open
         listening.bind(("127.0.0.1", 0))
         listening.listen()
         waits = Waits(give_up=True)
-        conn = Connection("127.0.0.1", listening.getsockname()[1], timeout=5, wait=waits)
+        conn = Connection("127.0.0.1", listening.getsockname()[1], timeout=5, wait_writable=waits)
         with pytest.raises(TimeoutError):
             conn.request("GET", "/")
-        assert len(waits.asked) == 1 and waits.asked[0][1] == select.POLLOUT
+        assert len(waits.asked) == 1
         assert conn.sock is None

@@ -106,3 +106,36 @@ def test_a_pumped_source_that_fails_is_reported_once_and_goes_on_in_a_thread(
     assert source.runs >= 1
     _, _, events = outbox.drain(100, 1 << 20)
     assert events == []  # the thread's own failures were not reported a second time
+
+
+def test_dev_kmsg_read_ahead_during_an_encoding_is_still_emitted() -> None:
+    """The real /dev/kmsg: a record read ahead by ``service`` (between the slices of a big
+    batch's encoding), after which the device is no longer readable, is parsed and emitted
+    by the next wait, with no further kernel record to wake it."""
+    from pathlib import Path
+
+    from agent.sources.kmsg import KmsgSource
+
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDWR | os.O_NONBLOCK)
+    except OSError as exc:
+        pytest.skip(f"/dev/kmsg cannot be read and written here: {exc}")
+    tag = f"freezewatch-test {os.urandom(6).hex()}"
+    outbox = Outbox()
+    close = pump_line_source(KmsgSource(Path("/dev/kmsg")), outbox, threading.Event())
+    assert close is not None
+    try:
+        while outbox.wait(0) or outbox._busy:  # the ring buffer's records so far
+            outbox.drain(100_000, 1 << 30)
+        os.write(fd, f"<14>{tag}\n".encode())
+        outbox.service()
+        texts: list[str] = []
+        for _ in range(100):  # other kernel records may come meanwhile
+            outbox.wait(0.05)
+            texts += [ln["text"] for ln in outbox.drain(100_000, 1 << 30)[1]]
+            if tag in texts:
+                break
+        assert tag in texts
+    finally:
+        close()
+        os.close(fd)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import socket
 import time
 from typing import Any
 
 import pytest
 
+from agent.outbox import Outbox
 from agent.transport import (
     GZIP_MIN_BYTES,
     SLOWEST_BYTES_PER_S,
@@ -156,3 +159,49 @@ def test_a_big_list_is_encoded_in_slices_with_a_call_between_each() -> None:
         == json.dumps(records[:10], separators=(",", ":")).encode()
     )
     assert len(calls) == 3  # one slice: nothing to do between
+
+
+def test_a_connection_is_awaited_through_the_given_wait(collector: FakeCollector) -> None:
+    """A collector that drops SYNs (a cut network; here a listener with its one backlog
+    place taken): the connection is awaited through ``wait_writable`` (the outbox's, which
+    reads /dev/kmsg meanwhile), not blocked on for the whole timeout with nothing read. It
+    times out all the same; a refusal is still a refusal, an open port still answers."""
+    server = socket.create_server(("127.0.0.1", 0), backlog=0)
+    port = server.getsockname()[1]
+    filler = socket.create_connection(("127.0.0.1", port), 5)
+    r, w = os.pipe()
+    outbox = Outbox()
+    read: list[bytes] = []
+
+    def handler() -> bool:
+        read.append(os.read(r, 100))
+        return False
+
+    def transport(url: str) -> Transport:
+        return Transport(
+            url,
+            TOKEN,
+            timeout=0.3,
+            wait_readable=outbox.wait_readable,
+            wait_writable=outbox.wait_writable,
+        )
+
+    try:
+        outbox.watch(r, handler)
+        os.write(w, b"a kernel line")
+        dropping = transport(f"http://127.0.0.1:{port}")
+        dropping.send(batch(1))
+        assert read == [b"a kernel line"]  # read while the connection was awaited
+        with pytest.raises(Unavailable, match="timed out") as timed_out:
+            dropping.receive()
+        assert not timed_out.value.refused
+        assert transport(collector.url).post(batch(1))["stored"]["lines"] == 1
+        collector.stop()
+        with pytest.raises(Unavailable) as down:
+            transport(collector.url).post(batch(1))
+        assert down.value.refused
+    finally:
+        for fd in (r, w):
+            os.close(fd)
+        filler.close()
+        server.close()
