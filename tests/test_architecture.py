@@ -178,6 +178,55 @@ def test_the_agent_imports_nothing_from_the_collector() -> None:
     assert leaks == []
 
 
+# Standard-library names the agent may not use bare: they came in Python 3.11, and the agent
+# runs on 3.10 (a Spark's OS Python may be older than the collector's).
+NEWER_THAN_310 = {
+    ("tomllib", None),
+    ("enum", "StrEnum"),
+    ("typing", "Self"),
+    ("typing", "LiteralString"),
+    ("typing", "Never"),
+    ("datetime", "UTC"),
+    ("asyncio", "TaskGroup"),
+    ("asyncio", "timeout"),
+}
+
+
+def _guarded(tree: ast.Module) -> set[int]:
+    """Line numbers inside a ``try`` that catches ImportError or an ``if`` on
+    ``sys.version_info``: an import with a fallback beside it."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        caught = isinstance(node, ast.Try) and any(
+            isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
+            for h in node.handlers
+        )
+        if caught or (isinstance(node, ast.If) and "version_info" in ast.unparse(node.test)):
+            lines.update(
+                n.lineno for stmt in node.body for n in ast.walk(stmt) if hasattr(n, "lineno")
+            )
+    return lines
+
+
+def test_the_agent_is_python_310() -> None:
+    """Its syntax parses as 3.10's, and a 3.11 standard-library name is only imported with a
+    fallback beside it."""
+    newer = []
+    for module, path in modules("agent"):
+        tree = ast.parse(path.read_text(encoding="utf-8"), feature_version=(3, 10))
+        guarded = _guarded(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found = [(a.name, None) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found = [(node.module, a.name) for a in node.names] + [(node.module, None)]
+            else:
+                continue
+            if any(f in NEWER_THAN_310 for f in found) and node.lineno not in guarded:
+                newer.append(f"{module}:{node.lineno}")
+    assert newer == []
+
+
 @pytest.mark.parametrize("package", DOMAINS)
 def test_each_package_says_its_job(package: str) -> None:
     init = ROOT / "collector" / package / "__init__.py"
