@@ -136,11 +136,12 @@ def test_collector_outage_spools_and_replays_in_order(
     assert len(collector.stream("samples")) > samples_before  # samples from inside the gap
 
 
-def test_dev_kmsg_is_read_on_the_shippers_thread_and_delivered(
+def test_a_record_written_into_dev_kmsg_is_delivered(
     collector: FakeCollector, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
-    """The real /dev/kmsg, which the agent reads on its shipping thread (``DevicePump``): a
-    record written into it reaches the collector, and SIGTERM still ends the agent cleanly."""
+    """The real /dev/kmsg end to end (the agent reads it on its shipping thread; which thread
+    is tested in test_threads and test_kmsg): a record written into it reaches the
+    collector, and SIGTERM still ends the agent cleanly."""
     try:
         fd = os.open("/dev/kmsg", os.O_RDWR | os.O_NONBLOCK)
     except OSError as exc:

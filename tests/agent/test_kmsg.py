@@ -156,12 +156,24 @@ def test_real_dev_kmsg_if_readable() -> None:
     assert first["source"] == "kmsg" and isinstance(first["kseq"], int)
 
 
+def script_reads(monkeypatch: pytest.MonkeyPatch, answers: list[bytes | Exception]) -> None:
+    """/dev/kmsg's reads answer ``answers`` in turn (a record, or the error to raise)."""
+    from agent.sources import kmsg as kmsg_module
+
+    def read(fd: int, size: int) -> bytes:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(kmsg_module.os, "read", read)
+
+
 def test_a_storm_is_read_ahead_and_an_overwritten_run_is_counted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """/dev/kmsg: everything the kernel holds is read before any of it is parsed; a read that
     found records overwritten (EPIPE) marks the spot, and the next record says how many."""
-    from agent.sources import kmsg as kmsg_module
 
     answers: list[bytes | Exception] = [
         b"6,1,1000,-;first\n",
@@ -171,13 +183,7 @@ def test_a_storm_is_read_ahead_and_an_overwritten_run_is_counted(
         BlockingIOError(),
     ]
 
-    def read(fd: int, size: int) -> bytes:
-        answer = answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    monkeypatch.setattr(kmsg_module.os, "read", read)
+    script_reads(monkeypatch, answers)
     source = KmsgSource(Path("/dev/null"), **fixed_clock())  # a character device
     ahead: deque[bytes | None] = deque()
     source._drain(0, ahead)
@@ -215,13 +221,7 @@ def test_a_pump_reads_dev_kmsg_on_the_callers_thread_a_run_at_a_time(
         BlockingIOError(),
     ]
 
-    def read(fd: int, size: int) -> bytes:
-        answer = answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    monkeypatch.setattr(kmsg_module.os, "read", read)
+    script_reads(monkeypatch, answers)
     source = KmsgSource(Path("/dev/null"), **fixed_clock())  # a character device
     out: list[dict[str, Any]] = []
     pump = source.pump(out.append)
