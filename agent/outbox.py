@@ -3,8 +3,9 @@
 The shipper's thread waits here, in one ``poll``, for a put from another thread (an eventfd),
 for a watched file descriptor (``watch``: /dev/kmsg, read on this very thread) and, while a
 batch is in flight, for the collector's answer (``wait_readable``). A kernel line then costs
-one wake-up to read and one for its answer, where a reader thread handing it to the shipper's
-thread cost two more, and as many again in the threads' turns at the interpreter's lock.
+one wake-up (its answer is read when the next batch goes, ``agent.shipper``), where a reader
+thread handing it to the shipper's thread cost more than as many again, in the handoff and in
+the threads' turns at the interpreter's lock.
 """
 
 from __future__ import annotations
