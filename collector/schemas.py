@@ -17,7 +17,7 @@ from pydantic import (
     ValidationInfo,
     model_validator,
 )
-from pydantic.dataclasses import dataclass
+from typing_extensions import NotRequired, TypedDict
 
 from agent.wire import EVENT_KINDS, LINE_SOURCES, MAX_LINE_BYTES
 from collector.models import INT32_MAX, INT64_MAX
@@ -181,22 +181,20 @@ class WireSample(BaseModel):
         return first_entry(self.vllm)
 
 
-@dataclass(slots=True, kw_only=True)
-class WireLine:
-    """A line of a batch: a validated dataclass, not a model, as a batch holds up to thousands
-    of them and a model instance cost ingest half again as much to build."""
+class WireLine(TypedDict):
+    """A line of a batch: a validated dict (an optional key absent reads None with ``get``).
+    Not a model or a dataclass: a batch holds up to thousands of lines, and pydantic builds a
+    dict at two thirds of a dataclass instance's cost, which was a third of validating a
+    1,000-line batch (0.81 against 1.27 ms). Unknown keys are dropped, as before."""
 
-    seq: int = Seq
-    ts: float = Ts
+    seq: Annotated[int, Seq]
+    ts: Annotated[float, Ts]
     source: LineSource
-    priority: int | None = Field(None, ge=0, le=7)
-    facility: int | None = Field(None, ge=0, le=127)
-    kseq: int | None = Field(None, ge=0, le=INT64_MAX)
     text: str
-    fields: JsonDict | None = None
-
-    def truncated_text(self) -> tuple[str, bool]:
-        return truncate_line(self.text)
+    priority: NotRequired[Annotated[int | None, Field(ge=0, le=7)]]
+    facility: NotRequired[Annotated[int | None, Field(ge=0, le=127)]]
+    kseq: NotRequired[Annotated[int | None, Field(ge=0, le=INT64_MAX)]]
+    fields: NotRequired[JsonDict | None]
 
 
 def truncate_line(text: str) -> tuple[str, bool]:
@@ -233,9 +231,9 @@ class Batch(BaseModel):
     def _no_nul(self) -> Batch:
         """No NUL goes past validation (PostgreSQL text cannot hold one): checked here once a
         batch, as a validator and a private attribute per line cost a fifth of ingest's CPU."""
-        escaped = [i for i, line in enumerate(self.lines) if "\x00" in line.text]
+        escaped = [i for i, line in enumerate(self.lines) if "\x00" in line["text"]]
         for i in escaped:
-            self.lines[i].text = escape_nul(self.lines[i].text)
+            self.lines[i]["text"] = escape_nul(self.lines[i]["text"])
         if escaped:
             self._escaped = frozenset(escaped)
         return self

@@ -42,9 +42,9 @@ class Derived:
 
 
 def is_kernel_line(line: WireLine) -> bool:
-    if line.source in KERNEL_SOURCES:
+    if line["source"] in KERNEL_SOURCES:
         return True
-    return line.source == "journal" and (line.fields or {}).get("_TRANSPORT") == "kernel"
+    return line["source"] == "journal" and (line.get("fields") or {}).get("_TRANSPORT") == "kernel"
 
 
 def pstore_events(files: dict[str, list[WireLine]]) -> list[tuple[WireLine, KernelEvent]]:
@@ -52,8 +52,8 @@ def pstore_events(files: dict[str, list[WireLine]]) -> list[tuple[WireLine, Kern
     a saved log: an oops in them is one event, attributed to its module."""
     out = []
     for lines in files.values():
-        lines.sort(key=lambda ln: int((ln.fields or {}).get("line_no") or 0))
-        for found in read_kernel_log([ln.text for ln in lines]):
+        lines.sort(key=lambda ln: int((ln.get("fields") or {}).get("line_no") or 0))
+        for found in read_kernel_log([ln["text"] for ln in lines]):
             out.append((lines[found.line_no - 1], found.event))
     return out
 
@@ -77,18 +77,19 @@ def derive_from_batch(
     sites: list[Site] = []
     pstore: dict[str, list[WireLine]] = {}
     for line in batch.lines:
-        if line.source == "vllm":
+        source, text = line["source"], line["text"]
+        if source == "vllm":
             vllm_lines.append(line)
-        elif line.source == "journal" and "pstore_file" in (line.fields or {}):
-            pstore.setdefault(str((line.fields or {})["pstore_file"]), []).append(line)
+        elif source == "journal" and "pstore_file" in (fields := line.get("fields") or {}):
+            pstore.setdefault(str(fields["pstore_file"]), []).append(line)
         elif is_kernel_line(line):
-            event = classify_kernel_line(line.text)
+            event = classify_kernel_line(text)
             if event is not None:
                 classified.append((line, event))
-            elif "RIP: " in line.text or "pc : " in line.text:
-                site = site_of(line.text)
+            elif "RIP: " in text or "pc : " in text:
+                site = site_of(text)
                 if site is not None:
-                    sites.append((line.ts, *site))
+                    sites.append((line["ts"], *site))
     classified += pstore_events(pstore)
     vllm_samples = [s for s in batch.samples if s.vllm]
     derived = Derived()
@@ -118,7 +119,7 @@ def derive_from_batch(
                 recorrelate_around(
                     session,
                     host_id=host_id,
-                    stamps=[ln.ts for ln in vllm_lines],
+                    stamps=[ln["ts"] for ln in vllm_lines],
                     skip_ids={e.id for e in derived.kernel_events if e.id is not None},
                 )
             derived.host_events += observe_samples(
@@ -166,13 +167,13 @@ def _kernel_events(
 ) -> list[NewKernelEvent]:
     """The classified lines this batch stored (not its duplicates) as stored events."""
     ids = stored_line_ids(
-        session, boot_pk=boot_pk, received_at=received_at, seqs=[ln.seq for ln, _ in hits]
+        session, boot_pk=boot_pk, received_at=received_at, seqs=[ln["seq"] for ln, _ in hits]
     )
     stored = [
         (found[0], found[1], event)
         for line, event in hits
         # None: a duplicate (replay, or the same record over another channel)
-        if (found := ids.get(line.seq)) is not None
+        if (found := ids.get(line["seq"])) is not None
     ]
     return store_kernel_events(
         session, host_id=host_id, boot_pk=boot_pk, hits=stored, escalate_after=escalate_after
@@ -190,9 +191,9 @@ def _vllm(
     if not lines:
         return []
     ids = stored_line_ids(
-        session, boot_pk=boot_pk, received_at=received_at, seqs=[ln.seq for ln in lines]
+        session, boot_pk=boot_pk, received_at=received_at, seqs=[ln["seq"] for ln in lines]
     )
-    ordered = sorted((ln for ln in lines if ln.seq in ids), key=lambda ln: (ln.ts, ln.seq))
+    ordered = sorted((ln for ln in lines if ln["seq"] in ids), key=lambda ln: (ln["ts"], ln["seq"]))
     if not ordered:
         return []
     stream = state.stream
@@ -201,7 +202,7 @@ def _vllm(
     ):
         new_ids = {line_id for line_id, _ts in ids.values()}
         stream = state.stream = load_stream(session, host_id=host_id, exclude_ids=new_ids)
-    stored = [(ids[ln.seq][0], ln.ts, ln.text) for ln in ordered]
+    stored = [(ids[ln["seq"]][0], ln["ts"], ln["text"]) for ln in ordered]
     events = store_vllm_lines(
         session, host_id=host_id, boot_pk=boot_pk, stream=stream, lines=stored
     )

@@ -48,9 +48,9 @@ def kernel_usec(fields: Mapping[str, Any] | None) -> int | None:
 
 def unkeyed_kernel_usec(line: WireLine) -> int | None:
     """The usec of a kernel record that came without its kseq (the journal's), else None."""
-    if line.kseq is not None or line.source != "kmsg":
+    if line.get("kseq") is not None or line["source"] != "kmsg":
         return None
-    return kernel_usec(line.fields)
+    return kernel_usec(line.get("fields"))
 
 
 def stored_copies(
