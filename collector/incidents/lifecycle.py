@@ -9,7 +9,9 @@ Resolution rule (DESIGN.md tables):
   its backlog is waited for until the backlog is drained (at most ``resolve_backlog_max_s``):
   then its samples from the last one before the silence on are all in, and a hole longer than
   ``stall_min_s`` among them is a ``stall`` (with the hole's length), none a
-  ``network_partition``. An agent that does not report it: as soon as its samples run without
+  ``network_partition``; a stall is not called before the agent is heard again after the
+  batch that ended the silence (that one may be a POST from before a cut, resent late by
+  TCP). An agent that does not report it: as soon as its samples run without
   such a hole up to one received after the return it is a ``network_partition``; a hole still
   there ``resolve_settle_s`` after the return is a ``stall``. Sample times are compared with
   each other on the agent's clock; "up to the return" also needs a sample taken near the return
@@ -262,7 +264,7 @@ def settle_incidents(
             )
             if reached and hole is not None and hole <= settings.stall_min_s:
                 resolution, stall = Resolution.NETWORK_PARTITION, None
-            elif since >= settings.resolve_settle_s or (reports and reached):
+            elif (reports and reached) or _waited_enough(host, incident, since, settings):
                 resolution = Resolution.STALL
                 stall = hole if hole is not None and hole > settings.stall_min_s else None
             else:
@@ -278,3 +280,19 @@ def settle_incidents(
             )
             decided.append(incident_id)
     return decided
+
+
+def _waited_enough(host: Host, incident: Incident, since: float, settings: Settings) -> bool:
+    """Whether a hole still there ``since`` s after the return is a stall. An agent that
+    reports its backlog is waited for until it is heard again after the return: the batch
+    that ended the silence may be a POST sent before the cut and resent by TCP once the link
+    came back, its samples and backlog from before the cut; the agent's next batch says what
+    its spool holds (and a loaded agent may send it seconds later)."""
+    if since >= settings.resolve_backlog_max_s:
+        return True
+    if since < settings.resolve_settle_s:
+        return False
+    returned, heard = incident.returned_at, host.last_seen_at
+    return host.backlog_bytes is None or (
+        heard is not None and returned is not None and heard > returned
+    )

@@ -314,3 +314,42 @@ def test_a_partition_replay_with_sent_at_is_still_a_partition_at_once(
         factory(collector), now=utcnow(), settings=collector.settings
     ) == [iid]
     assert incident(collector, iid).resolution == "network_partition"
+
+
+def test_a_late_post_ending_the_silence_waits_for_the_agent_s_next_batch(
+    collector: Collector,
+) -> None:
+    """The batch that ends the silence is a POST sent before the link went down, resent by
+    TCP once it came back: its samples and its backlog (none) are from before the cut. The
+    agent's next batch, however late, decides: no stall is called in the meantime."""
+    token = collector.add_host("spark-01")
+    t0 = time.time() - 30
+    sf, settings = factory(collector), collector.settings
+    post(collector, token, "spark-01", samples=[sample(i, t0 + i) for i in range(1, 4)],
+         backlog=0, sent_at=time.time())  # fmt: skip
+    iid = lose(collector)
+    post(collector, token, "spark-01", samples=[sample(4, t0 + 4)], backlog=0, sent_at=t0 + 4)
+    long_after = utcnow() + timedelta(seconds=settings.resolve_settle_s * 4)
+    assert incidents.settle_incidents(sf, now=long_after, settings=settings) == []
+    # The next batch: the spool it sends covers the cut, up to a sample taken now.
+    post(collector, token, "spark-01", samples=[sample(i, t0 + i) for i in range(5, 31)],
+         backlog=0, sent_at=time.time())  # fmt: skip
+    assert incidents.settle_incidents(sf, now=long_after, settings=settings) == [iid]
+    assert incident(collector, iid).resolution == "network_partition"
+
+
+def test_a_late_post_and_then_nothing_is_a_stall_once_the_backlog_wait_is_over(
+    collector: Collector,
+) -> None:
+    token = collector.add_host("spark-01")
+    t0 = time.time() - 30
+    sf, settings = factory(collector), collector.settings
+    post(collector, token, "spark-01", samples=[sample(i, t0 + i) for i in range(1, 4)],
+         backlog=0, sent_at=time.time())  # fmt: skip
+    iid = lose(collector)
+    post(collector, token, "spark-01", samples=[sample(4, t0 + 4)], backlog=0, sent_at=t0 + 4)
+    almost = utcnow() + timedelta(seconds=settings.resolve_backlog_max_s - 1)
+    assert incidents.settle_incidents(sf, now=almost, settings=settings) == []
+    over = utcnow() + timedelta(seconds=settings.resolve_backlog_max_s + 0.1)
+    assert incidents.settle_incidents(sf, now=over, settings=settings) == [iid]
+    assert incident(collector, iid).resolution == "stall"
