@@ -56,11 +56,23 @@ def begin_now(driver: Any) -> None:
     try:
         driver.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
-        if (exc.sqlite_errorcode or 0) & 0xFF != sqlite3.SQLITE_BUSY:
+        if not is_busy(exc):
             raise
         raise WriteLockBusy() from None
     finally:
         driver.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+
+SQLITE_BUSY = 5  # sqlite3.SQLITE_BUSY from Python 3.11 on
+
+
+def is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether ``exc`` is an SQLITE_BUSY of any kind. Python 3.11 gives the extended code;
+    3.10 only the message, the same for every kind ("database is locked")."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:
+        return str(exc) == "database is locked"
+    return bool(code & 0xFF == SQLITE_BUSY)
 
 
 class WriteLockBusy(Exception):

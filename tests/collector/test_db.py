@@ -186,22 +186,38 @@ def test_a_one_statement_read_leaves_no_autocommit_behind(
         assert session.scalars(select(Host.name)).all() == []
 
 
-class _Recovering:
-    """A pysqlite connection whose BEGIN IMMEDIATE meets another connection's WAL recovery."""
+SQLITE_BUSY_RECOVERY = 5 | 1 << 8  # sqlite3's constant from Python 3.11 on
 
-    def __init__(self) -> None:
+
+class _Refusing:
+    """A pysqlite connection whose BEGIN IMMEDIATE fails with ``message``, and the extended
+    error code ``code`` as Python 3.11 reports it (None: as 3.10 reports it, no code)."""
+
+    def __init__(self, message: str, code: int | None) -> None:
+        self.message, self.code = message, code
         self.ran: list[str] = []
 
     def execute(self, sql: str) -> None:
         self.ran.append(sql)
         if sql == "BEGIN IMMEDIATE":
-            exc = sqlite3.OperationalError("database is locked")
-            exc.sqlite_errorcode = sqlite3.SQLITE_BUSY_RECOVERY
+            exc = sqlite3.OperationalError(self.message)
+            if self.code is not None:
+                exc.sqlite_errorcode = self.code
             raise exc
 
 
-def test_write_now_takes_every_kind_of_busy_for_a_held_lock() -> None:
-    driver = _Recovering()
+@pytest.mark.parametrize("code", [SQLITE_BUSY_RECOVERY, None], ids=["extended-code", "py310"])
+def test_write_now_takes_every_kind_of_busy_for_a_held_lock(code: int | None) -> None:
+    """Another connection's WAL recovery is busy too; on Python 3.10 the message says it."""
+    driver = _Refusing("database is locked", code)
     with pytest.raises(db.WriteLockBusy):
         begin_now(driver)  # not an OperationalError: the batch goes to a thread, not a 500
+    assert driver.ran[-1] == f"PRAGMA busy_timeout={db.BUSY_TIMEOUT_MS}"
+
+
+@pytest.mark.parametrize("code", [10, None], ids=["extended-code", "py310"])  # SQLITE_IOERR
+def test_write_now_raises_what_is_not_busy(code: int | None) -> None:
+    driver = _Refusing("disk I/O error", code)
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        begin_now(driver)
     assert driver.ran[-1] == f"PRAGMA busy_timeout={db.BUSY_TIMEOUT_MS}"
