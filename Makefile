@@ -13,7 +13,7 @@ SIM_ARGS = --simulated-host $(SIM_HOST) --sim-command '["{python}","-m","tests.s
 # A second one behind a throwaway sshd, running a short matrix campaign (needs openssh-server).
 LAB_ARGS = --simulated-host $(LAB_HOST) --sim-command '["{python}","-m","tests.support.simlab_demo","--collector","{url}","--token","{token:$(LAB_HOST)}","--host-name","$(LAB_HOST)","--data-dir","{data}/lab-$(LAB_HOST)"]'
 
-.PHONY: venv demo test lint format bench agent-bundle clean
+.PHONY: venv demo test test-py310 lint format bench agent-bundle clean
 
 # The app (all `make demo` needs) in its own stamp; the test extra goes on top of it.
 $(VENV)/.app: pyproject.toml
@@ -41,6 +41,21 @@ demo: $(VENV)/.app
 TEST_WORKERS ?= 4
 test: venv
 	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+
+# The agent and the collector also run on Python 3.10 (requires-python): the agent's and the
+# collector's tests, and a real agent and collector talking, on it, in their own venv (PY310:
+# a python3.10). The generated API client's test needs openapi-python-client, which needs 3.11.
+PY310 ?= python3.10
+VENV310 ?= .venv310
+test-py310:
+	test -x $(VENV310)/bin/python || $(PY310) -m venv $(VENV310)
+	$(VENV310)/bin/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 10))' || \
+		{ echo "$(VENV310) is not Python 3.10"; exit 1; }
+	$(VENV310)/bin/python -m pip install -q --upgrade pip
+	$(VENV310)/bin/python -m pip install -q -e '.[test]'
+	$(VENV310)/bin/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) \
+		$(PYTEST_ARGS) tests/agent tests/collector tests/integration/test_agent_collector.py \
+		tests/integration/test_ingest_http.py --ignore=tests/collector/api/test_generated_client.py
 
 lint: venv
 	$(VENV)/bin/ruff check .
@@ -75,4 +90,4 @@ agent-bundle: $(VENV)/.app
 	$(PY) -m collector agent-bundle dist/freezewatch-agent.pyz
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info demo-data test-artifacts
+	rm -rf $(VENV) $(VENV310) build dist *.egg-info demo-data test-artifacts
