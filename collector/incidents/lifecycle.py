@@ -11,7 +11,9 @@ Resolution rule (DESIGN.md tables):
   ``stall_min_s`` among them is a ``stall`` (with the hole's length), none a
   ``network_partition``; a stall is not called before the agent is heard again after the
   batch that ended the silence (that one may be a POST from before a cut, resent late by
-  TCP). An agent that does not report it: as soon as its samples run without
+  TCP). Should the host fall silent again first (a new incident), the replay that ends that
+  silence is looked at only up to this one's return: the later hole is the new incident's.
+  An agent that does not report it: as soon as its samples run without
   such a hole up to one received after the return it is a ``network_partition``; a hole still
   there ``resolve_settle_s`` after the return is a ``stall``. Sample times are compared with
   each other on the agent's clock; "up to the return" also needs a sample taken near the return
@@ -259,8 +261,11 @@ def settle_incidents(
             reports = host.backlog_bytes is not None
             if host.backlog_bytes and since < settings.resolve_backlog_max_s:
                 continue  # the replay is under way: what it brings decides
+            # A later silence's samples (the host went silent again while this one settled)
+            # are that incident's evidence: this one's ends where its run reaches its return.
+            whole = reports and not _silent_again(session, incident)
             hole, reached = sample_hole(
-                session, incident=incident, host=host, near_s=settings.stall_min_s, whole=reports
+                session, incident=incident, host=host, near_s=settings.stall_min_s, whole=whole
             )
             if reached and hole is not None and hole <= settings.stall_min_s:
                 resolution, stall = Resolution.NETWORK_PARTITION, None
@@ -280,6 +285,14 @@ def settle_incidents(
             )
             decided.append(incident_id)
     return decided
+
+
+def _silent_again(session: Session, incident: Incident) -> bool:
+    """Whether the host has had another incident since ``incident`` opened."""
+    later = select(Incident.id).where(
+        Incident.host_id == incident.host_id, Incident.id > incident.id
+    )
+    return session.scalar(later.limit(1)) is not None
 
 
 def _waited_enough(host: Host, incident: Incident, since: float, settings: Settings) -> bool:

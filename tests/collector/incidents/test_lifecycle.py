@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from collector import db
 from collector.incidents import lifecycle as incidents
 from collector.liveness import checker
+from collector.main import create_app
 from collector.models import Artifact, Host, Incident
-from collector.timeutil import utcnow
-from tests.collector.conftest import Collector
+from collector.settings import Settings
+from collector.timeutil import from_epoch, utcnow
+from tests.collector.conftest import ADMIN_TOKEN, Collector
 from tests.collector.freeze_support import BOOT_A, BOOT_B, factory, kline, post, sample
 
 XID_79 = "NVRM: Xid (PCI:000f:01:00): 79, pid=4242, name=python3, GPU has fallen off the bus."
@@ -353,3 +358,66 @@ def test_a_late_post_and_then_nothing_is_a_stall_once_the_backlog_wait_is_over(
     over = utcnow() + timedelta(seconds=settings.resolve_backlog_max_s + 0.1)
     assert incidents.settle_incidents(sf, now=over, settings=settings) == [iid]
     assert incident(collector, iid).resolution == "stall"
+
+
+@dataclass
+class Clocked:
+    """A collector whose ingest reads ``at[0]`` as its clock, and the host it watches."""
+
+    c: Collector
+    at: list[float]
+    token: str
+
+    def send(self, when: float, stamps: list[float], *, sent: float | None = None) -> None:
+        """A batch received at T0 + ``when``, sent at T0 + ``sent`` (default: ``when``), with
+        samples taken at T0 + each of ``stamps`` (the agent's clock is the collector's)."""
+        self.at[0] = T0 + when
+        samples = [sample(int(s * 10), T0 + s) for s in stamps]
+        sent_at = T0 + (when if sent is None else sent)
+        post(self.c, self.token, "spark-01", samples=samples, backlog=0, sent_at=sent_at)
+
+    def lose(self, when: float) -> int:
+        opened = checker.check_heartbeats(
+            factory(self.c), now=from_epoch(T0 + when), settings=self.c.settings,
+            probe_runner=lambda _t: [],
+        )  # fmt: skip
+        assert len(opened) == 1
+        return opened[0]
+
+    def settle(self, when: float) -> list[int]:
+        return incidents.settle_incidents(
+            factory(self.c), now=from_epoch(T0 + when), settings=self.c.settings
+        )
+
+
+T0 = 1_800_000_000.0
+
+
+@pytest.fixture
+def clocked(db_url: str) -> Iterator[Clocked]:
+    at = [T0]
+    settings = Settings(db_url=db_url, admin_token=ADMIN_TOKEN, run_scheduler=False)
+    with TestClient(create_app(settings, clock=lambda: at[0])) as client:
+        c = Collector(client=client, settings=settings)
+        yield Clocked(c, at, c.add_host("spark-01"))
+
+
+def test_a_later_silence_does_not_decide_an_incident_still_settling(clocked: Clocked) -> None:
+    """The link went down at 10 s and came back at 30 s just long enough for the POST held up
+    in the cut to arrive (incident 1 settles, waiting for the next batch), then went down
+    again (incident 2). The host froze from 45 to 55 s in the second cut; the replay at 60 s
+    covers the first cut whole. Incident 1 was a partition: the freeze is incident 2's."""
+    h = clocked
+    for s in range(1, 10):
+        h.send(s, [s])
+    first = h.lose(13.1)
+    h.send(30, [10], sent=10)  # the late POST
+    second = h.lose(33.1)
+    assert h.settle(36) == []
+    h.send(60, [s for s in range(11, 61) if not 45 <= s < 55])  # spool, then live
+    assert sorted(h.settle(60)) == [first, second]
+    assert (incident(h.c, first).resolution, incident(h.c, first).stall_s) == (
+        "network_partition", None,
+    )  # fmt: skip
+    assert incident(h.c, second).resolution == "stall"
+    assert incident(h.c, second).stall_s == pytest.approx(11.0)
