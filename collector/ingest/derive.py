@@ -22,7 +22,7 @@ from collector.kernel.records import read_kernel_log
 from collector.kernel.store import NewKernelEvent, store_kernel_events
 from collector.kernel.vllm_context import recorrelate_around
 from collector.models import KERNEL_SOURCES, HostEvent, Line, VllmStart
-from collector.schemas import Batch, WireLine
+from collector.schemas import Batch, WireLine, number
 from collector.vllm.state import (
     HostVllmState,
     VllmStates,
@@ -47,12 +47,19 @@ def is_kernel_line(line: WireLine) -> bool:
     return line["source"] == "journal" and (line.get("fields") or {}).get("_TRANSPORT") == "kernel"
 
 
+def _line_no(line: WireLine) -> int:
+    """A pstore line's place in its file; 0 when the agent sent no number there (``fields``
+    is free-form JSON: a string or a list in it must not fail the batch)."""
+    value = number((line.get("fields") or {}).get("line_no"))
+    return 0 if value is None else int(value)
+
+
 def pstore_events(files: dict[str, list[WireLine]]) -> list[tuple[WireLine, KernelEvent]]:
     """A previous boot's pstore files (the agent's catch-up) read whole, as ``inspect`` reads
     a saved log: an oops in them is one event, attributed to its module."""
     out = []
     for lines in files.values():
-        lines.sort(key=lambda ln: int((ln.get("fields") or {}).get("line_no") or 0))
+        lines.sort(key=_line_no)
         for found in read_kernel_log([ln["text"] for ln in lines]):
             out.append((lines[found.line_no - 1], found.event))
     return out

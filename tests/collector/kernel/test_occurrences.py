@@ -138,6 +138,26 @@ def test_pstore_files_shipped_after_a_reboot_are_read_whole(collector: Collector
     assert event["line"]["text"].endswith("Test panic triggered by crash_test module")
 
 
+def test_pstore_lines_whose_line_no_is_not_a_number_are_stored(collector: Collector) -> None:
+    """``fields`` is free-form: a line number that is a string or a list is read as none (the
+    lines keep their order in the batch), never a failed batch."""
+    token = collector.add_host("spark-01")
+    name = "dmesg-erst-7530486857247752193"
+    text = (REAL / "pstore" / name).read_text().splitlines()
+    # The first lines' numbers are odd, the rest plain.
+    numbers: list[Any] = ["12", [3], None, 2.0, {"n": 1}, *range(6, len(text) + 1)]
+    where = {"pstore_file": name, "pstore_dir": "/sys/fs/pstore"}
+    shipped = [
+        {"seq": n, "ts": 3000.0, "source": "journal", "text": line,
+         "fields": {**where, "line_no": numbers[n - 1]}}
+        for n, line in enumerate(text, start=1)
+    ]  # fmt: skip
+    answer = post(collector, token, "spark-01", lines=shipped)
+    assert answer["stored"]["lines"] == len(text)
+    [event] = get(collector, "events")["events"]
+    assert (event["kind"], event["code"]) == ("oops", "panic")
+
+
 def test_one_alert_per_occurrence_and_cooldown(hooked: Collector) -> None:
     c = hooked
     token = c.add_host("spark-01")
