@@ -127,3 +127,37 @@ def test_any_line_text_is_stored(collector: Collector, seq: int, text: str, fiel
     line = {**kline(seq, seq, text), "source": "vllm", "kseq": None}
     line["fields"] = fields if isinstance(fields, dict) else {"v": fields}
     post_checked(collector, token, batch(lines=[line]))
+
+
+# The keys of a line's free-form ``fields`` that ingest reads (journal transport, pstore file
+# and order, the kernel's usec that matches a journal record to its other copies).
+READ_KEYS = ["_TRANSPORT", "pstore_file", "pstore_dir", "line_no", "_SOURCE_MONOTONIC_TIMESTAMP",
+             "usec"]  # fmt: skip
+read_values = st.one_of(json_values, st.sampled_from(["kernel", "dmesg-ramoops-0", "12", "x"]))
+
+
+@st.composite
+def lines_with_read_fields(draw: st.DrawFn) -> list[dict[str, Any]]:
+    first = draw(st.integers(min_value=1, max_value=2**40))
+    lines = []
+    for seq in range(first, first + draw(st.integers(min_value=1, max_value=4))):
+        line = {
+            **kline(seq, seq, draw(kernel_texts)),
+            "source": draw(st.sampled_from(["journal", "kmsg"])),
+        }
+        if draw(st.booleans()):
+            line["kseq"] = None
+        line["fields"] = draw(st.dictionaries(st.sampled_from(READ_KEYS), read_values, max_size=4))
+        lines.append(line)
+    return lines
+
+
+@EXAMPLES
+@given(lines=lines_with_read_fields())
+def test_any_value_in_the_fields_ingest_reads_is_a_2xx_or_4xx(
+    collector: Collector, lines: list[dict[str, Any]]
+) -> None:
+    """A pstore file's lines, journal kernel records and kmsg records without a kseq are read
+    by ingest through their ``fields``: whatever JSON is there, never a 5xx."""
+    token = host_token(collector)
+    post_checked(collector, token, batch(lines=lines))
