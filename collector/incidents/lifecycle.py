@@ -300,12 +300,12 @@ def _waited_enough(host: Host, incident: Incident, since: float, settings: Setti
     reports its backlog is waited for until it is heard again after the return: the batch
     that ended the silence may be a POST sent before the cut and resent by TCP once the link
     came back, its samples and backlog from before the cut; the agent's next batch says what
-    its spool holds (and a loaded agent may send it seconds later)."""
+    its spool holds (and a loaded agent may send it seconds later). An agent that does not
+    report it: ``resolve_settle_s``, whatever the backlog wait is set to."""
+    if host.backlog_bytes is None:
+        return since >= settings.resolve_settle_s
     if since >= settings.resolve_backlog_max_s:
         return True
-    if since < settings.resolve_settle_s:
-        return False
     returned, heard = incident.returned_at, host.last_seen_at
-    return host.backlog_bytes is None or (
-        heard is not None and returned is not None and heard > returned
-    )
+    heard_since = heard is not None and returned is not None and heard > returned
+    return since >= settings.resolve_settle_s and heard_since

@@ -112,6 +112,23 @@ def test_samples_stopping_inside_the_gap_is_a_stall_with_its_length(collector: C
     assert row.stall_s == pytest.approx(7.5)
 
 
+def test_an_agent_without_backlog_reports_gets_the_settle_time_whatever_the_backlog_wait(
+    collector: Collector,
+) -> None:
+    token = collector.add_host("spark-01")
+    t0 = time.time() - 30
+    post(collector, token, "spark-01", samples=[sample(i, t0 + i) for i in range(1, 4)])
+    iid = lose(collector)
+    post(collector, token, "spark-01", samples=[sample(i, t0 + i + 6.5) for i in range(4, 10)])
+    sf = factory(collector)
+    settings = collector.settings.model_copy(update={"resolve_backlog_max_s": 1.0})
+    soon = utcnow() + timedelta(seconds=settings.resolve_settle_s / 2)
+    assert incidents.settle_incidents(sf, now=soon, settings=settings) == []
+    later = utcnow() + timedelta(seconds=settings.resolve_settle_s + 0.1)
+    assert incidents.settle_incidents(sf, now=later, settings=settings) == [iid]
+    assert incident(collector, iid).resolution == "stall"
+
+
 def lost_then_replaying(c: Collector) -> tuple[Any, int]:
     """A host that reports its backlog, lost: (``replay(a, b, backlog, shift=0)`` posting its
     samples a..b-1, ``shift`` s late, as a batch saying ``backlog`` is left; the incident)."""
