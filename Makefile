@@ -52,7 +52,7 @@ test-py310:
 	$(VENV310)/bin/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 10))' || \
 		{ echo "$(VENV310) is not Python 3.10"; exit 1; }
 	$(VENV310)/bin/python -m pip install -q --upgrade pip
-	$(VENV310)/bin/python -m pip install -q -e '.[test]'
+	$(VENV310)/bin/python -m pip install -q -e '.[test,gpu]'
 	$(VENV310)/bin/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) \
 		$(PYTEST_ARGS) tests/agent tests/collector tests/integration/test_agent_collector.py \
 		tests/integration/test_ingest_http.py --ignore=tests/collector/api/test_generated_client.py
