@@ -23,14 +23,17 @@ from sqlalchemy.orm import Session, sessionmaker
 from collector import heap
 from collector.alerts import outbox
 from collector.alerts.delivery import deliver_due_alerts
-from collector.incidents.lifecycle import settle_incidents
 from collector.incidents.postmortem import collect_postmortems
 from collector.leader import Leadership
 from collector.liveness import due
 from collector.liveness.arrivals import Arrivals
 from collector.liveness.backlog import IngestBacklog
 from collector.liveness.checker import check_heartbeats, prober
-from collector.liveness.collector_runs import release_held_alerts, tick_collector_alive
+from collector.liveness.collector_runs import (
+    release_held_alerts,
+    settle_returned,
+    tick_collector_alive,
+)
 from collector.liveness.preprobes import PreProbes
 from collector.liveness.suspects import start_pre_probes
 from collector.metrics.jobs import JobMetrics
@@ -186,7 +189,7 @@ def build_scheduler(
                 lag_s=lag_s(),
             )
         if busy[due.SETTLE]:
-            settled = settle_incidents(session_factory, now=at, settings=settings)
+            settled = settle_returned(session_factory, now=at, settings=settings)
         if busy[due.RELEASE]:
             released = release_held_alerts(session_factory, now=at, settings=settings)
         if opened or settled or released:

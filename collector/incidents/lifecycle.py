@@ -242,9 +242,16 @@ def sample_hole(
 
 
 def settle_incidents(
-    session_factory: sessionmaker[Session], *, now: datetime, settings: Settings
+    session_factory: sessionmaker[Session],
+    *,
+    now: datetime,
+    settings: Settings,
+    watching_since: datetime | None = None,
 ) -> list[int]:
-    """Decide partition vs stall for incidents whose host came back on the same boot."""
+    """Decide partition vs stall for incidents whose host came back on the same boot.
+    ``watching_since``: when the collector last started after a downtime. The waits count from
+    the return or from then, whichever is later: while no collector ran, no replay could be
+    stored, and a restart must not turn a replay still to come into a stall."""
     with read_scope(session_factory) as session:
         ids = list(
             session.scalars(select(Incident.id).where(Incident.state == IncidentState.RESOLVING))
@@ -257,7 +264,8 @@ def settle_incidents(
                 continue
             host = session.get(Host, incident.host_id)
             assert host is not None and incident.returned_at is not None
-            since = (now - incident.returned_at).total_seconds()
+            waited_from = max(incident.returned_at, watching_since or incident.returned_at)
+            since = (now - waited_from).total_seconds()
             reports = host.backlog_bytes is not None
             if host.backlog_bytes and since < settings.resolve_backlog_max_s:
                 continue  # the replay is under way: what it brings decides

@@ -22,6 +22,7 @@ from sqlalchemy import Float, Integer, bindparam, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import changed_rows, read_scope, session_scope
+from collector.incidents.lifecycle import settle_incidents
 from collector.incidents.payload import enqueue_incident_alert
 from collector.liveness.status import watch_again
 from collector.models import CollectorRun, Host, HostStatus, Incident, IncidentState, table_of
@@ -44,6 +45,16 @@ def watch_started_at(session: Session) -> datetime | None:
         .order_by(CollectorRun.id.desc())
         .limit(1)
     )
+
+
+def settle_returned(
+    session_factory: sessionmaker[Session], *, now: datetime, settings: Settings
+) -> list[int]:
+    """``settle_incidents``, its waits counted from the collector's last start after a downtime
+    where that came after a host's return (the replay could not be stored meanwhile)."""
+    with read_scope(session_factory) as session:
+        started_at = watch_started_at(session)
+    return settle_incidents(session_factory, now=now, settings=settings, watching_since=started_at)
 
 
 def start_collector_run(

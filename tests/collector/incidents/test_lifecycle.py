@@ -15,6 +15,7 @@ from sqlalchemy import select
 from collector import db
 from collector.incidents import lifecycle as incidents
 from collector.liveness import checker
+from collector.liveness.collector_runs import settle_returned, start_collector_run
 from collector.main import create_app
 from collector.models import Artifact, Host, Incident
 from collector.settings import Settings
@@ -126,6 +127,25 @@ def test_an_agent_without_backlog_reports_gets_the_settle_time_whatever_the_back
     assert incidents.settle_incidents(sf, now=soon, settings=settings) == []
     later = utcnow() + timedelta(seconds=settings.resolve_settle_s + 0.1)
     assert incidents.settle_incidents(sf, now=later, settings=settings) == [iid]
+    assert incident(collector, iid).resolution == "stall"
+
+
+def test_time_the_collector_was_down_is_not_time_the_replay_took(collector: Collector) -> None:
+    """The host returned with a hole still open, then the collector restarted: the replay
+    that could close the hole had no collector to reach. The settle time counts again from
+    the start."""
+    token = collector.add_host("spark-01")
+    t0 = time.time() - 30
+    post(collector, token, "spark-01", samples=[sample(i, t0 + i) for i in range(1, 4)])
+    iid = lose(collector)
+    post(collector, token, "spark-01", samples=[sample(i, t0 + i + 6.5) for i in range(4, 10)])
+    sf, settings = factory(collector), collector.settings
+    restart = utcnow() + timedelta(seconds=settings.resolve_settle_s)
+    start_collector_run(sf, now=restart, settings=settings)
+    almost = restart + timedelta(seconds=settings.resolve_settle_s - 0.5)
+    assert settle_returned(sf, now=almost, settings=settings) == []
+    later = restart + timedelta(seconds=settings.resolve_settle_s + 0.1)
+    assert settle_returned(sf, now=later, settings=settings) == [iid]
     assert incident(collector, iid).resolution == "stall"
 
 
