@@ -28,7 +28,6 @@ sends neither its opened nor its resolved alert.
 from __future__ import annotations
 
 import logging
-import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,7 +35,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import read_scope, session_scope
-from collector.hosts.registry import find_boot_pk
+from collector.incidents.evidence import sample_hole
 from collector.incidents.payload import enqueue_incident_alert
 from collector.incidents.snapshot import take_snapshot
 from collector.models import (
@@ -48,7 +47,6 @@ from collector.models import (
     IncidentState,
     PostmortemState,
     Resolution,
-    Sample,
 )
 from collector.readback.series import latest_sample
 from collector.settings import Settings
@@ -205,40 +203,6 @@ def resolve(
             now=now,
             settings=settings,
         )
-
-
-def sample_hole(
-    session: Session, *, incident: Incident, host: Host, near_s: float, whole: bool = False
-) -> tuple[float | None, bool]:
-    """(longest hole between the agent's samples since the silence began, reached the return).
-
-    "Reached the return" means the run holds a sample received after the host came back and
-    taken at most ``near_s`` before it (the return read on the agent's clock through its
-    measured offset): a replay that ends where the host froze is received after the return
-    too, but the hole after it is not in the run yet. ``whole``: every sample stored since is
-    looked at (the replay is complete), not only those up to the one that reached the return.
-    """
-    boot = find_boot_pk(session, host_id=host.id, boot_id=incident.return_boot_id)
-    if boot is None or incident.last_sample_ts is None or incident.returned_at is None:
-        return None, False
-    rows = session.execute(
-        select(Sample.ts, Sample.received_at)
-        .where(Sample.boot_pk == boot, Sample.ts >= incident.last_sample_ts)
-        .order_by(Sample.ts)
-    ).all()
-    returned = incident.returned_at.timestamp()
-    offset = host.clock_offset_s  # our clock minus the agent's
-    taken_since = -math.inf if offset is None else returned - offset - near_s
-    longest, previous, reached = 0.0, incident.last_sample_ts, False
-    for ts, received_at in rows:
-        longest = max(longest, ts - previous)
-        previous = ts
-        # received_at: same batch as the return at the earliest (datetime rounding)
-        if received_at >= returned - 0.01 and ts >= taken_since:
-            reached = True
-            if not whole:
-                break
-    return longest, reached
 
 
 def settle_incidents(
