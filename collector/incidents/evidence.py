@@ -1,15 +1,17 @@
-"""What a host's samples say about a silence it came back from: the longest hole among them
-and whether they reach the return (``lifecycle.settle_incidents`` decides from it)."""
+"""What a host has told of a silence it came back from: the longest hole among its samples and
+whether they reach the return, and whether it has been silent again since (its evidence then
+waits for that silence's end). ``lifecycle.settle_incidents`` decides from them."""
 
 from __future__ import annotations
 
 import math
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.hosts.registry import find_boot_pk
-from collector.models import Host, Incident, Sample
+from collector.models import Host, Incident, IncidentState, Sample
 
 
 def sample_hole(
@@ -44,3 +46,19 @@ def sample_hole(
             if not whole:
                 break
     return longest, reached
+
+
+def silent_again(session: Session, incident: Incident) -> tuple[bool, datetime | None]:
+    """(whether the host has had another incident since ``incident``, when it was last back
+    from it). None: it is silent now; its batches, the rest of ``incident``'s evidence with
+    them, come only once that silence ends. A pause lifted while silent counts as its end."""
+    later = session.execute(
+        select(Incident.state, Incident.returned_at, Incident.resolved_at)
+        .where(Incident.host_id == incident.host_id, Incident.id > incident.id)
+        .order_by(Incident.id.desc())
+        .limit(1)
+    ).first()
+    if later is None:
+        return False, None
+    state, returned_at, resolved_at = later
+    return True, None if state == IncidentState.OPEN else returned_at or resolved_at
