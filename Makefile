@@ -45,12 +45,15 @@ test: venv
 # The agent and the collector also run on Python 3.10 (requires-python): the agent's and the
 # collector's tests, and a real agent and collector talking, on it, in their own venv (PY310:
 # a python3.10). The generated API client's test needs openapi-python-client, which needs 3.11.
+# A venv that is no Python 3.10 with pip (another Python's, or a venv cut short) is made again.
 PY310 ?= python3.10
 VENV310 ?= .venv310
 test-py310:
-	test -x $(VENV310)/bin/python || $(PY310) -m venv $(VENV310)
+	$(VENV310)/bin/python -c 'import sys, pip; sys.exit(sys.version_info[:2] != (3, 10))' \
+		2>/dev/null || { rm -rf $(VENV310) && $(PY310) -m venv $(VENV310); } || \
+		{ rm -rf $(VENV310); echo "cannot make $(VENV310) with $(PY310) (Debian/Ubuntu: python3.10-venv)"; exit 1; }
 	$(VENV310)/bin/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 10))' || \
-		{ echo "$(VENV310) is not Python 3.10"; exit 1; }
+		{ rm -rf $(VENV310); echo "$(PY310) is not Python 3.10"; exit 1; }
 	$(VENV310)/bin/python -m pip install -q --upgrade pip
 	$(VENV310)/bin/python -m pip install -q -e '.[test,gpu]'
 	$(VENV310)/bin/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) \

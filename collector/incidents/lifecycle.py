@@ -11,8 +11,9 @@ Resolution rule (DESIGN.md tables):
   ``stall_min_s`` among them is a ``stall`` (with the hole's length), none a
   ``network_partition``; a stall is not called before the agent is heard again after the
   batch that ended the silence (that one may be a POST from before a cut, resent late by
-  TCP). Should the host fall silent again first (a new incident), the replay that ends that
-  silence is looked at only up to this one's return: the later hole is the new incident's.
+  TCP). Should the host fall silent again first (a new incident), nothing is decided while it
+  is silent, and the replay that ends that silence is looked at only up to this one's return:
+  the later hole is the new incident's.
   An agent that does not report it: as soon as its samples run without
   such a hole up to one received after the return it is a ``network_partition``; a hole still
   there ``resolve_settle_s`` after the return is a ``stall``. Sample times are compared with
@@ -28,7 +29,6 @@ sends neither its opened nor its resolved alert.
 from __future__ import annotations
 
 import logging
-import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,7 +36,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import read_scope, session_scope
-from collector.hosts.registry import find_boot_pk
+from collector.incidents.evidence import sample_hole, silent_again
 from collector.incidents.payload import enqueue_incident_alert
 from collector.incidents.snapshot import take_snapshot
 from collector.models import (
@@ -48,7 +48,6 @@ from collector.models import (
     IncidentState,
     PostmortemState,
     Resolution,
-    Sample,
 )
 from collector.readback.series import latest_sample
 from collector.settings import Settings
@@ -207,40 +206,6 @@ def resolve(
         )
 
 
-def sample_hole(
-    session: Session, *, incident: Incident, host: Host, near_s: float, whole: bool = False
-) -> tuple[float | None, bool]:
-    """(longest hole between the agent's samples since the silence began, reached the return).
-
-    "Reached the return" means the run holds a sample received after the host came back and
-    taken at most ``near_s`` before it (the return read on the agent's clock through its
-    measured offset): a replay that ends where the host froze is received after the return
-    too, but the hole after it is not in the run yet. ``whole``: every sample stored since is
-    looked at (the replay is complete), not only those up to the one that reached the return.
-    """
-    boot = find_boot_pk(session, host_id=host.id, boot_id=incident.return_boot_id)
-    if boot is None or incident.last_sample_ts is None or incident.returned_at is None:
-        return None, False
-    rows = session.execute(
-        select(Sample.ts, Sample.received_at)
-        .where(Sample.boot_pk == boot, Sample.ts >= incident.last_sample_ts)
-        .order_by(Sample.ts)
-    ).all()
-    returned = incident.returned_at.timestamp()
-    offset = host.clock_offset_s  # our clock minus the agent's
-    taken_since = -math.inf if offset is None else returned - offset - near_s
-    longest, previous, reached = 0.0, incident.last_sample_ts, False
-    for ts, received_at in rows:
-        longest = max(longest, ts - previous)
-        previous = ts
-        # received_at: same batch as the return at the earliest (datetime rounding)
-        if received_at >= returned - 0.01 and ts >= taken_since:
-            reached = True
-            if not whole:
-                break
-    return longest, reached
-
-
 def settle_incidents(
     session_factory: sessionmaker[Session],
     *,
@@ -250,8 +215,9 @@ def settle_incidents(
 ) -> list[int]:
     """Decide partition vs stall for incidents whose host came back on the same boot.
     ``watching_since``: when the collector last started after a downtime. The waits count from
-    the return or from then, whichever is later: while no collector ran, no replay could be
-    stored, and a restart must not turn a replay still to come into a stall."""
+    the latest of the return, then, and the host's return from a later silence, and not at all
+    while it is silent again: while no collector ran or the host was silent, no replay could be
+    stored, and such a time must not turn a replay still to come into a stall."""
     with read_scope(session_factory) as session:
         ids = list(
             session.scalars(select(Incident.id).where(Incident.state == IncidentState.RESOLVING))
@@ -264,14 +230,17 @@ def settle_incidents(
                 continue
             host = session.get(Host, incident.host_id)
             assert host is not None and incident.returned_at is not None
-            waited_from = max(incident.returned_at, watching_since or incident.returned_at)
-            since = (now - waited_from).total_seconds()
+            again, back_at = silent_again(session, incident)
+            if again and back_at is None:
+                continue  # silent again: what this one still lacks comes when that one ends
+            starts = (incident.returned_at, watching_since, back_at)
+            since = (now - max(t for t in starts if t is not None)).total_seconds()
             reports = host.backlog_bytes is not None
             if host.backlog_bytes and since < settings.resolve_backlog_max_s:
                 continue  # the replay is under way: what it brings decides
             # A later silence's samples (the host went silent again while this one settled)
             # are that incident's evidence: this one's ends where its run reaches its return.
-            whole = reports and not _silent_again(session, incident)
+            whole = reports and not again
             hole, reached = sample_hole(
                 session, incident=incident, host=host, near_s=settings.stall_min_s, whole=whole
             )
@@ -293,14 +262,6 @@ def settle_incidents(
             )
             decided.append(incident_id)
     return decided
-
-
-def _silent_again(session: Session, incident: Incident) -> bool:
-    """Whether the host has had another incident since ``incident`` opened."""
-    later = select(Incident.id).where(
-        Incident.host_id == incident.host_id, Incident.id > incident.id
-    )
-    return session.scalar(later.limit(1)) is not None
 
 
 def _waited_enough(host: Host, incident: Incident, since: float, settings: Settings) -> bool:

@@ -458,3 +458,22 @@ def test_a_later_silence_does_not_decide_an_incident_still_settling(clocked: Clo
     )  # fmt: skip
     assert incident(h.c, second).resolution == "stall"
     assert incident(h.c, second).stall_s == pytest.approx(11.0)
+
+
+def test_time_the_host_is_silent_again_is_not_time_the_replay_took(clocked: Clocked) -> None:
+    """As above, but the second cut outlasts resolve_backlog_max_s (300 s): while the host is
+    silent again no batch of it can come, so that time is not time its replay took. Incident 1
+    stays settling until the replay that ends the second cut, which decides both."""
+    h = clocked
+    for s in range(1, 10):
+        h.send(s, [s])
+    first = h.lose(13.1)
+    h.send(30, [10], sent=10)  # the late POST
+    second = h.lose(33.1)
+    assert h.settle(400) == []  # 370 s after the first return, silent since 30 s
+    h.send(400, list(range(11, 401, 2)))  # the spool covers both cuts, then live
+    assert sorted(h.settle(400)) == [first, second]
+    assert (incident(h.c, first).resolution, incident(h.c, first).stall_s) == (
+        "network_partition", None,
+    )  # fmt: skip
+    assert incident(h.c, second).resolution == "network_partition"
