@@ -47,12 +47,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def add_host(db_url: str, name: str, *, root: Path = ROOT) -> str:
+def add_host(db_url: str, name: str, *, root: Path = ROOT, grace_s: float | None = None) -> str:
     """Register host ``name`` (migrating the database first); its token. From another
-    checkout ``root``, with that checkout's CLI: its own migrations."""
+    checkout ``root``, with that checkout's CLI: its own migrations. ``grace_s``: its own
+    grace (``add-host --grace``)."""
     if root.resolve() != ROOT:
+        grace = [] if grace_s is None else ["--grace", str(grace_s)]
         out = subprocess.run(
-            [sys.executable, "-m", "collector", "add-host", name],
+            [sys.executable, "-m", "collector", "add-host", name, *grace],
             cwd=root,
             env={**os.environ, "PYTHONPATH": str(root), "FREEZEWATCH_DB_URL": db_url},
             check=True,
@@ -62,11 +64,14 @@ def add_host(db_url: str, name: str, *, root: Path = ROOT) -> str:
         return out.stdout.strip().splitlines()[-1]
     from collector import db
     from collector.hosts import registry as hosts
+    from collector.hosts.config import configure_host
+    from collector.remote.ssh import SSHClient
 
     db.migrate(db_url)
     engine = db.make_engine(db_url)
     with db.session_scope(db.make_sessionmaker(engine)) as session:
-        _host, token = hosts.create_host(session, name=name)
+        host, token = hosts.create_host(session, name=name)
+        configure_host(session, host=host, fetch_key=SSHClient().fetch_host_key, grace_s=grace_s)
     engine.dispose()
     return token
 

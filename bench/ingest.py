@@ -33,8 +33,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import update
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.http11 import Connection
@@ -45,7 +43,7 @@ from bench._peers_procs import tree_cpu_seconds
 from collector import db
 from collector.hosts import registry as hosts
 from collector.ingest.rows import LINE_COLUMNS, agent_line_rows
-from collector.models import Host, Line, table_of
+from collector.models import Line, table_of
 from collector.schemas import Batch
 
 BATCH = 1000
@@ -283,16 +281,6 @@ def in_turns(http: Writers, driver: Writers, cpu: Meter, driver_cpu: Meter | Non
         driver.take(per_round, driver_cpu)
 
 
-def patient(db_url: str, host: str) -> None:
-    """Give ``host`` an hour's grace. The bench posts nothing while it builds the next part's
-    bodies (seconds): at the default grace the host went late, an incident opened and was
-    settled during the samples' run, its snapshot and probes metered as ingest."""
-    engine = db.make_engine(db_url)
-    with db.session_scope(db.make_sessionmaker(engine)) as session:
-        session.execute(update(Host).where(Host.name == host).values(grace_s=3600.0))
-    engine.dispose()
-
-
 def bench_backend(
     name: str, db_url: str, server_pid: int | None = None, replicas: int = 1, workers: int = 1
 ) -> dict[str, float]:
@@ -300,8 +288,10 @@ def bench_backend(
     ``replicas``: collector processes on the database (PostgreSQL), a client to each in turn;
     ``workers``: each one's ``serve --workers``. Their CPU, workers included, is the
     collector's."""
-    token = add_host(db_url, "bench")
-    patient(db_url, "bench")
+    # An hour's grace: the bench posts nothing while it builds the next part's bodies
+    # (seconds); at the default grace the host went late, and an incident's snapshot and
+    # probes were metered as ingest.
+    token = add_host(db_url, "bench", grace_s=3600.0)
     env = {"FREEZEWATCH_WORKERS": str(workers)}
     with ExitStack() as stack:
         started = [
