@@ -197,9 +197,14 @@ class WireLine(TypedDict):
     fields: NotRequired[JsonDict | None]
 
 
+# A text of at most this many characters fits MAX_LINE_BYTES whatever they are (UTF-8 takes
+# at most 4 bytes a character): it needs no encoding to be measured.
+FITS_CHARS = MAX_LINE_BYTES // 4
+
+
 def truncate_line(text: str) -> tuple[str, bool]:
     """Lines over MAX_LINE_BYTES are cut at a character boundary and flagged, not dropped."""
-    if len(text) * 4 <= MAX_LINE_BYTES:  # cheap path: cannot exceed the byte limit
+    if len(text) <= FITS_CHARS:
         return text, False
     raw = text.encode("utf-8", "surrogatepass")
     if len(raw) <= MAX_LINE_BYTES:

@@ -10,9 +10,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from agent.wire import MAX_LINE_BYTES
 from collector.models import CHANNEL_AGENT, CHANNEL_NETCONSOLE, fits
-from collector.schemas import WireLine, WireSample, number, truncate_line
+from collector.schemas import FITS_CHARS, WireLine, WireSample, number, truncate_line
 
 # The typed columns of a sample: what the UI charts and SQL aggregates.
 TYPED_SAMPLE_COLUMNS = (
@@ -79,7 +78,7 @@ def agent_line_rows(
     rows = []
     for i, x in enumerate(lines):
         text, truncated = x["text"], False
-        if len(text) * 4 > MAX_LINE_BYTES:  # at most 4 UTF-8 bytes a character
+        if len(text) > FITS_CHARS:
             text, truncated = truncate_line(text)
         fields = x.get("fields")
         rows.append(
