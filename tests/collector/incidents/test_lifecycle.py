@@ -97,12 +97,19 @@ def test_replay_covering_the_gap_is_network_partition(collector: Collector) -> N
     assert (row.resolution, row.stall_s) == ("network_partition", None)
 
 
-def test_samples_stopping_inside_the_gap_is_a_stall_with_its_length(collector: Collector) -> None:
-    token = collector.add_host("spark-01")
+def back_with_a_hole(c: Collector) -> int:
+    """A host without backlog reports, lost, back with samples that leave a 7.5 s hole in the
+    gap (the replay could still close it): the incident."""
+    token = c.add_host("spark-01")
     t0 = time.time() - 30
-    post(collector, token, "spark-01", samples=[sample(i, t0 + i) for i in range(1, 4)])
-    iid = lose(collector)
-    post(collector, token, "spark-01", samples=[sample(i, t0 + i + 6.5) for i in range(4, 10)])
+    post(c, token, "spark-01", samples=[sample(i, t0 + i) for i in range(1, 4)])
+    iid = lose(c)
+    post(c, token, "spark-01", samples=[sample(i, t0 + i + 6.5) for i in range(4, 10)])
+    return iid
+
+
+def test_samples_stopping_inside_the_gap_is_a_stall_with_its_length(collector: Collector) -> None:
+    iid = back_with_a_hole(collector)
     sf, settings = factory(collector), collector.settings
     # Not yet: the replay could still close the hole.
     assert incidents.settle_incidents(sf, now=utcnow(), settings=settings) == []
@@ -116,11 +123,7 @@ def test_samples_stopping_inside_the_gap_is_a_stall_with_its_length(collector: C
 def test_an_agent_without_backlog_reports_gets_the_settle_time_whatever_the_backlog_wait(
     collector: Collector,
 ) -> None:
-    token = collector.add_host("spark-01")
-    t0 = time.time() - 30
-    post(collector, token, "spark-01", samples=[sample(i, t0 + i) for i in range(1, 4)])
-    iid = lose(collector)
-    post(collector, token, "spark-01", samples=[sample(i, t0 + i + 6.5) for i in range(4, 10)])
+    iid = back_with_a_hole(collector)
     sf = factory(collector)
     settings = collector.settings.model_copy(update={"resolve_backlog_max_s": 1.0})
     soon = utcnow() + timedelta(seconds=settings.resolve_settle_s / 2)
@@ -134,11 +137,7 @@ def test_time_the_collector_was_down_is_not_time_the_replay_took(collector: Coll
     """The host returned with a hole still open, then the collector restarted: the replay
     that could close the hole had no collector to reach. The settle time counts again from
     the start."""
-    token = collector.add_host("spark-01")
-    t0 = time.time() - 30
-    post(collector, token, "spark-01", samples=[sample(i, t0 + i) for i in range(1, 4)])
-    iid = lose(collector)
-    post(collector, token, "spark-01", samples=[sample(i, t0 + i + 6.5) for i in range(4, 10)])
+    iid = back_with_a_hole(collector)
     sf, settings = factory(collector), collector.settings
     restart = utcnow() + timedelta(seconds=settings.resolve_settle_s)
     start_collector_run(sf, now=restart, settings=settings)
@@ -358,19 +357,27 @@ def test_a_partition_replay_with_sent_at_is_still_a_partition_at_once(
     assert incident(collector, iid).resolution == "network_partition"
 
 
+def back_by_a_late_post(c: Collector) -> tuple[str, float, int]:
+    """A host reporting its backlog, lost, back by a POST sent before the cut and delivered
+    late (its sample and backlog from then): (its token, the samples' time base, the
+    incident)."""
+    token = c.add_host("spark-01")
+    t0 = time.time() - 30
+    post(c, token, "spark-01", samples=[sample(i, t0 + i) for i in range(1, 4)],
+         backlog=0, sent_at=time.time())  # fmt: skip
+    iid = lose(c)
+    post(c, token, "spark-01", samples=[sample(4, t0 + 4)], backlog=0, sent_at=t0 + 4)
+    return token, t0, iid
+
+
 def test_a_late_post_ending_the_silence_waits_for_the_agent_s_next_batch(
     collector: Collector,
 ) -> None:
     """The batch that ends the silence is a POST sent before the link went down, resent by
     TCP once it came back: its samples and its backlog (none) are from before the cut. The
     agent's next batch, however late, decides: no stall is called in the meantime."""
-    token = collector.add_host("spark-01")
-    t0 = time.time() - 30
+    token, t0, iid = back_by_a_late_post(collector)
     sf, settings = factory(collector), collector.settings
-    post(collector, token, "spark-01", samples=[sample(i, t0 + i) for i in range(1, 4)],
-         backlog=0, sent_at=time.time())  # fmt: skip
-    iid = lose(collector)
-    post(collector, token, "spark-01", samples=[sample(4, t0 + 4)], backlog=0, sent_at=t0 + 4)
     long_after = utcnow() + timedelta(seconds=settings.resolve_settle_s * 4)
     assert incidents.settle_incidents(sf, now=long_after, settings=settings) == []
     # The next batch: the spool it sends covers the cut, up to a sample taken now.
@@ -383,13 +390,8 @@ def test_a_late_post_ending_the_silence_waits_for_the_agent_s_next_batch(
 def test_a_late_post_and_then_nothing_is_a_stall_once_the_backlog_wait_is_over(
     collector: Collector,
 ) -> None:
-    token = collector.add_host("spark-01")
-    t0 = time.time() - 30
+    _token, _t0, iid = back_by_a_late_post(collector)
     sf, settings = factory(collector), collector.settings
-    post(collector, token, "spark-01", samples=[sample(i, t0 + i) for i in range(1, 4)],
-         backlog=0, sent_at=time.time())  # fmt: skip
-    iid = lose(collector)
-    post(collector, token, "spark-01", samples=[sample(4, t0 + 4)], backlog=0, sent_at=t0 + 4)
     almost = utcnow() + timedelta(seconds=settings.resolve_backlog_max_s - 1)
     assert incidents.settle_incidents(sf, now=almost, settings=settings) == []
     over = utcnow() + timedelta(seconds=settings.resolve_backlog_max_s + 0.1)
