@@ -41,7 +41,11 @@ class Outbox:
         self._lines: deque[dict[str, Any]] = deque()
         self._events: deque[dict[str, Any]] = deque()
         self._line_bytes = 0  # the rough JSON size of the queued lines (see ``size``)
-        self._woken = False  # the eventfd is readable exactly while this is set
+        self._woken = False  # something was put (or ``wake``) since the last wait returned
+        self._written = False  # the eventfd is readable exactly while this is set
+        # The thread that waits here (the shipper's): its own puts (a /dev/kmsg handler's
+        # lines, the shipper's events) need no eventfd, its next ``wait`` reads ``_woken``.
+        self._waiter: int | None = None
 
     def put_sample(self, sample: dict[str, Any]) -> None:
         self._put(self._samples, sample)
@@ -64,18 +68,28 @@ class Outbox:
                 self._signal()
 
     def wake(self) -> None:
+        """Wake the waiting thread, also from a signal handler on that very thread (its poll
+        is resumed after the handler: only the eventfd ends it)."""
         with self._lock:
-            if not self._woken:
-                self._signal()
+            self._woken = True
+            if not self._written:
+                self._write()
 
     def _signal(self) -> None:
         self._woken = True
+        if not self._written and threading.get_ident() != self._waiter:
+            self._write()
+
+    def _write(self) -> None:
+        self._written = True
         os.eventfd_write(self._wake_fd, 1)
 
     def _unsignal(self) -> None:
         self._woken = False
-        with contextlib.suppress(BlockingIOError):  # already read
-            os.eventfd_read(self._wake_fd)
+        if self._written:
+            self._written = False
+            with contextlib.suppress(BlockingIOError):  # already read
+                os.eventfd_read(self._wake_fd)
 
     def watch(self, fd: int, handler: Handler, drain: Callable[[], None] | None = None) -> None:
         """Call ``handler`` (on the waiting thread) whenever ``fd`` is readable; ``drain``,
@@ -104,6 +118,7 @@ class Outbox:
     def wait(self, timeout: float) -> bool:
         """Block until something is put (or ``wake``) or ``timeout``, running the handlers of
         watched descriptors that become readable meanwhile; True if woken."""
+        self._waiter = threading.get_ident()
         if not self._woken:
             self._poll_once(timeout)
         with self._lock:

@@ -182,6 +182,7 @@ class Transport:
 
 STREAM_KEYS = ("samples", "lines", "events")
 SLICE = 1000  # records encoded per json.dumps call: the GIL is free between calls
+AHEAD_MIN = 64  # records in a list worth encoding while the batch before is in flight
 Encoded = dict[str, tuple[list[dict[str, Any]], bytes]]  # stream -> (its records, their JSON)
 
 
@@ -202,23 +203,22 @@ def encode_records(
 
 
 def encode_streams(batch: dict[str, Any], between: Callable[[], None] | None = None) -> Encoded:
-    """The record lists of ``batch`` encoded ahead of sending (see ``encode``)."""
+    """The record lists of ``batch`` encoded ahead of sending (see ``encode``): those over
+    ``AHEAD_MIN`` records only, the small ones cost less inside ``encode``'s one call."""
     return {
         key: (batch[key], encode_records(batch[key], between))
         for key in STREAM_KEYS
-        if key in batch
+        if len(batch.get(key, ())) > AHEAD_MIN
     }
 
 
 def encode(batch: dict[str, Any], ahead: Encoded | None = None) -> bytes:
     """The batch as compact JSON; a record list found in ``ahead`` (the very same list
-    object) is not encoded again."""
-    ahead = ahead or {}
-    envelope = {k: v for k, v in batch.items() if k not in STREAM_KEYS}
-    parts = [json.dumps(envelope, separators=(",", ":"))[1:-1].encode()] if envelope else []
-    for key in STREAM_KEYS:
-        if key in batch:
-            done = ahead.get(key)
-            data = done[1] if done and done[0] is batch[key] else encode_records(batch[key])
-            parts.append(b'"' + key.encode() + b'":' + data)
+    object) is not encoded again. Nothing ahead (a heartbeat, a line or two): one call."""
+    done = {k: d for k, (records, d) in (ahead or {}).items() if batch.get(k) is records}
+    if not done:
+        return json.dumps(batch, separators=(",", ":")).encode()
+    rest = {k: v for k, v in batch.items() if k not in done}
+    parts = [json.dumps(rest, separators=(",", ":"))[1:-1].encode()] if rest else []
+    parts += [b'"' + key.encode() + b'":' + data for key, data in done.items()]
     return b"{" + b",".join(parts) + b"}"

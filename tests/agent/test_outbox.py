@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import threading
 from typing import Any
 
@@ -35,6 +36,34 @@ def test_a_put_from_another_thread_ends_the_wait() -> None:
     assert outbox.wait(0) is False  # the wake is taken once
     _, lines, _ = outbox.drain(100, 1 << 20)
     assert [ln["kseq"] for ln in lines] == [1]
+
+
+def _eventfd_readable(outbox: Outbox) -> bool:
+    poller = select.poll()
+    poller.register(outbox._wake_fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def test_a_put_on_the_waiting_thread_itself_skips_the_eventfd() -> None:
+    """A /dev/kmsg handler's lines and the shipper's own events are put on the thread that
+    waits: its next wait returns at once without the eventfd's write and read (two syscalls
+    a kernel line); a put from another thread still writes it, and ``wake`` always does
+    (SIGTERM's handler runs on the waiting thread while its poll is resumed)."""
+    outbox = Outbox()
+    assert outbox.wait(0) is False  # this thread is the one that waits
+    outbox.put_line(line(1))
+    assert not _eventfd_readable(outbox)
+    assert outbox.wait(30) is True and outbox.wait(0) is False
+    outbox.drain(100, 1 << 20)
+    other = threading.Thread(target=outbox.put_line, args=(line(2),))
+    other.start()
+    other.join()
+    assert _eventfd_readable(outbox)
+    assert outbox.wait(30) is True and not _eventfd_readable(outbox)
+    outbox.drain(100, 1 << 20)
+    outbox.wake()
+    assert _eventfd_readable(outbox)
+    assert outbox.wait(30) is True and not _eventfd_readable(outbox)
 
 
 def test_records_left_after_a_drain_keep_the_next_wait_from_blocking() -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from agent.outbox import Outbox
 from agent.transport import (
+    AHEAD_MIN,
     GZIP_MIN_BYTES,
     SLOWEST_BYTES_PER_S,
     Rejected,
@@ -109,6 +110,18 @@ def test_records_encoded_ahead_are_reused_only_for_the_same_list() -> None:
     assert json.loads(encode(changed, ahead)) == changed  # another list: encoded anew
     assert json.loads(encode_records([])) == []
     assert json.loads(encode_records([{"a": "é"}] * 2001)) == [{"a": "é"}] * 2001
+
+
+def test_small_lists_are_not_encoded_ahead_and_a_small_batch_is_one_call() -> None:
+    """Encoding ahead pays for a burst's lists only; a heartbeat or a line or two is cheaper
+    as one ``json.dumps`` of the whole batch (what it is is the same JSON)."""
+    small = batch(AHEAD_MIN)
+    assert encode_streams(small) == {}
+    assert json.loads(encode(small, {})) == small == json.loads(encode(small))
+    mixed = {**batch(AHEAD_MIN + 1), "events": [{"ts": 1.0, "kind": "x", "data": {}}]}
+    ahead = encode_streams(mixed)
+    assert set(ahead) == {"lines"}
+    assert json.loads(encode(mixed, ahead)) == mixed
 
 
 def test_a_big_batch_gets_time_in_proportion_to_its_size(collector: FakeCollector) -> None:
