@@ -19,8 +19,8 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import func, literal, or_, select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import exists, func, literal, or_, select
+from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from collector.db import read_scope
 from collector.liveness.status import WATCHED
@@ -38,7 +38,7 @@ from collector.settings import Settings
 
 HEARTBEATS = "heartbeats"  # check_heartbeats: a watched host overdue, or a late claim stale
 PRE_PROBES = "pre_probes"  # start_pre_probes: a watched host within the probe lead of overdue
-SETTLE = "settle"  # settle_incidents: an incident resolving
+SETTLE = "settle"  # settle_incidents: an incident resolving, its host not silent again
 RELEASE = "release"  # release_held_alerts: a held alert's hold over
 DELIVER = "deliver"  # deliver_due_alerts: an outbox row due, or its sender's lease over
 POSTMORTEMS = "postmortems"  # collect_postmortems: a post-mortem due
@@ -52,12 +52,22 @@ def _earliest(*column: Any) -> Any:
     return select(func.min(*column)).scalar_subquery()
 
 
+_LATER = aliased(Incident)
+# Settling waits while the host is silent again (``evidence.silent_again``): a host that came
+# back and then went for good would have it run every tick, for ever.
+_SILENT_AGAIN = exists().where(
+    _LATER.host_id == Incident.host_id,
+    _LATER.id > Incident.id,
+    _LATER.state == IncidentState.OPEN,
+)
+
+
 _READ = Prepared(
     select(
         _earliest(Host.overdue_at).where(or_(*(Host.status == s for s in WATCHED))),
         _earliest(Host.status_since).where(Host.status == HostStatus.LATE),
         select(literal(1))
-        .where(Incident.state == IncidentState.RESOLVING)
+        .where(Incident.state == IncidentState.RESOLVING, ~_SILENT_AGAIN)
         .limit(1)
         .scalar_subquery(),
         _earliest(Incident.alert_held_until).where(Incident.state == IncidentState.OPEN),

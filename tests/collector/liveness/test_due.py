@@ -119,6 +119,29 @@ def test_a_stale_late_claim_and_a_resolving_incident_are_due(
     assert found[due.SETTLE] is not None and found[due.SETTLE] < T0
 
 
+def test_a_resolving_incident_waits_while_its_host_is_silent_again(
+    factory: sessionmaker[Session],
+) -> None:
+    """Its settling decides nothing until the later silence ends (``evidence.silent_again``):
+    a host back and then gone for good must not have it run every tick, for ever."""
+    settings = Settings()
+    with db.session_scope(factory) as session:
+        flapping, other = host("flapping", HostStatus.LOST), host("other", HostStatus.LOST)
+        session.add_all([flapping, other])
+        session.flush()
+        session.add(incident(flapping, state=IncidentState.RESOLVING))
+        session.add(incident(other, state=IncidentState.OPEN))  # another host's: no matter
+        session.flush()
+        again = incident(flapping, state=IncidentState.OPEN)
+        session.add(again)
+    assert times(factory, settings)[due.SETTLE] is None
+    with db.session_scope(factory) as session:
+        later = session.get_one(Incident, again.id)
+        later.state, later.returned_at = IncidentState.RESOLVING, T0 + 5 * S  # back again
+    found = times(factory, settings)[due.SETTLE]
+    assert found is not None and found < T0
+
+
 def test_the_gate_reads_again_when_a_time_comes_or_the_reading_is_old(
     factory: sessionmaker[Session],
 ) -> None:
