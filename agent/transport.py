@@ -214,8 +214,13 @@ def encode_streams(batch: dict[str, Any], between: Callable[[], None] | None = N
 
 def encode(batch: dict[str, Any], ahead: Encoded | None = None) -> bytes:
     """The batch as compact JSON; a record list found in ``ahead`` (the very same list
-    object) is not encoded again. Nothing ahead (a heartbeat, a line or two): one call."""
+    object) is not encoded again. Nothing ahead (a heartbeat, a line or two): one call; but a
+    list over ``SLICE`` (a spool replay, a catch-up: sent with nothing ahead) still goes a
+    slice at a time."""
     done = {k: d for k, (records, d) in (ahead or {}).items() if batch.get(k) is records}
+    for key in STREAM_KEYS:
+        if key not in done and len(batch.get(key, ())) > SLICE:
+            done[key] = encode_records(batch[key])
     if not done:
         return json.dumps(batch, separators=(",", ":")).encode()
     rest = {k: v for k, v in batch.items() if k not in done}

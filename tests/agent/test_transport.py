@@ -15,6 +15,7 @@ from agent.outbox import Outbox
 from agent.transport import (
     AHEAD_MIN,
     GZIP_MIN_BYTES,
+    SLICE,
     SLOWEST_BYTES_PER_S,
     Rejected,
     Transport,
@@ -122,6 +123,27 @@ def test_small_lists_are_not_encoded_ahead_and_a_small_batch_is_one_call() -> No
     ahead = encode_streams(mixed)
     assert set(ahead) == {"lines"}
     assert json.loads(encode(mixed, ahead)) == mixed
+
+
+def test_a_big_batch_sent_without_encoding_ahead_is_still_encoded_a_slice_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A spool replay, a catch-up or a split batch is sent with nothing encoded ahead: its
+    20,000 records in one ``json.dumps`` would hold the GIL for tens of milliseconds."""
+    calls: list[int] = []
+    dumps = json.dumps
+
+    def counting(obj: Any, **kwargs: Any) -> str:
+        lists = [obj] if isinstance(obj, list) else [v for v in obj.values() if isinstance(v, list)]
+        calls.append(sum(len(v) for v in lists))
+        return dumps(obj, **kwargs)
+
+    big = {**batch(2 * SLICE + 1), "events": [{"ts": 1.0, "kind": "x", "data": {}}]}
+    monkeypatch.setattr(json, "dumps", counting)
+    body = encode(big)
+    monkeypatch.undo()
+    assert json.loads(body) == big
+    assert max(calls) <= SLICE
 
 
 def test_a_big_batch_gets_time_in_proportion_to_its_size(collector: FakeCollector) -> None:
