@@ -27,7 +27,9 @@ Handler = Callable[[], bool]
 
 
 class Outbox:
-    """Thread-safe queues of unsequenced samples, lines and events; ``wait`` wakes on any put."""
+    """Thread-safe queues of unsequenced samples, lines and events; ``wait`` wakes on any put.
+    One thread waits (the shipper's): the last to call ``wait`` is the one its puts skip the
+    eventfd for."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()  # reentrant: a signal handler may call wake()
