@@ -428,6 +428,15 @@ class Clocked:
             factory(self.c), now=from_epoch(T0 + when), settings=self.c.settings
         )
 
+    def cut_twice(self) -> tuple[int, int]:
+        """A sample a second to 9 s; the link down at 10 s, back at 30 s just long enough for
+        the POST held up in the cut to arrive, down again: (the two incidents)."""
+        for s in range(1, 10):
+            self.send(s, [s])
+        first = self.lose(13.1)
+        self.send(30, [10], sent=10)  # the late POST
+        return first, self.lose(33.1)
+
 
 T0 = 1_800_000_000.0
 
@@ -447,11 +456,7 @@ def test_a_later_silence_does_not_decide_an_incident_still_settling(clocked: Clo
     again (incident 2). The host froze from 45 to 55 s in the second cut; the replay at 60 s
     covers the first cut whole. Incident 1 was a partition: the freeze is incident 2's."""
     h = clocked
-    for s in range(1, 10):
-        h.send(s, [s])
-    first = h.lose(13.1)
-    h.send(30, [10], sent=10)  # the late POST
-    second = h.lose(33.1)
+    first, second = h.cut_twice()
     assert h.settle(36) == []
     h.send(60, [s for s in range(11, 61) if not 45 <= s < 55])  # spool, then live
     assert sorted(h.settle(60)) == [first, second]
@@ -467,11 +472,7 @@ def test_time_the_host_is_silent_again_is_not_time_the_replay_took(clocked: Cloc
     silent again no batch of it can come, so that time is not time its replay took. Incident 1
     stays settling until the replay that ends the second cut, which decides both."""
     h = clocked
-    for s in range(1, 10):
-        h.send(s, [s])
-    first = h.lose(13.1)
-    h.send(30, [10], sent=10)  # the late POST
-    second = h.lose(33.1)
+    first, second = h.cut_twice()
     assert h.settle(400) == []  # 370 s after the first return, silent since 30 s
     h.send(400, list(range(11, 401, 2)))  # the spool covers both cuts, then live
     assert sorted(h.settle(400)) == [first, second]
