@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, exists, select
+from sqlalchemy.orm import Session, aliased
 
 from collector.hosts.registry import find_boot_pk
 from collector.models import Host, Incident, IncidentState, Sample
@@ -62,3 +62,18 @@ def silent_again(session: Session, incident: Incident) -> tuple[bool, datetime |
         return False, None
     state, returned_at, resolved_at = later
     return True, None if state == IncidentState.OPEN else returned_at or resolved_at
+
+
+_LATER = aliased(Incident)
+
+
+def silent_now() -> ColumnElement[bool]:
+    """``silent_again``'s "silent now" as SQL on ``Incident``: a later incident of its host is
+    open (a host has one open incident at most, the latest). What settles only reads the
+    incidents where it is false: nothing can be decided for the others before that silence
+    ends (a host back and then gone for good would have them looked at every tick)."""
+    return exists().where(
+        _LATER.host_id == Incident.host_id,
+        _LATER.id > Incident.id,
+        _LATER.state == IncidentState.OPEN,
+    )

@@ -36,7 +36,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import read_scope, session_scope
-from collector.incidents.evidence import sample_hole, silent_again
+from collector.incidents.evidence import sample_hole, silent_again, silent_now
 from collector.incidents.payload import enqueue_incident_alert
 from collector.incidents.snapshot import take_snapshot
 from collector.models import (
@@ -220,7 +220,9 @@ def settle_incidents(
     stored, and such a time must not turn a replay still to come into a stall."""
     with read_scope(session_factory) as session:
         ids = list(
-            session.scalars(select(Incident.id).where(Incident.state == IncidentState.RESOLVING))
+            session.scalars(
+                select(Incident.id).where(Incident.state == IncidentState.RESOLVING, ~silent_now())
+            )
         )
     decided = []
     for incident_id in ids:

@@ -19,10 +19,11 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import exists, func, literal, or_, select
-from sqlalchemy.orm import Session, aliased, sessionmaker
+from sqlalchemy import func, literal, or_, select
+from sqlalchemy.orm import Session, sessionmaker
 
 from collector.db import read_scope
+from collector.incidents.evidence import silent_now
 from collector.liveness.status import WATCHED
 from collector.models import (
     Delivery,
@@ -52,22 +53,12 @@ def _earliest(*column: Any) -> Any:
     return select(func.min(*column)).scalar_subquery()
 
 
-_LATER = aliased(Incident)
-# Settling waits while the host is silent again (``evidence.silent_again``): a host that came
-# back and then went for good would have it run every tick, for ever.
-_SILENT_AGAIN = exists().where(
-    _LATER.host_id == Incident.host_id,
-    _LATER.id > Incident.id,
-    _LATER.state == IncidentState.OPEN,
-)
-
-
 _READ = Prepared(
     select(
         _earliest(Host.overdue_at).where(or_(*(Host.status == s for s in WATCHED))),
         _earliest(Host.status_since).where(Host.status == HostStatus.LATE),
         select(literal(1))
-        .where(Incident.state == IncidentState.RESOLVING, ~_SILENT_AGAIN)
+        .where(Incident.state == IncidentState.RESOLVING, ~silent_now())
         .limit(1)
         .scalar_subquery(),
         _earliest(Incident.alert_held_until).where(Incident.state == IncidentState.OPEN),
