@@ -651,6 +651,18 @@ def test_a_capture_that_starts_at_a_spec_decode_line_is_serving() -> None:
             "07-08 22:40:03 [core.py:1136] EngineCore failed to start.",
             "(EngineCore pid=542) ERROR 07-08 22:40:03 [core.py:1136] EngineCore failed to start.",
         ),
+        # Constructed: the journal's prefix as ProxmoxVED#2047 and 1Cat-vLLM#237 show it (the
+        # real logs in tests/fixtures/real/vllm) before a tagged and an untagged failure line.
+        (
+            "Aug 19 18:34:30 vllm vllm[8707]: (EngineCore pid=542) ERROR 07-08 22:40:03 "
+            "[core.py:1136] EngineCore failed to start.",
+            "(EngineCore pid=542) ERROR 07-08 22:40:03 [core.py:1136] EngineCore failed to start.",
+        ),
+        (
+            "авг 18 14:15:04 llm python3[28059]: ERROR 08-18 14:15:04 [core.py:718] "
+            "EngineCore failed to start.",
+            "ERROR 08-18 14:15:04 [core.py:718] EngineCore failed to start.",
+        ),
     ],
 )
 def test_a_pastes_wrappers_are_not_part_of_the_error(line: str, error: str) -> None:

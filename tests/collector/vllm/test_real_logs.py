@@ -94,6 +94,9 @@ def test_serving_configuration_fields(name: str, field: str, value: object) -> N
         ("club3090-16-oom-while-serving", "crashed", "(EngineCore pid=112) ERROR 05-01 14:39:06"),
         # A Buildkite page's "  | " gutter and its stamp are peeled off the error.
         ("vllm-14574-buildkite-gutter-engine-hit-exception", "failed", "ERROR 03-10 08:07:20"),
+        # The journal's "[host] docker[pid]: " is no part of the error; vLLM's own tags are.
+        ("aeon-16-gb10-journald-engine-dead", "crashed", "(APIServer pid=1) ERROR 06-21 19:23:33"),
+        ("v0.10.2-vllm-25148-ray-nested-tag-failed", "failed", "(EngineCore_DP0 pid=16862) ERROR"),
     ],
 )
 def test_outcome_and_error_of(name: str, outcome: str, error_start: str) -> None:
