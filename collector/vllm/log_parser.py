@@ -42,6 +42,9 @@ class VllmLogParser(FactLog):
     def __init__(self) -> None:
         super().__init__()
         self._line_count = 0
+        # The attention backend chosen before the capture showed any start: its start's, if
+        # one opens on a later line (vLLM selects it after the start lines, before the load).
+        self._early_backend: str | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """What the next line's parsing depends on, as JSON: the current start (the earlier
@@ -52,6 +55,7 @@ class VllmLogParser(FactLog):
             "before": self._dropped + max(len(self._plans) - 1, 0),
             "plan": None if plan is None else plan_state(plan),
             "outcome": asdict(self._state),
+            "early_backend": self._early_backend,
         }
 
     @classmethod
@@ -63,6 +67,7 @@ class VllmLogParser(FactLog):
         if snapshot["plan"] is not None:
             parser._plans = [StartupPlan(**snapshot["plan"])]
         parser._state = OutcomeState(**snapshot["outcome"])
+        parser._early_backend = snapshot.get("early_backend")
         return parser
 
     def plans(self) -> list[StartupPlan]:
@@ -99,6 +104,7 @@ class VllmLogParser(FactLog):
             facts.append(self._fact("hang_signal", data, ctx))
 
         if fmt.START_MARK.search(msg):
+            self._early_backend = None  # chosen by an earlier run
             plan = self._plans[-1] if self._plans else None
             if plan is None or (plan.phase not in (None, "starting")):
                 plan = self._new_plan(ctx, facts)
@@ -123,6 +129,7 @@ class VllmLogParser(FactLog):
             if loose is not None:
                 return self._loose_start(loose, ctx, facts)
             if not opens_start(msg):
+                self._before_start(msg)
                 return facts
             # A capture that begins at a root cause (an OOM, a CUDA fault) or at a bare
             # traceback's exception: the start failed, or its engine died serving; what follows
@@ -137,6 +144,22 @@ class VllmLogParser(FactLog):
             self._state.awaiting_error = False  # the traceback's last line: its error
             self._conclude(plan, plan.outcome, parsed.clean, ctx, facts)
         return facts
+
+    def _new_plan(self, ctx: Ctx, facts: list[VllmFact]) -> StartupPlan:
+        """A start, with the backend chosen before the capture showed it (``_before_start``)."""
+        plan = super()._new_plan(ctx, facts)
+        if self._early_backend is not None:
+            self._set(plan, "attention_backend", self._early_backend, ctx, facts)
+            self._early_backend = None
+        return plan
+
+    def _before_start(self, msg: str) -> None:
+        """A line before any start: the backend's selection is kept for the start to come,
+        unless the server stops first (what starts next is another run)."""
+        if fmt.STOPPED.search(msg):
+            self._early_backend = None
+        elif self._early_backend is None:
+            self._early_backend = config_fields(msg).get("attention_backend")
 
     def _metrics(
         self,

@@ -895,6 +895,29 @@ def test_the_attention_backend_is_the_first_one_stated() -> None:
     assert plan.attention_backend == "FLASH_ATTN"  # not TRITON_ATTN, as on its own
 
 
+def test_a_backend_selected_before_the_capture_shows_its_start() -> None:
+    """rl-swarm#92's V0 excerpt opens on the backend's selection line, then "Starting to load
+    model": the start keeps it, across a restore in between. A start line (pytorch/serve#3343's
+    engine line) or the server stopping (the 0.11 fixture's uvicorn line) in between says the
+    selection was an earlier run's."""
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    chosen, load = logs["v0.7-rlswarm-92-dash-prefixed"][1:3]
+    [engine] = [x for x in logs["v0.6.1-torchserve-3343-engine-config"] if "with config" in x]
+    [stopped] = [
+        x
+        for x in (FIXTURES / "v0.11.0_colour_plain.log").read_text().splitlines()
+        if "Application shutdown complete" in x
+    ]
+    assert [p.attention_backend for p in parse_vllm_log([chosen, load])] == ["FLASH_ATTN"]
+    assert [p.attention_backend for p in parse_vllm_log([chosen, engine, load])] == [None]
+    assert [p.attention_backend for p in parse_vllm_log([chosen, stopped, load])] == [None]
+    parser = VllmLogParser()
+    parser.feed(chosen)
+    parser = VllmLogParser.restore(parser.snapshot())
+    parser.feed(load)
+    assert parser.current is not None and parser.current.attention_backend == "FLASH_ATTN"
+
+
 def test_a_long_run_of_digits_parses_in_linear_time() -> None:
     # The stats header's "N Engines Aggregated" must not retry its digits from every digit of
     # a long number (a dumped tensor, a token-id blob): that was quadratic, minutes per line.

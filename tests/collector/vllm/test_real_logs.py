@@ -78,6 +78,10 @@ def test_tensor_parallel_ranks_plan_with_the_smallest_rank() -> None:
         ("v0.11-gpustack-3098-dp0", "attention_backend", "FLASH_ATTN"),
         # not the MoE's "Using FlashInfer MXFP4 BF16 backend" on the next line
         ("vllm-31740-gb10-gpt-oss-120b-loading", "attention_backend", "TRITON_ATTN"),
+        # The selection line before the line the capture's start opens on (a load, a drafter)
+        ("v0.7-rlswarm-92-dash-prefixed", "attention_backend", "FLASH_ATTN"),
+        ("v0.10-vllm-21728-full-plan", "attention_backend", "FLASH_ATTN"),
+        ("v0.2x-vllm-46249-mtp-tp4-drafter", "attention_backend", "FLASH_ATTN"),
     ],
 )
 def test_serving_configuration_fields(name: str, field: str, value: object) -> None:
