@@ -918,6 +918,26 @@ def test_a_backend_selected_before_the_capture_shows_its_start() -> None:
     assert parser.current is not None and parser.current.attention_backend == "FLASH_ATTN"
 
 
+def test_a_wrapped_engine_config_line_goes_on_on_the_next_line_only() -> None:
+    """pytorch/serve#3343's engine config line, wrapped by the paste: the next line (no header,
+    the cut value's tail, then ", name=") states prefix caching, also across a restore. Not
+    after a blank line or another line in between: that is no longer the same config."""
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    engine, wrapped, load = logs["v0.6.1-torchserve-3343-engine-config"][:3]
+
+    def caching(lines: list[str]) -> list[bool | None]:
+        return [p.enable_prefix_caching for p in parse_vllm_log(lines)]
+
+    assert caching([engine, wrapped, load]) == [False]
+    assert caching([engine, "", wrapped]) == [None]
+    assert caching([engine, load, wrapped]) == [None]
+    parser = VllmLogParser()
+    parser.feed(engine)
+    parser = VllmLogParser.restore(parser.snapshot())
+    parser.feed(wrapped)
+    assert parser.current is not None and parser.current.enable_prefix_caching is False
+
+
 def test_a_long_run_of_digits_parses_in_linear_time() -> None:
     # The stats header's "N Engines Aggregated" must not retry its digits from every digit of
     # a long number (a dumped tensor, a token-id blob): that was quadratic, minutes per line.

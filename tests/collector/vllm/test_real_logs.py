@@ -72,6 +72,12 @@ def test_tensor_parallel_ranks_plan_with_the_smallest_rank() -> None:
         ("v0.6.1-torchserve-3343-engine-config", "kv_cache_dtype", "auto"),
         ("v0.10.0-ascend-2416-v1-engine-config", "kv_cache_dtype", "auto"),
         ("v0.10.0-ascend-2416-v1-engine-config", "speculative_method", None),
+        # ... wrapped by the paste: the fields on its continuation line (vllm#12529 cut a
+        # field's name in two: "chunk" | "ed_prefill_enabled=True")
+        ("v0.10.0-ascend-2416-v1-engine-config", "enable_prefix_caching", True),
+        ("v0.10.0-ascend-2416-v1-engine-config", "enable_chunked_prefill", True),
+        ("v0.6.1-torchserve-3343-engine-config", "enable_prefix_caching", False),
+        ("v0.8-versions-v0-engine-lines", "enable_chunked_prefill", True),
         # The attention backend's selection line, in each version's words
         ("v0.5-vllm-6768-medusa-v0-spec-blocks", "attention_backend", "XFORMERS"),
         ("v0.10-vllm-25340-gguf", "attention_backend", "FLASH_ATTN"),  # "Flash Attention"
