@@ -34,9 +34,12 @@ CONFIG_FIELDS: dict[str, tuple[tuple[str, ...], type]] = {
     "speculative_method": (("method",), str),  # read inside the speculative config only
     "num_speculative_tokens": (("num_speculative_tokens", "num_spec_tokens"), int),
 }
-SETTINGS_LINE = re.compile(
-    r"args: Namespace\(|non-default args: \{|LLM engine \(v[^)]*\) with config: "
-)
+ENGINE_CONFIG = re.compile(r"LLM engine \(v[^)]*\) with config: ")
+SETTINGS_LINE = re.compile(rf"args: Namespace\(|non-default args: \{{|{ENGINE_CONFIG.pattern}")
+# A paste's wrap of the engine's long config line: the next line goes on with no header of
+# its own, the cut value's tail (or nothing), then the config's next ", name=" (a tqdm bar, a
+# warning or a traceback's indented frame never reads so).
+WRAPPED_CONFIG = re.compile(r" ?[^\s,]*, \w+=")
 MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
 CHUNKED_PREFILL = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
 # The backend names --attention-backend takes and vLLM prints since 0.11 ("Using FLASH_ATTN

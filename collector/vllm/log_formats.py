@@ -31,6 +31,9 @@ HEADER = re.compile(
     r"(?P<date>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+\[?(?P<src>[\w./-]+:\d+)\]\s?(?P<msg>.*)$"
 )
 TAG_ONLY = re.compile(r"\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s?(?P<msg>.*)$")
+# vLLM's own process tags, whatever their fields: V1's worker "(VllmWorker rank=7 pid=N)", a
+# Ray worker's "(RayWorkerWrapper pid=N, ip=...)" printed inside the engine's tag.
+TAGS_BEFORE = re.compile(r"(?:\([^()]*\bpid=\d+[^()]*\)\s*)+$")
 
 
 @dataclass
@@ -46,21 +49,29 @@ class VllmLine:
 def split_vllm_line(line: str) -> VllmLine:
     """Strip colours, a paste's wrappers and vLLM's prefix; the message is what remains.
 
-    ``clean`` is the line without colours and wrappers (what an error quotes); any other
-    shipper's prefix stays in it, since only vLLM's header says where that prefix ends."""
+    ``clean`` is the line without colours and wrappers (what an error quotes), from vLLM's
+    tags or header on: whatever a shipper put before them (journald's "Aug 19 18:34:30 host
+    docker[1234]: ", a job runner's stamp) is not vLLM's text. Without either, only the
+    wrappers go, since nothing else says where such a prefix ends."""
     clean = ANSI.sub("", line).rstrip("\r\n").rstrip()
     while m := WRAPPER.match(clean):
         clean = clean[m.end() :]
     m = HEADER.search(clean)
     if m:
         proc = f"{m.group('proc')} pid={m.group('pid')}" if m.group("proc") else ""
-        return VllmLine(m.group("level"), m.group("date"), m.group("msg"), clean, proc)
+        msg = m.group("msg")
+        return VllmLine(m.group("level"), m.group("date"), msg, _from_tags(clean, m), proc)
     t = TAG_ONLY.search(clean)
     if t:
-        return VllmLine(
-            None, None, t.group("msg"), clean, f"{t.group('proc')} pid={t.group('pid')}"
-        )
+        proc = f"{t.group('proc')} pid={t.group('pid')}"
+        return VllmLine(None, None, t.group("msg"), _from_tags(clean, t), proc)
     return VllmLine(None, None, clean, clean)
+
+
+def _from_tags(clean: str, m: re.Match[str]) -> str:
+    """The line from vLLM's header, or from the process tags right before it."""
+    tags = TAGS_BEFORE.search(clean, 0, m.start())
+    return clean[m.start() if tags is None else tags.start() :]
 
 
 FLOAT = r"(-?\d+(?:\.\d+)?)"

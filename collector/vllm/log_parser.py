@@ -14,7 +14,7 @@ from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
-from collector.vllm.log_config import FIRST_STATED, config_fields
+from collector.vllm.log_config import ENGINE_CONFIG, FIRST_STATED, WRAPPED_CONFIG, config_fields
 from collector.vllm.log_facts import Ctx, FactLog, VllmFact
 from collector.vllm.log_formats import VllmLine, split_vllm_line
 from collector.vllm.log_outcome import (
@@ -42,6 +42,11 @@ class VllmLogParser(FactLog):
     def __init__(self) -> None:
         super().__init__()
         self._line_count = 0
+        # The attention backend chosen before the capture showed any start: its start's, if
+        # one opens on a later line (vLLM selects it after the start lines, before the load).
+        self._early_backend: str | None = None
+        # The engine's config line so far, while the next line may be a paste's wrap of it.
+        self._engine_config: str | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """What the next line's parsing depends on, as JSON: the current start (the earlier
@@ -52,6 +57,8 @@ class VllmLogParser(FactLog):
             "before": self._dropped + max(len(self._plans) - 1, 0),
             "plan": None if plan is None else plan_state(plan),
             "outcome": asdict(self._state),
+            "early_backend": self._early_backend,
+            "engine_config": self._engine_config,
         }
 
     @classmethod
@@ -63,6 +70,8 @@ class VllmLogParser(FactLog):
         if snapshot["plan"] is not None:
             parser._plans = [StartupPlan(**snapshot["plan"])]
         parser._state = OutcomeState(**snapshot["outcome"])
+        parser._early_backend = snapshot.get("early_backend")
+        parser._engine_config = snapshot.get("engine_config")
         return parser
 
     def plans(self) -> list[StartupPlan]:
@@ -81,12 +90,15 @@ class VllmLogParser(FactLog):
         self._line_count += 1
         if line_no is None:
             line_no = self._line_count
+        config, self._engine_config = self._engine_config, None
         if not line.strip():
             return []
         parsed = split_vllm_line(line)
         msg = parsed.msg
         facts: list[VllmFact] = []
         ctx = (ts, line_no, parsed.log_time)
+        if config is not None and self._wrapped(config, parsed, ctx, facts):
+            return facts
 
         if "Avg prompt throughput" in msg or "hit rate: GPU: " in msg:
             return self._metrics("stats", stats_fields(msg), parsed, ctx, facts)
@@ -99,6 +111,7 @@ class VllmLogParser(FactLog):
             facts.append(self._fact("hang_signal", data, ctx))
 
         if fmt.START_MARK.search(msg):
+            self._early_backend = None  # chosen by an earlier run
             plan = self._plans[-1] if self._plans else None
             if plan is None or (plan.phase not in (None, "starting")):
                 plan = self._new_plan(ctx, facts)
@@ -107,9 +120,9 @@ class VllmLogParser(FactLog):
             if v and plan.vllm_version is None:
                 version = v.group("v") or v.group("v2") or v.group("v3")
                 self._set(plan, "vllm_version", version, ctx, facts)
-            self._block_size(plan, msg)
-            self._config(plan, msg, ctx, facts)
-            self._drafter(plan, msg, ctx, facts)
+            self._start_settings(plan, msg, ctx, facts)
+            if ENGINE_CONFIG.search(msg):
+                self._engine_config = msg
             return facts
 
         plan = self._plans[-1] if self._plans else None
@@ -123,6 +136,7 @@ class VllmLogParser(FactLog):
             if loose is not None:
                 return self._loose_start(loose, ctx, facts)
             if not opens_start(msg):
+                self._before_start(msg)
                 return facts
             # A capture that begins at a root cause (an OOM, a CUDA fault) or at a bare
             # traceback's exception: the start failed, or its engine died serving; what follows
@@ -137,6 +151,22 @@ class VllmLogParser(FactLog):
             self._state.awaiting_error = False  # the traceback's last line: its error
             self._conclude(plan, plan.outcome, parsed.clean, ctx, facts)
         return facts
+
+    def _new_plan(self, ctx: Ctx, facts: list[VllmFact]) -> StartupPlan:
+        """A start, with the backend chosen before the capture showed it (``_before_start``)."""
+        plan = super()._new_plan(ctx, facts)
+        if self._early_backend is not None:
+            self._set(plan, "attention_backend", self._early_backend, ctx, facts)
+            self._early_backend = None
+        return plan
+
+    def _before_start(self, msg: str) -> None:
+        """A line before any start: the backend's selection is kept for the start to come,
+        unless the server stops first (what starts next is another run)."""
+        if fmt.STOPPED.search(msg):
+            self._early_backend = None
+        elif self._early_backend is None:
+            self._early_backend = config_fields(msg).get("attention_backend")
 
     def _metrics(
         self,
@@ -163,6 +193,22 @@ class VllmLogParser(FactLog):
         self._conclude(plan, outcome, error, ctx, facts)
         self._state.awaiting_error = error is None
         return facts
+
+    def _start_settings(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
+        """What a start line (or its wrapped rest) states: the block size, config, drafter."""
+        self._block_size(plan, msg)
+        self._config(plan, msg, ctx, facts)
+        self._drafter(plan, msg, ctx, facts)
+
+    def _wrapped(self, config: str, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]) -> bool:
+        """This line is the engine's config line going on (a paste wrapped it): the line is
+        read again whole, so a value or a name cut in two reads right."""
+        plan = self.current
+        if parsed.level or parsed.proc or plan is None or not WRAPPED_CONFIG.match(parsed.msg):
+            return False
+        self._engine_config = config + parsed.msg
+        self._start_settings(plan, self._engine_config, ctx, facts)
+        return True
 
     def _block_size(self, plan: StartupPlan, msg: str) -> None:
         m = fmt.BLOCK_SIZE.search(msg)

@@ -651,6 +651,18 @@ def test_a_capture_that_starts_at_a_spec_decode_line_is_serving() -> None:
             "07-08 22:40:03 [core.py:1136] EngineCore failed to start.",
             "(EngineCore pid=542) ERROR 07-08 22:40:03 [core.py:1136] EngineCore failed to start.",
         ),
+        # Constructed: the journal's prefix as ProxmoxVED#2047 and 1Cat-vLLM#237 show it (the
+        # real logs in tests/fixtures/real/vllm) before a tagged and an untagged failure line.
+        (
+            "Aug 19 18:34:30 vllm vllm[8707]: (EngineCore pid=542) ERROR 07-08 22:40:03 "
+            "[core.py:1136] EngineCore failed to start.",
+            "(EngineCore pid=542) ERROR 07-08 22:40:03 [core.py:1136] EngineCore failed to start.",
+        ),
+        (
+            "авг 18 14:15:04 llm python3[28059]: ERROR 08-18 14:15:04 [core.py:718] "
+            "EngineCore failed to start.",
+            "ERROR 08-18 14:15:04 [core.py:718] EngineCore failed to start.",
+        ),
     ],
 )
 def test_a_pastes_wrappers_are_not_part_of_the_error(line: str, error: str) -> None:
@@ -881,6 +893,49 @@ def test_the_attention_backend_is_the_first_one_stated() -> None:
     [chosen] = [x for x in logs["vllm-31740-gb10-gpt-oss-120b-loading"] if "TRITON_ATTN" in x]
     [plan] = parse_vllm_log([args, chosen])
     assert plan.attention_backend == "FLASH_ATTN"  # not TRITON_ATTN, as on its own
+
+
+def test_a_backend_selected_before_the_capture_shows_its_start() -> None:
+    """rl-swarm#92's V0 excerpt opens on the backend's selection line, then "Starting to load
+    model": the start keeps it, across a restore in between. A start line (pytorch/serve#3343's
+    engine line) or the server stopping (the 0.11 fixture's uvicorn line) in between says the
+    selection was an earlier run's."""
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    chosen, load = logs["v0.7-rlswarm-92-dash-prefixed"][1:3]
+    [engine] = [x for x in logs["v0.6.1-torchserve-3343-engine-config"] if "with config" in x]
+    [stopped] = [
+        x
+        for x in (FIXTURES / "v0.11.0_colour_plain.log").read_text().splitlines()
+        if "Application shutdown complete" in x
+    ]
+    assert [p.attention_backend for p in parse_vllm_log([chosen, load])] == ["FLASH_ATTN"]
+    assert [p.attention_backend for p in parse_vllm_log([chosen, engine, load])] == [None]
+    assert [p.attention_backend for p in parse_vllm_log([chosen, stopped, load])] == [None]
+    parser = VllmLogParser()
+    parser.feed(chosen)
+    parser = VllmLogParser.restore(parser.snapshot())
+    parser.feed(load)
+    assert parser.current is not None and parser.current.attention_backend == "FLASH_ATTN"
+
+
+def test_a_wrapped_engine_config_line_goes_on_on_the_next_line_only() -> None:
+    """pytorch/serve#3343's engine config line, wrapped by the paste: the next line (no header,
+    the cut value's tail, then ", name=") states prefix caching, also across a restore. Not
+    after a blank line or another line in between: that is no longer the same config."""
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    engine, wrapped, load = logs["v0.6.1-torchserve-3343-engine-config"][:3]
+
+    def caching(lines: list[str]) -> list[bool | None]:
+        return [p.enable_prefix_caching for p in parse_vllm_log(lines)]
+
+    assert caching([engine, wrapped, load]) == [False]
+    assert caching([engine, "", wrapped]) == [None]
+    assert caching([engine, load, wrapped]) == [None]
+    parser = VllmLogParser()
+    parser.feed(engine)
+    parser = VllmLogParser.restore(parser.snapshot())
+    parser.feed(wrapped)
+    assert parser.current is not None and parser.current.enable_prefix_caching is False
 
 
 def test_a_long_run_of_digits_parses_in_linear_time() -> None:

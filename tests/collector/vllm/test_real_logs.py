@@ -72,12 +72,22 @@ def test_tensor_parallel_ranks_plan_with_the_smallest_rank() -> None:
         ("v0.6.1-torchserve-3343-engine-config", "kv_cache_dtype", "auto"),
         ("v0.10.0-ascend-2416-v1-engine-config", "kv_cache_dtype", "auto"),
         ("v0.10.0-ascend-2416-v1-engine-config", "speculative_method", None),
+        # ... wrapped by the paste: the fields on its continuation line (vllm#12529 cut a
+        # field's name in two: "chunk" | "ed_prefill_enabled=True")
+        ("v0.10.0-ascend-2416-v1-engine-config", "enable_prefix_caching", True),
+        ("v0.10.0-ascend-2416-v1-engine-config", "enable_chunked_prefill", True),
+        ("v0.6.1-torchserve-3343-engine-config", "enable_prefix_caching", False),
+        ("v0.8-versions-v0-engine-lines", "enable_chunked_prefill", True),
         # The attention backend's selection line, in each version's words
         ("v0.5-vllm-6768-medusa-v0-spec-blocks", "attention_backend", "XFORMERS"),
         ("v0.10-vllm-25340-gguf", "attention_backend", "FLASH_ATTN"),  # "Flash Attention"
         ("v0.11-gpustack-3098-dp0", "attention_backend", "FLASH_ATTN"),
         # not the MoE's "Using FlashInfer MXFP4 BF16 backend" on the next line
         ("vllm-31740-gb10-gpt-oss-120b-loading", "attention_backend", "TRITON_ATTN"),
+        # The selection line before the line the capture's start opens on (a load, a drafter)
+        ("v0.7-rlswarm-92-dash-prefixed", "attention_backend", "FLASH_ATTN"),
+        ("v0.10-vllm-21728-full-plan", "attention_backend", "FLASH_ATTN"),
+        ("v0.2x-vllm-46249-mtp-tp4-drafter", "attention_backend", "FLASH_ATTN"),
     ],
 )
 def test_serving_configuration_fields(name: str, field: str, value: object) -> None:
@@ -94,6 +104,9 @@ def test_serving_configuration_fields(name: str, field: str, value: object) -> N
         ("club3090-16-oom-while-serving", "crashed", "(EngineCore pid=112) ERROR 05-01 14:39:06"),
         # A Buildkite page's "  | " gutter and its stamp are peeled off the error.
         ("vllm-14574-buildkite-gutter-engine-hit-exception", "failed", "ERROR 03-10 08:07:20"),
+        # The journal's "[host] docker[pid]: " is no part of the error; vLLM's own tags are.
+        ("aeon-16-gb10-journald-engine-dead", "crashed", "(APIServer pid=1) ERROR 06-21 19:23:33"),
+        ("v0.10.2-vllm-25148-ray-nested-tag-failed", "failed", "(EngineCore_DP0 pid=16862) ERROR"),
     ],
 )
 def test_outcome_and_error_of(name: str, outcome: str, error_start: str) -> None:
