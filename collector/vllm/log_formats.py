@@ -18,9 +18,13 @@ ANSI = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]")
 # "> > "), the RFC 3339 stamp of `docker logs -t` / `kubectl logs --timestamps` (bracketed in
 # CI logs such as Buildkite's), the "  | " gutter a CI log page (Buildkite's) puts before each
 # line a copy takes, docker compose's "service  | ", and the "2025-06-27 12:57:51,690 - name -
-# INFO - " of a Python logger re-logging the server's output. Peeled off the front, so an
-# error keeps only vLLM's own text and a traceback's frames keep their indent.
+# INFO - " of a Python logger re-logging the server's output, and the journal's "Aug 19
+# 18:34:30 host vllm[8707]: " (its month in the locale's language; after a `short-iso` stamp
+# "host docker[3764470]: "). Peeled off the front, so an error keeps only vLLM's own text and a
+# traceback's frames keep their indent.
 WRAPPER = re.compile(
+    r"(?:[^\W\d_]{3,4}\.? [ \d]?\d \d\d:\d\d:\d\d(?:\.\d+)?"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)) \S+ [\w.@/-]+\[\d+\]: |"
     r">[ \t]?|\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\]?[ \t]|"
     r"[ \t]*\|[ \t]|\w[\w.-]*\s+\|(?: |$)|"
     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - "
@@ -50,9 +54,9 @@ def split_vllm_line(line: str) -> VllmLine:
     """Strip colours, a paste's wrappers and vLLM's prefix; the message is what remains.
 
     ``clean`` is the line without colours and wrappers (what an error quotes), from vLLM's
-    tags or header on: whatever a shipper put before them (journald's "Aug 19 18:34:30 host
-    docker[1234]: ", a job runner's stamp) is not vLLM's text. Without either, only the
-    wrappers go, since nothing else says where such a prefix ends."""
+    tags or header on: whatever a shipper put before them (a desktop app's or a job runner's
+    stamp) is not vLLM's text. Without either, only the wrappers (``WRAPPER``, the journal's
+    prefix among them) go, since nothing else says where such a prefix ends."""
     clean = ANSI.sub("", line).rstrip("\r\n").rstrip()
     while m := WRAPPER.match(clean):
         clean = clean[m.end() :]

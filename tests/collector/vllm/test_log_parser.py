@@ -12,6 +12,7 @@ from collector.vllm.plan import PLAN_FIELDS
 from tests.support.real_corpus import vllm_logs
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "vllm"
+REAL = FIXTURES.parent / "real" / "vllm"
 
 
 def _plans(name: str):
@@ -668,6 +669,23 @@ def test_a_capture_that_starts_at_a_spec_decode_line_is_serving() -> None:
 def test_a_pastes_wrappers_are_not_part_of_the_error(line: str, error: str) -> None:
     [plan] = parse_vllm_log([line])
     assert (plan.outcome, plan.error) == ("failed", error)
+
+
+def test_the_journals_prefix_is_peeled_from_lines_vllm_did_not_tag() -> None:
+    # Constructed: vllm#8177's NCCL watchdog excerpt (tests/fixtures/real/vllm), untagged as
+    # PyTorch prints it, behind the journal's prefixes as ProxmoxVED#2047 (short) and AEON-7's
+    # GB10 issue #16 (short-iso, host redacted) show them. Its lines are vLLM's process's
+    # own, so its error reads the same as from the bare log.
+    path = REAL / "v0.6-vllm-8177-nccl-watchdog-illegal-memory-access.log"
+    lines = [line for line in path.read_text().splitlines() if not line.startswith("# ")]
+    [bare] = parse_vllm_log(lines)
+    for prefix in (
+        "Aug 19 18:34:30 vllm vllm[8707]: ",
+        "2026-06-21T12:23:33-07:00 [REDACTED_HOST] docker[3764470]: ",
+    ):
+        [plan] = parse_vllm_log([prefix + line for line in lines])
+        assert (plan.outcome, plan.error) == (bare.outcome, bare.error)
+        assert plan.error is not None and plan.error.startswith("[rank0]:[E")
 
 
 def test_wrapped_traceback_frames_keep_their_indent() -> None:
