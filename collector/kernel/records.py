@@ -28,6 +28,10 @@ UNATTRIBUTED_CODES = frozenset({"hardware"})
 # How far after its die or lockup line a report's RIP/pc line may come.
 REPORT_RECORDS = 60
 _END = ("---[ end trace", "---[ end Kernel panic")
+# syslogd's wall broadcast heads each kernel line it relays with this line of its own, then
+# prints the message indented (" kernel:[  592.97] watchdog: BUG: ..."): the heading is no part
+# of the message, so the indented lines are records of their own, found on their own lines.
+_WALL_HEADING = "Message from syslogd@"
 
 
 class LogEventOut(OutModel):
@@ -90,7 +94,7 @@ def kernel_records(lines: Sequence[str]) -> Iterator[tuple[int, str]]:
         if start is not None:
             yield start, "\n".join(parts)
         start, parts = None, []
-        if not line.strip():
+        if not line.strip() or line.startswith(_WALL_HEADING):
             continue
         if line.startswith("{"):
             msg = _json_message(line)
@@ -122,8 +126,7 @@ def _attribute(event: KernelEvent, records: Sequence[tuple[int, str]]) -> Kernel
 
 def _record_events(line_no: int, text: str) -> list[tuple[int, str, KernelEvent]]:
     """The record's event, classified over all its lines (a message continued on the next
-    line); a heading followed by indented lines that each announce an event (syslogd's wall
-    messages) is several."""
+    line); a heading followed by indented lines that each announce an event is several."""
     parts = text.split("\n")
     if len(parts) > 1 and classify_kernel_line(parts[0]) is None:
         own = [(line_no + i, part, classify_kernel_line(part)) for i, part in enumerate(parts)]

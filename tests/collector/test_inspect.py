@@ -102,6 +102,20 @@ def test_indented_continuation_carries_the_event(tmp_path: Path) -> None:
     assert len(event["text"].splitlines()) == 2
 
 
+def test_a_wall_broadcast_event_is_on_its_kernel_line(tmp_path: Path) -> None:
+    """syslogd's heading is no part of the kernel line it relays: the event is on its own
+    line, with its own text (tenstorrent/tt-metal#20143)."""
+    log = tmp_path / "wall.txt"
+    log.write_text(
+        "Message from syslogd@tt-metal-ci-vm-217 at Apr 22 16:14:35 ...\n"
+        " kernel:[  592.970198] watchdog: BUG: soft lockup - CPU#4 stuck for 23s! "
+        "[kworker/4:2:1096]\n"
+    )
+    [event] = inspect_kernel_log(log)
+    assert (event["kind"], event["line_no"], event["pid"]) == ("soft_lockup", 2, 1096)
+    assert "Message from syslogd" not in event["text"]
+
+
 def test_journal_json_byte_array_message() -> None:
     events = inspect_kernel_log(KERNEL / "journal_export.json")
     assert events[1]["text"].startswith("NVRM: nvCheckOkFailedNoLog")
