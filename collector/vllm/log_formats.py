@@ -89,9 +89,10 @@ SPEC_CONFIG = re.compile(r"speculative_config=SpeculativeConfig\(|'speculative_c
 # "GB" (0.5-0.8.2) and "GiB" both count bytes / 2**30: the figure is GiB either way.
 MODEL_LOAD = re.compile(rf"Model loading took {FLOAT} Gi?B(?: memory)? and {FLOAT} seconds")
 MODEL_LOAD_V0 = re.compile(rf"Loading model weights took {FLOAT} GB")
-# V1 compiles the model (torch.compile, 0.7+) inside its profile and warmup run.
+# V1 compiles the model (torch.compile, 0.7+) inside its profile and warmup run; its total
+# "torch.compile takes %.2f s in total" says "took" in later releases (0.19.2 does).
 PROFILING = re.compile(
-    r"Dynamo bytecode transform time|torch\.compile take|Compiling a graph for |"
+    r"Dynamo bytecode transform time|torch\.compile t(?:akes|ook) |Compiling a graph for |"
     r"Initial profiling/warmup run took|"
     r"Profiling CUDA graph memory|Estimated CUDA graph memory|Available KV cache memory|"
     r"KV cache size: |Maximum concurrency for |Memory profiling takes|# \w+ blocks: |"

@@ -380,6 +380,20 @@ def test_the_shared_memory_line_is_quiet_while_a_start_compiles_and_after_a_stop
     assert signals == [("shm_broadcast_timeout", "serving")]
 
 
+def test_a_capture_from_the_compile_total_of_later_releases_is_a_start_profiling() -> None:
+    # noonghunna/club-3090#487: the capture begins at the compile total in its later wording
+    # ("took", not "takes"); the shared-memory line after it is the warmup's, no hang.
+    parser, facts = _feed(
+        [
+            "(Worker_TP0 pid=95) INFO 06-26 22:45:50 [monitor.py:53] torch.compile took 10.20 s "
+            "in total",
+            SHM.format(m="46:38"),
+        ]
+    )
+    assert [plan.phase for plan in parser.plans()] == ["profiling"]
+    assert not [f for f in facts if f.kind == "hang_signal"]
+
+
 def test_an_nccl_timeout_while_a_start_profiles_is_still_a_hang() -> None:
     # A collective that never completes is a hang in any phase, unlike the shared-memory line.
     signals = _signals(
