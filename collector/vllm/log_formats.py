@@ -160,6 +160,11 @@ GENERIC_FAIL = re.compile(
 # shutting down executor." when a worker process dies, before the engine reports its error).
 # run_engine_core's header over the busy loop's traceback: that traceback's exception is why.
 FATAL_HEADER = re.compile(r"EngineCore encountered a fatal error")
+# What the engine dumps (0.9+, ``dump_input.py``) when model execution raises, before that
+# header: the engine died serving; its error is in the lines that follow, if captured.
+DUMP = re.compile(
+    r"Dumping input data for V1 LLM engine|Dumping scheduler output for model execution"
+)
 CRASH = re.compile(
     r"Engine core proc \S+ died unexpectedly|engine core exited unexpectedly|"
     r"Worker proc \S+ died unexpectedly|"

@@ -409,6 +409,24 @@ def test_an_nccl_timeout_while_a_start_profiles_is_still_a_hang() -> None:
     assert signals == [("nccl_watchdog_timeout", "profiling")]
 
 
+def test_the_scheduler_dump_at_a_fatal_error_is_a_crash_whose_error_follows() -> None:
+    # eugr/spark-vllm-docker#255: vLLM dumps the scheduler state when model execution raises,
+    # before "EngineCore encountered a fatal error"; a capture of the dump alone is a crash.
+    dump = (
+        "(EngineCore pid=721) ERROR 05-19 18:16:22 [dump_input.py:79] Dumping scheduler output "
+        "for model execution: SchedulerOutput(scheduled_new_reqs=[], scheduled_cac"
+    )
+    fatal = (
+        "(EngineCore pid=721) ERROR 05-19 18:16:22 [core.py:1132] EngineCore encountered a "
+        "fatal error."
+    )
+    [alone] = _feed([dump])[0].plans()
+    assert (alone.outcome, alone.error) == ("crashed", None)
+    [then] = _feed([dump, fatal])[0].plans()
+    assert then.outcome == "crashed"
+    assert (then.error or "").endswith("EngineCore encountered a fatal error.")
+
+
 def test_stats_do_not_revive_a_failed_start() -> None:
     parser, _ = _feed(
         [
