@@ -109,8 +109,11 @@ KV_BLOCKS = re.compile(r"# (?:GPU|CUDA|cuda|gpu) blocks: ([\d,]+)")
 BLOCK_SIZE = re.compile(r"""['"]?block_size['"]?[=:]\s*(\d+)|--block-size[= ](\d+)""")
 DEFAULT_BLOCK_SIZE = 16
 MAX_CONC = re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: {FLOAT}x")
+# V0 said "Capturing the model for CUDA graphs" (0.5-0.6.3), then "Capturing cudagraphs for
+# decoding" (0.6.4-0.10).
 CAPTURE = re.compile(
-    r"Capturing CUDA graph|Capturing the model for CUDA graphs|Graph capturing finished"
+    r"Capturing CUDA graph|Capturing the model for CUDA graphs|Capturing cudagraphs for decoding|"
+    r"Graph capturing finished"
 )
 CAPTURE_DONE = re.compile(rf"Graph capturing finished in {FLOAT} secs?(?:, took {FLOAT} GiB)?")
 POOL = re.compile(rf"CUDA graph pool memory: {FLOAT} GiB \(actual\), {FLOAT} GiB \(estimated\)")

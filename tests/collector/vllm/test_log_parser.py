@@ -427,6 +427,21 @@ def test_the_scheduler_dump_at_a_fatal_error_is_a_crash_whose_error_follows() ->
     assert (then.error or "").endswith("EngineCore encountered a fatal error.")
 
 
+def test_v0_capturing_cudagraphs_for_decoding_is_the_capture_phase() -> None:
+    # vllm-project/vllm#11251 (0.6.4.post1) and #15598 (0.8.x V0): V0's later wording.
+    parser, _ = _feed(
+        [
+            "INFO 12-20 20:25:46 distributed_gpu_executor.py:57] # GPU blocks: 3852, # CPU "
+            "blocks: 4096",
+            "(VllmWorkerProcess pid=90) INFO 12-20 20:25:49 model_runner.py:1413] Capturing "
+            "cudagraphs for decoding. This may lead to unexpected consequences if the model is "
+            "not static.",
+        ]
+    )
+    [plan] = parser.plans()
+    assert [p["phase"] for p in plan.phases] == ["profiling", "capturing_cuda_graphs"]
+
+
 def test_stats_do_not_revive_a_failed_start() -> None:
     parser, _ = _feed(
         [
