@@ -86,15 +86,21 @@ def kernel_records(lines: Sequence[str]) -> Iterator[tuple[int, str]]:
     """(1-based line where the record starts, message text) for each record in a kernel log."""
     start: int | None = None
     parts: list[str] = []
+    relayed = False  # the indented lines under a wall heading: each is a record
     for index, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")
-        if line[:1] in (" ", "\t") and start is not None and not frame_module(line):
+        indented = line[:1] in (" ", "\t")
+        if indented and start is not None and not relayed and not frame_module(line):
             parts.append(line.strip())
             continue
         if start is not None:
             yield start, "\n".join(parts)
         start, parts = None, []
-        if not line.strip() or line.startswith(_WALL_HEADING):
+        if line.startswith(_WALL_HEADING):
+            relayed = True
+            continue
+        relayed = relayed and indented
+        if not line.strip():
             continue
         if line.startswith("{"):
             msg = _json_message(line)
