@@ -28,6 +28,10 @@ UNATTRIBUTED_CODES = frozenset({"hardware"})
 # How far after its die or lockup line a report's RIP/pc line may come.
 REPORT_RECORDS = 60
 _END = ("---[ end trace", "---[ end Kernel panic")
+# syslogd's wall broadcast heads each kernel line it relays with this line of its own, then
+# prints the message indented (" kernel:[  592.97] watchdog: BUG: ..."): the heading is no part
+# of the message, so the indented lines are records of their own, found on their own lines.
+_WALL_HEADING = "Message from syslogd@"
 
 
 class LogEventOut(OutModel):
@@ -82,14 +86,20 @@ def kernel_records(lines: Sequence[str]) -> Iterator[tuple[int, str]]:
     """(1-based line where the record starts, message text) for each record in a kernel log."""
     start: int | None = None
     parts: list[str] = []
+    relayed = False  # the indented lines under a wall heading: each is a record
     for index, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")
-        if line[:1] in (" ", "\t") and start is not None and not frame_module(line):
+        indented = line[:1] in (" ", "\t")
+        if indented and start is not None and not relayed and not frame_module(line):
             parts.append(line.strip())
             continue
         if start is not None:
             yield start, "\n".join(parts)
         start, parts = None, []
+        if line.startswith(_WALL_HEADING):
+            relayed = True
+            continue
+        relayed = relayed and indented
         if not line.strip():
             continue
         if line.startswith("{"):
@@ -122,8 +132,7 @@ def _attribute(event: KernelEvent, records: Sequence[tuple[int, str]]) -> Kernel
 
 def _record_events(line_no: int, text: str) -> list[tuple[int, str, KernelEvent]]:
     """The record's event, classified over all its lines (a message continued on the next
-    line); a heading followed by indented lines that each announce an event (syslogd's wall
-    messages) is several."""
+    line); a heading followed by indented lines that each announce an event is several."""
     parts = text.split("\n")
     if len(parts) > 1 and classify_kernel_line(parts[0]) is None:
         own = [(line_no + i, part, classify_kernel_line(part)) for i, part in enumerate(parts)]

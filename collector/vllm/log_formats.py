@@ -104,9 +104,10 @@ SPEC_CONFIG = re.compile(r"speculative_config=SpeculativeConfig\(|'speculative_c
 # "GB" (0.5-0.8.2) and "GiB" both count bytes / 2**30: the figure is GiB either way.
 MODEL_LOAD = re.compile(rf"Model loading took {FLOAT} Gi?B(?: memory)? and {FLOAT} seconds")
 MODEL_LOAD_V0 = re.compile(rf"Loading model weights took {FLOAT} GB")
-# V1 compiles the model (torch.compile, 0.7+) inside its profile and warmup run.
+# V1 compiles the model (torch.compile, 0.7+) inside its profile and warmup run; its total
+# "torch.compile takes %.2f s in total" says "took" in later releases (0.19.2 does).
 PROFILING = re.compile(
-    r"Dynamo bytecode transform time|torch\.compile take|Compiling a graph for |"
+    r"Dynamo bytecode transform time|torch\.compile t(?:akes|ook) |Compiling a graph for |"
     r"Initial profiling/warmup run took|"
     r"Profiling CUDA graph memory|Estimated CUDA graph memory|Available KV cache memory|"
     r"KV cache size: |Maximum concurrency for |Memory profiling takes|# \w+ blocks: |"
@@ -123,8 +124,11 @@ KV_BLOCKS = re.compile(r"# (?:GPU|CUDA|cuda|gpu) blocks: ([\d,]+)")
 BLOCK_SIZE = re.compile(r"""['"]?block_size['"]?[=:]\s*(\d+)|--block-size[= ](\d+)""")
 DEFAULT_BLOCK_SIZE = 16
 MAX_CONC = re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: {FLOAT}x")
+# V0 said "Capturing the model for CUDA graphs" (0.5-0.6.3), then "Capturing cudagraphs for
+# decoding" (0.6.4-0.10).
 CAPTURE = re.compile(
-    r"Capturing CUDA graph|Capturing the model for CUDA graphs|Graph capturing finished"
+    r"Capturing CUDA graph|Capturing the model for CUDA graphs|Capturing cudagraphs for decoding|"
+    r"Graph capturing finished"
 )
 CAPTURE_DONE = re.compile(rf"Graph capturing finished in {FLOAT} secs?(?:, took {FLOAT} GiB)?")
 POOL = re.compile(rf"CUDA graph pool memory: {FLOAT} GiB \(actual\), {FLOAT} GiB \(estimated\)")
@@ -174,6 +178,11 @@ GENERIC_FAIL = re.compile(
 # shutting down executor." when a worker process dies, before the engine reports its error).
 # run_engine_core's header over the busy loop's traceback: that traceback's exception is why.
 FATAL_HEADER = re.compile(r"EngineCore encountered a fatal error")
+# What the engine dumps (0.9+, ``dump_input.py``) when model execution raises, before that
+# header: the engine died serving; its error is in the lines that follow, if captured.
+DUMP = re.compile(
+    r"Dumping input data for V1 LLM engine|Dumping scheduler output for model execution"
+)
 CRASH = re.compile(
     r"Engine core proc \S+ died unexpectedly|engine core exited unexpectedly|"
     r"Worker proc \S+ died unexpectedly|"

@@ -8,8 +8,10 @@
   first).
 - ``crashed``: the engine died ("died unexpectedly", "exited unexpectedly", EngineDeadError,
   "EngineCore encountered a fatal error", the API server's output handler or V0's background
-  task failing, a CUDA fault) under a server or an offline job that was running. Its error
-  is the root cause when one follows (a CUDA fault, the fatal-error traceback's exception).
+  task failing, a CUDA fault, the scheduler state dumped when model execution raises) under a
+  server or an offline job that was running. Its error is the root cause when one follows (a
+  CUDA fault, the fatal-error traceback's exception), else the crash line (none after a dump
+  alone).
 
 Hang signals ("No available shared memory broadcast block found", RPC timeouts, V0's engine
 iteration timeout, torch's NCCL watchdog timing out a collective or finding itself stuck, the
@@ -79,6 +81,7 @@ _OPENERS = (
     fmt.ROOT_CAUSE,
     fmt.GENERIC_FAIL,
     fmt.CRASH,
+    fmt.DUMP,
 )
 
 
@@ -164,8 +167,12 @@ def outcome_of(
         or fmt.SPEC.search(msg)
     ):
         return Outcome("started", None) if outcome == "incomplete" else None
+    if fmt.DUMP.search(msg):
+        return None if outcome in ("crashed", "failed") else Outcome("crashed", None)
     if fmt.CRASH.search(msg):
-        if outcome == "crashed" or (outcome == "failed" and state.root_cause):
+        if (outcome == "crashed" and error is not None) or (
+            outcome == "failed" and state.root_cause
+        ):
             return None  # a failed start's engine dying is its consequence
         if fmt.FATAL_HEADER.search(msg):
             state.fatal_proc = proc

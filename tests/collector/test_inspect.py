@@ -102,6 +102,32 @@ def test_indented_continuation_carries_the_event(tmp_path: Path) -> None:
     assert len(event["text"].splitlines()) == 2
 
 
+def test_a_wall_broadcast_event_is_on_its_kernel_line(tmp_path: Path) -> None:
+    """syslogd's heading is no part of the kernel line it relays: the event is on its own
+    line, with its own text (tenstorrent/tt-metal#20143)."""
+    log = tmp_path / "wall.txt"
+    log.write_text(
+        "Message from syslogd@tt-metal-ci-vm-217 at Apr 22 16:14:35 ...\n"
+        " kernel:[  592.970198] watchdog: BUG: soft lockup - CPU#4 stuck for 23s! "
+        "[kworker/4:2:1096]\n"
+    )
+    [event] = inspect_kernel_log(log)
+    assert (event["kind"], event["line_no"], event["pid"]) == ("soft_lockup", 2, 1096)
+    assert "Message from syslogd" not in event["text"]
+
+
+def test_each_line_a_wall_broadcast_relays_is_its_own_record(tmp_path: Path) -> None:
+    # Several kernel lines under one heading (soft-lockups-various.txt): one event each.
+    log = tmp_path / "wall.txt"
+    log.write_text(
+        "Message from syslogd@localhost at Apr 15 10:22:13 ...\n"
+        " kernel:NMI watchdog: BUG: soft lockup - CPU#3 stuck for 23s! [java:102195]\n"
+        " kernel:NMI watchdog: BUG: soft lockup - CPU#1 stuck for 33s! [java:81590]\n"
+    )
+    events = inspect_kernel_log(log)
+    assert [(e["line_no"], e["pid"]) for e in events] == [(2, 102195), (3, 81590)]
+
+
 def test_journal_json_byte_array_message() -> None:
     events = inspect_kernel_log(KERNEL / "journal_export.json")
     assert events[1]["text"].startswith("NVRM: nvCheckOkFailedNoLog")

@@ -381,6 +381,20 @@ def test_the_shared_memory_line_is_quiet_while_a_start_compiles_and_after_a_stop
     assert signals == [("shm_broadcast_timeout", "serving")]
 
 
+def test_a_capture_from_the_compile_total_of_later_releases_is_a_start_profiling() -> None:
+    # noonghunna/club-3090#487: the capture begins at the compile total in its later wording
+    # ("took", not "takes"); the shared-memory line after it is the warmup's, no hang.
+    parser, facts = _feed(
+        [
+            "(Worker_TP0 pid=95) INFO 06-26 22:45:50 [monitor.py:53] torch.compile took 10.20 s "
+            "in total",
+            SHM.format(m="46:38"),
+        ]
+    )
+    assert [plan.phase for plan in parser.plans()] == ["profiling"]
+    assert not [f for f in facts if f.kind == "hang_signal"]
+
+
 def test_an_nccl_timeout_while_a_start_profiles_is_still_a_hang() -> None:
     # A collective that never completes is a hang in any phase, unlike the shared-memory line.
     signals = _signals(
@@ -394,6 +408,39 @@ def test_an_nccl_timeout_while_a_start_profiles_is_still_a_hang() -> None:
         ]
     )
     assert signals == [("nccl_watchdog_timeout", "profiling")]
+
+
+def test_the_scheduler_dump_at_a_fatal_error_is_a_crash_whose_error_follows() -> None:
+    # eugr/spark-vllm-docker#255: vLLM dumps the scheduler state when model execution raises,
+    # before "EngineCore encountered a fatal error"; a capture of the dump alone is a crash.
+    dump = (
+        "(EngineCore pid=721) ERROR 05-19 18:16:22 [dump_input.py:79] Dumping scheduler output "
+        "for model execution: SchedulerOutput(scheduled_new_reqs=[], scheduled_cac"
+    )
+    fatal = (
+        "(EngineCore pid=721) ERROR 05-19 18:16:22 [core.py:1132] EngineCore encountered a "
+        "fatal error."
+    )
+    [alone] = _feed([dump])[0].plans()
+    assert (alone.outcome, alone.error) == ("crashed", None)
+    [then] = _feed([dump, fatal])[0].plans()
+    assert then.outcome == "crashed"
+    assert (then.error or "").endswith("EngineCore encountered a fatal error.")
+
+
+def test_v0_capturing_cudagraphs_for_decoding_is_the_capture_phase() -> None:
+    # vllm-project/vllm#11251 (0.6.4.post1) and #15598 (0.8.x V0): V0's later wording.
+    parser, _ = _feed(
+        [
+            "INFO 12-20 20:25:46 distributed_gpu_executor.py:57] # GPU blocks: 3852, # CPU "
+            "blocks: 4096",
+            "(VllmWorkerProcess pid=90) INFO 12-20 20:25:49 model_runner.py:1413] Capturing "
+            "cudagraphs for decoding. This may lead to unexpected consequences if the model is "
+            "not static.",
+        ]
+    )
+    [plan] = parser.plans()
+    assert [p["phase"] for p in plan.phases] == ["profiling", "capturing_cuda_graphs"]
 
 
 def test_stats_do_not_revive_a_failed_start() -> None:
