@@ -45,6 +45,7 @@ KIND_ADVICE: dict[str, tuple[str, str]] = {
     "uvm": ("error", "restart_app"),
     "bus_off": ("fatal", "reboot"),
     "aer": ("error", "none"),  # nonfatal; a fatal one: ("fatal", "reboot")
+    "iommu": ("error", "none"),  # the device got an error back; its driver decides what next
     "oops": ("fatal", "reboot"),
     "soft_lockup": ("error", "reboot"),
     "hung_task": ("warning", "none"),
