@@ -121,6 +121,7 @@ KERNEL_EVENT_KINDS = (
     "uvm",
     "bus_off",
     "aer",
+    "iommu",
     "oops",
     "soft_lockup",
     "hung_task",

@@ -3,8 +3,8 @@
 Called on every ingested kernel line: a cheap substring precheck rejects ordinary lines before
 any prefix is looked at or any regex runs. The line may carry any prefix (``prefix``); the
 event is found by its subsystem tag. Benign driver chatter (module load banners, GPU UUID and
-serial lines, RPC history dumps), corrected PCIe errors (they flood) and corrected or
-recoverable firmware-first (GHES) hardware errors yield None.
+serial lines, RPC history dumps), corrected PCIe errors (they flood), corrected or
+recoverable firmware-first (GHES) hardware errors and IOMMU boot chatter yield None.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from agent.kernel.event import (
 from agent.kernel.generic import classify_generic
 from agent.kernel.ghes import NEEDLE as GHES_NEEDLE
 from agent.kernel.ghes import classify_ghes
+from agent.kernel.iommu import NEEDLES as IOMMU_NEEDLES
+from agent.kernel.iommu import classify_iommu
 from agent.kernel.nvidia import classify_nvidia
 from agent.kernel.prefix import kernel_message
 
@@ -55,6 +57,7 @@ _PRECHECK = (
     "@ pc:0x",
     AER_NEEDLE,
     GHES_NEEDLE,
+    *IOMMU_NEEDLES,
 )
 # "@ pc:0x": a GSP CrashCat report's fault line, which the driver prints without its NVRM tag
 _NVIDIA = ("NVRM", "NV_ERR_", "nvidia-uvm", "SXid", "@ pc:0x")
@@ -80,4 +83,10 @@ def classify_kernel_line(text: str) -> KernelEvent | None:
         event = classify_ghes(message)
         if event is not None:
             return event
+    for needle in IOMMU_NEEDLES:
+        if needle in message:
+            event = classify_iommu(message)
+            if event is not None:
+                return event
+            break
     return classify_generic(message)

@@ -45,6 +45,7 @@ KIND_ADVICE: dict[str, tuple[str, str]] = {
     "uvm": ("error", "restart_app"),
     "bus_off": ("fatal", "reboot"),
     "aer": ("error", "none"),  # nonfatal; a fatal one: ("fatal", "reboot")
+    "iommu": ("error", "none"),  # the device got an error back; its driver decides what next
     "oops": ("fatal", "reboot"),
     "soft_lockup": ("error", "reboot"),
     "hung_task": ("warning", "none"),
@@ -63,9 +64,11 @@ class KernelEvent:
     """A classified kernel message; fields a kind doesn't carry are None.
 
     ``code`` names the fault within its kind (the Xid or SXid number, the ``NV_ERR_*`` name,
-    the GSP failure family, the oops flavour, AER's ``fatal``/``nonfatal``); ``device`` is the
-    GPU or NVSwitch (PCI address, else ``GPU<n>``) or, for ``aer``, the PCIe device or port as
-    the kernel names it (``0000:00:01.0``); ``module`` the kernel module an oops happened in.
+    the GSP failure family, the oops flavour, AER's ``fatal``/``nonfatal``, the IOMMU's name for
+    its fault); ``device`` is the GPU or NVSwitch (PCI address, else ``GPU<n>``) or, for ``aer``
+    and ``iommu``, the PCI device as the kernel names it (``0000:00:01.0``, ``01:00.0``; an
+    IOMMU fault without one: ``<smmu> sid 0x..``); ``module`` the kernel module an oops
+    happened in.
     """
 
     kind: str

@@ -133,7 +133,8 @@ def _cooling(session: Session, *, host_id: int, fault: str, device: str, since: 
 
 def alerts_on(event: object) -> bool:
     """GPU faults (except purely informational ones) and fatal events of any kind alert: a
-    fatal ``aer`` does, a non-fatal one (any PCIe device's, the link still up) stays quiet."""
+    fatal ``aer`` does, a non-fatal one (any PCIe device's, the link still up) and an ``iommu``
+    fault (any device's DMA refused, never fatal) stay quiet."""
     severity = getattr(event, "severity", None)
     if getattr(event, "kind", None) in GPU_FAULT_KINDS:
         return severity != Severity.INFO

@@ -42,7 +42,7 @@ PHASE_LABELS = {
 
 class MarkerOut(OutModel):
     """A classified kernel event with its line; ``kind`` as in ``kernel_events`` (xid, sxid,
-    nv_err, gsp, uvm, bus_off, aer, oops, soft_lockup, hung_task, rcu_stall, oom_kill,
+    nv_err, gsp, uvm, bus_off, aer, iommu, oops, soft_lockup, hung_task, rcu_stall, oom_kill,
     alloc_failure)."""
 
     ts: AgentTime

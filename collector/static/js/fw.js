@@ -135,6 +135,7 @@
   // Colours per kernel-event kind (mid tones that read on light and dark panels).
   const KIND_COLORS = {
     xid: "#e53e3e", nv_err: "#dd6b20", gsp: "#d53f8c", uvm: "#9f7aea", bus_off: "#f56565", aer: "#c05621",
+    iommu: "#319795",
     soft_lockup: "#d69e2e", hung_task: "#c9a227", rcu_stall: "#b7791f", oom_kill: "#fc5c65",
     alloc_failure: "#ed8936", guard: "#4299e1",
   };

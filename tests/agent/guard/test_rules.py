@@ -92,6 +92,19 @@ def test_aer_fatal_matches_only_a_fatal_aer() -> None:
     assert matches("aer", None, nonfatal)
 
 
+def test_iommu_matches_any_devices_refused_dma() -> None:
+    """``iommu``: stop vLLM on any IOMMU fault, whichever device it names (no qualifier)."""
+    (rule,) = config([{"kernel_event": ["iommu"]}]).rules
+    assert rule.kernel == (KernelMatch("iommu"),)
+    named = classify_kernel_line(  # real SMMUv3 messages (tests/fixtures/real/kernel)
+        "arm-smmu-v3 arm-smmu-v3.5.auto: event: F_TRANSLATION client: 0001:06:00.0 sid: "
+        "0x20600 ssid: 0x0 iova: 0xff9bc000 ipa: 0x0"
+    )
+    header = classify_kernel_line("arm-smmu-v3 arm-smmu-v3.1.auto: event 0x10 received:")
+    assert named is not None and header is not None
+    assert matches("iommu", None, named) and matches("iommu", None, header)
+
+
 MEM = {"mem_available_below": "4GiB"}
 STOP = ["docker_stop"]
 
@@ -107,6 +120,7 @@ STOP = ["docker_stop"]
         ([{"kernel_event": ["nvidia_err"]}], STOP, "unknown kernel event kind"),
         ([{"kernel_event": ["oom_kill vllm"]}], STOP, "takes no qualifier"),
         ([{"kernel_event": ["aer nonfatal"]}], STOP, "'aer' or 'aer fatal'"),
+        ([{"kernel_event": ["iommu F_TRANSLATION"]}], STOP, "takes no qualifier"),
         ([{**MEM, "phases": ["warmup"]}], STOP, "unknown vLLM phase"),
         ([MEM], [], "no actions"),
         ([], STOP, "at least one rule"),

@@ -4,6 +4,8 @@ faults named with the right kind and code, and no benign line ever flagged."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from agent.kernel.classify import classify_kernel_line
 from collector.kernel.records import read_kernel_log
 from tests.support.real_corpus import kernel_files, score_lines, score_records
@@ -18,7 +20,7 @@ def test_the_corpus_is_real_and_large() -> None:
     faults = sum(1 for f in files for e in f.labels if e.kind not in (None, "~"))
     kinds = {e.kind for f in files for e in f.labels if e.kind not in (None, "~")}
     assert lines >= 1000 and faults >= 150
-    assert {"xid", "sxid", "gsp", "nv_err", "uvm", "bus_off", "oops", "oom_kill"} <= kinds
+    assert {"xid", "sxid", "gsp", "nv_err", "uvm", "bus_off", "oops", "oom_kill", "iommu"} <= kinds
 
 
 def test_each_line_as_ingest_sees_it() -> None:
@@ -61,3 +63,46 @@ def test_each_fatal_ghes_record_is_one_unattributed_event_and_the_rest_none() ->
         ("oops", "hardware", None)
     ] * 4
     assert read_kernel_log(files["ghes-corrected-recoverable-bert-benign.txt"].lines) == []
+
+
+def test_each_iommu_fault_record_is_one_event_on_its_device_and_boot_chatter_none() -> None:
+    files = {f.path.name: f for f in kernel_files()}
+
+    def read(name: str) -> Counter[tuple[str | None, str | None]]:
+        found = read_kernel_log(files[name].lines)
+        assert {e.event.kind for e in found} == {"iommu"}
+        return Counter((e.event.code, e.event.device) for e in found)
+
+    # SMMUv3: every header (no device), and newer kernels' decoded line on the client
+    assert read("iommu-arm-smmu-v3-translation-faults.txt") == {
+        ("F_TRANSLATION", None): 16,
+        ("F_TRANSLATION", "0002:21:00.0"): 10,
+        ("F_TRANSLATION", "0001:06:00.0"): 1,
+        ("F_TRANSLATION", "0000:01:00.0"): 1,
+    }
+    assert read("iommu-arm-smmu-v2-context-faults.txt") == {
+        ("context_fault", "15000000.iommu sid 0x800"): 2,
+        ("context_fault", "15000000.iommu sid 0xc40"): 2,
+        ("context_fault", None): 2,
+        ("context_fault", "5000000.iommu sid 0x409"): 1,
+        ("context_fault", "15000000.iommu sid 0x19c3"): 1,
+    }
+    assert read("iommu-intel-dmar-faults.txt") == {
+        ("reason_0x06", "00:02.0"): 9,
+        ("reason_0x06", "06:00.0"): 3,
+        ("reason_0x01", "00:02.0"): 2,
+        ("reason_0x71", "03:00.0"): 1,
+        ("reason_0x07", "00:02.0"): 1,
+        ("reason_0x0c", "00:02.0"): 1,
+        ("reason_0x02", "00:02.0"): 1,
+        (None, "01:00.0"): 1,
+        ("reason_0x06", "00:1e.0"): 1,
+    }
+    assert read("iommu-amd-vi-events.txt") == {
+        ("IO_PAGE_FAULT", "0000:01:00.0"): 10,
+        ("IO_PAGE_FAULT", "0000:0c:00.0"): 10,
+        ("IO_PAGE_FAULT", "05:00.0"): 6,
+        ("IOTLB_INV_TIMEOUT", "06:00.0"): 4,
+        ("INVALID_DEVICE_REQUEST", "00:00.1"): 2,
+    }
+    assert read_kernel_log(files["iommu-boot-chatter-benign.txt"].lines) == []
