@@ -168,8 +168,12 @@ ROOT_CAUSE = re.compile(
     r"Timed out waiting for engine core processes to start|"
     r"Timed out waiting for engines to send initial message"
 )
+# The multiproc executor's worker logs "WorkerProc failed to start." when its constructor raises
+# (0.8+), and the engine raises "WorkerProc initialization failed due to an exception in a
+# background process": startup only, like the engine's own line.
 GENERIC_FAIL = re.compile(
-    r"EngineCore failed to start|Engine core initialization failed|EngineCore hit an exception"
+    r"EngineCore failed to start|Engine core initialization failed|EngineCore hit an exception|"
+    r"WorkerProc failed to start|WorkerProc initialization failed"
 )
 # The engine died under a running server or job ("encountered a fatal error" is what
 # run_engine_core logs when the busy loop raises; "failed to start" when the constructor does;

@@ -1018,3 +1018,19 @@ def test_a_long_run_of_digits_parses_in_linear_time() -> None:
         return min(runs)
 
     assert cost("7") < 50 * cost("x")
+
+
+def test_a_worker_failing_to_start_fails_the_start() -> None:
+    # vllm-project/vllm#26328 (0.11.0, DEBUG paths): the EAGLE3 drafter loads, then a worker's
+    # constructor raises; no engine line says so before the process traceback.
+    [plan] = parse_vllm_log(
+        [
+            "(Worker_TP1 pid=530) INFO 10-06 18:54:29 [v1/worker/gpu_model_runner.py:2641] "
+            "Loading drafter model...",
+            "(Worker_TP1 pid=530) ERROR 10-06 18:54:30 [v1/executor/multiproc_executor.py:597] "
+            "WorkerProc failed to start.",
+        ]
+    )
+    assert plan.drafter_loaded is True
+    assert plan.outcome == "failed"
+    assert plan.error is not None and plan.error.endswith("WorkerProc failed to start.")
