@@ -93,6 +93,9 @@ LOAD_START = re.compile(
     r"Starting to load model|Loading safetensors checkpoint shards|Loading weights took|"
     r"Loading model weights took"
 )
+# The weight-loading bar past its first shard: a load under way, whose line stderr may flush
+# after its start already failed; a new start's bar begins at 0.
+LOAD_UNDER_WAY = re.compile(r"checkpoint shards:\s+\d+% Completed \| [1-9]")
 # The drafter, by its load line or by what it is: an MTP architecture, V0's spec-decode worker.
 DRAFTER = re.compile(
     r"Loading drafter model|Detected MTP model|Resolved architecture: \w*MTP\w*|"
