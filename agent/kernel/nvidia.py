@@ -62,6 +62,11 @@ _UVM_BENIGN = ("Loaded the UVM driver", "Unloaded the UVM driver")
 # "GPU is possibly locked" is its earlier, self-described harmless stage (busy during a modeset).
 _RC_WATCHDOG = re.compile(r"RC watchdog: GPU is probably locked\b(?:\D*Seconds: (?P<secs>\d+))?")
 _RC_WATCHDOG_XID = 8
+# A driver call that failed with the GPU gone, by its status number only: "kgmmuInvalidateTlb_GM107:
+# TLB invalidation failed waiting for prior invalidate (status=0x0000000f)" after the GPU fell off
+# the bus. 0xf is NV_ERR_GPU_IS_LOST; a GSP client's such line (GspRmFree) is a GSP error first.
+_GPU_LOST_STATUS = re.compile(r"\bfailed\b.*\(status=0x0*[fF]\)")
+_GPU_LOST = "NV_ERR_GPU_IS_LOST"
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -237,4 +242,13 @@ def classify_nvidia(text: str) -> KernelEvent | None:
             return event
     if "nvidia-uvm" in text and not any(b in text for b in _UVM_BENIGN) and _UVM_BAD.search(text):
         return make_event("uvm", meaning="nvidia-uvm error", detail=text.strip())
+    if "status=" in text and _GPU_LOST_STATUS.search(text):
+        return make_event(
+            "nv_err",
+            code=_GPU_LOST,
+            device=gpu_device(text),
+            nv_err=_GPU_LOST,
+            meaning="a driver call failed: the GPU is lost",
+            detail=text.strip(),
+        )
     return None

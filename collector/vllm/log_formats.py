@@ -93,6 +93,9 @@ LOAD_START = re.compile(
     r"Starting to load model|Loading safetensors checkpoint shards|Loading weights took|"
     r"Loading model weights took"
 )
+# The weight-loading bar past its first shard: a load under way, whose line stderr may flush
+# after its start already failed; a new start's bar begins at 0.
+LOAD_UNDER_WAY = re.compile(r"checkpoint shards:\s+\d+% Completed \| [1-9]")
 # The drafter, by its load line or by what it is: an MTP architecture, V0's spec-decode worker.
 DRAFTER = re.compile(
     r"Loading drafter model|Detected MTP model|Resolved architecture: \w*MTP\w*|"
@@ -168,8 +171,12 @@ ROOT_CAUSE = re.compile(
     r"Timed out waiting for engine core processes to start|"
     r"Timed out waiting for engines to send initial message"
 )
+# The multiproc executor's worker logs "WorkerProc failed to start." when its constructor raises
+# (0.8+), and the engine raises "WorkerProc initialization failed due to an exception in a
+# background process": startup only, like the engine's own line.
 GENERIC_FAIL = re.compile(
-    r"EngineCore failed to start|Engine core initialization failed|EngineCore hit an exception"
+    r"EngineCore failed to start|Engine core initialization failed|EngineCore hit an exception|"
+    r"WorkerProc failed to start|WorkerProc initialization failed"
 )
 # The engine died under a running server or job ("encountered a fatal error" is what
 # run_engine_core logs when the busy loop raises; "failed to start" when the constructor does;

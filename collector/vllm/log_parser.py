@@ -127,7 +127,8 @@ class VllmLogParser(FactLog):
 
         plan = self._plans[-1] if self._plans else None
         if fmt.LOAD_START.search(msg):
-            if plan is None or plan.phase in ("serving", "stopped", "failed", "crashed"):
+            ended = plan is not None and plan.phase in ("serving", "stopped", "failed", "crashed")
+            if plan is None or (ended and not fmt.LOAD_UNDER_WAY.search(msg)):
                 plan = self._new_plan(ctx, facts)
             if plan.phase in (None, "starting"):
                 self._enter(plan, "loading_weights", ctx, facts)

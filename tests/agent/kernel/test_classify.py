@@ -715,3 +715,23 @@ def test_ghes_corrected_recoverable_continuation_and_bert_lines_are_quiet(line: 
 )
 def test_the_panic_after_a_fatal_ghes_record_restates_it(line: str) -> None:
     assert classify_kernel_line(line) is None
+
+
+def test_a_call_failed_with_status_0xf_is_the_gpu_lost() -> None:
+    # Cyridd/cmpunlocker#4 (610.57.04): the GPU fell off the bus after a PCIe retrain
+    event = classify_kernel_line(
+        "[   10.889083] NVRM: GPU0 kgmmuInvalidateTlb_GM107: TLB invalidation failed waiting for "
+        "prior invalidate (status=0x0000000f), vaspaceFlags 0x84000000, scope 0x2, GFID 0"
+    )
+    assert event is not None
+    assert (event.kind, event.code, event.device) == ("nv_err", "NV_ERR_GPU_IS_LOST", "GPU0")
+    other = classify_kernel_line(
+        "NVRM: GPU0 kgmmuInvalidateTlb_GM107: TLB invalidation failed waiting for prior "
+        "invalidate (status=0x00000040), vaspaceFlags 0x84000000, scope 0x2, GFID 0"
+    )
+    assert other is None
+    gsp = classify_kernel_line(
+        "NVRM: GPU0 rpcRmApiFree_GSP: GspRmFree failed: hClient=0xc1d00029; hObject=0xcef00000; "
+        "paramsStatus=0x00000000; status=0x0000000f"
+    )
+    assert gsp is not None and gsp.kind == "gsp"

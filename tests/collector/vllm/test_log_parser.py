@@ -1018,3 +1018,33 @@ def test_a_long_run_of_digits_parses_in_linear_time() -> None:
         return min(runs)
 
     assert cost("7") < 50 * cost("x")
+
+
+def test_a_worker_failing_to_start_fails_the_start() -> None:
+    # vllm-project/vllm#26328 (0.11.0, DEBUG paths): the EAGLE3 drafter loads, then a worker's
+    # constructor raises; no engine line says so before the process traceback.
+    [plan] = parse_vllm_log(
+        [
+            "(Worker_TP1 pid=530) INFO 10-06 18:54:29 [v1/worker/gpu_model_runner.py:2641] "
+            "Loading drafter model...",
+            "(Worker_TP1 pid=530) ERROR 10-06 18:54:30 [v1/executor/multiproc_executor.py:597] "
+            "WorkerProc failed to start.",
+        ]
+    )
+    assert plan.drafter_loaded is True
+    assert plan.outcome == "failed"
+    assert plan.error is not None and plan.error.endswith("WorkerProc failed to start.")
+
+
+def test_a_load_bar_flushed_after_the_failure_stays_in_the_failed_start() -> None:
+    # vllm-project/vllm#31273 (0.13.0): the OOM while loading, then the bar at 1/37 that stderr
+    # flushed after it; a new start's bar begins at 0/N.
+    oom = (
+        "(EngineCore_DP0 pid=556790) torch.OutOfMemoryError: CUDA out of memory. Tried to "
+        "allocate 80.00 MiB. GPU 0 has a total capacity of 139.72 GiB of which 60.69 MiB is free."
+    )
+    bar = "Loading safetensors checkpoint shards:   3% Completed | 1/37 [00:02<01:39,  2.77s/it]"
+    [plan] = parse_vllm_log([oom, bar])
+    assert (plan.outcome, plan.error) == ("failed", oom)
+    restart = "Loading safetensors checkpoint shards:   0% Completed | 0/37 [00:00<?, ?it/s]"
+    assert len(parse_vllm_log([oom, bar, restart])) == 2
