@@ -272,8 +272,9 @@ SPEC = re.compile(r"SpecDecoding metrics: |Speculative metrics: ")
 STAT_FIELDS = {
     "prompt_throughput": re.compile(rf"Avg prompt throughput: {FLOAT} tokens/s"),
     "generation_throughput": re.compile(rf"Avg generation throughput: {FLOAT} tokens/s"),
-    "running": re.compile(r"Running: (\d+) reqs"),
-    "waiting": re.compile(r"(?:Waiting|Pending): (\d+) reqs"),
+    # "reqs" may be cut after its "r" where a terminal wrapped the line (the rest is lost).
+    "running": re.compile(r"Running: (\d+) r"),
+    "waiting": re.compile(r"(?:Waiting|Pending): (\d+) r"),
     "swapped": re.compile(r"Swapped: (\d+) reqs"),
     "deferred": re.compile(r"Deferred: (\d+) reqs"),
     "preemptions": re.compile(r"Preemptions: (\d+)"),
