@@ -1018,3 +1018,20 @@ def test_a_long_run_of_digits_parses_in_linear_time() -> None:
         return min(runs)
 
     assert cost("7") < 50 * cost("x")
+
+
+@pytest.mark.parametrize("tags", ["(" + "pid=1 " * 2_000, "(pid=1) " * 1_500 + "x "])
+def test_process_tags_before_a_header_are_found_in_linear_time(tags: str) -> None:
+    # The tags before a header are looked for back from it: a long unclosed "(... pid=N ..."
+    # or many tags with text between them must not be retried from each "(" (quadratic).
+    # Against a line as long without them (no wall-clock limit: the machine is shared).
+    def cost(prefix: str) -> float:
+        lines = [prefix + "ERROR 09-08 10:00:00 [x.py:1] CUDA error: out of memory"]
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            parse_vllm_log(lines)
+            runs.append(time.perf_counter() - started)
+        return min(runs)
+
+    assert cost(tags) < 50 * cost("x" * len(tags))
