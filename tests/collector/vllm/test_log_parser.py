@@ -892,6 +892,21 @@ def test_a_bare_tracebacks_cuda_fault_then_a_crash_line_is_a_crash() -> None:
     assert _one([*lines, crash]) == ("crashed", lines[-1])
 
 
+def test_a_worker_cuda_fault_then_the_scheduler_dump_is_a_crash() -> None:
+    # A worker's traceback, then the engine's dump of the scheduler output it was executing
+    # (pastes often end there): the dump says the engine was serving, so the fault crashed it.
+    fault = (
+        "(VllmWorker TP0 pid=600) ERROR 10-20 03:20:50 [multiproc_executor.py:671] "
+        "RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+    dump = (
+        "(EngineCore_DP0 pid=559) ERROR 10-20 03:20:50 [dump_input.py:76] Dumping scheduler "
+        "output for model execution: SchedulerOutput(scheduled_new_reqs=[])"
+    )
+    assert _one([fault]) == ("failed", fault)  # a guess: nothing says it was serving
+    assert _one([fault, dump]) == ("crashed", fault)
+
+
 def test_interleaved_fatal_tracebacks_keep_each_engines_exception() -> None:
     def line(dp: int, text: str) -> str:
         return f"(EngineCore_DP{dp} pid={100 + dp}) ERROR 06-11 11:46:39 [core.py:517] {text}"
