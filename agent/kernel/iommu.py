@@ -34,8 +34,11 @@ from agent.kernel.event import KernelEvent, make_event
 NEEDLES = ("smmu", "context fault", "Request device [", "Event logged [", " device=")
 
 _V3_HEADER = re.compile(r"\bevent 0x(?P<id>[0-9a-fA-F]{1,2}) received:")
+# The SMMU's name only from the start of a word, and a client one word or "(unassigned sid)":
+# else a long word (a dumped blob) is retried from each of its characters, quadratic.
+_SMMU_NAME = r"(?:(?<![\w.@-])(?P<smmu>[\w.@-]+): )?"
 _V3_DECODED = re.compile(
-    r"(?:(?P<smmu>[\w.@-]+): )?event: (?P<name>[A-Z_]+) client: (?P<client>.+?) "
+    _SMMU_NAME + r"event: (?P<name>[A-Z_]+) client: (?P<client>\([^()]*\)|\S+) "
     r"sid: (?P<sid>0x[0-9a-f]+)(?: ssid: 0x[0-9a-f]+ iova: (?P<iova>0x[0-9a-f]+))?"
 )
 # SMMUv3 event IDs and their names as the kernel prints them (arm-smmu-v3.h, the SMMUv3 spec)
@@ -56,12 +59,12 @@ V3_EVENTS = {
 _V3_WORDS = {name: words for name, words in V3_EVENTS.values()}
 # "arm-smmu 15000000.iommu: Unhandled context fault: fsr=0x402, iova=0x9c4b9000, ...": kernel
 # versions and vendor trees print other orders and sets, older ones no cbfrsynra (the stream ID)
-_V2 = re.compile(r"(?:(?P<smmu>[\w.@-]+): )?[Uu]nhandled context fault: (?P<fields>.*)")
+_V2 = re.compile(_SMMU_NAME + r"[Uu]nhandled context fault: (?P<fields>.*)")
 _V2_IOVA = re.compile(r"\biova=(?P<iova>0x[0-9a-f]+)")
 _V2_SID = re.compile(r"\bcbfrsynra=(?P<sid>0x[0-9a-f]+)")
 # "[DMA Read NO_PASID] Request device [00:02.0] fault addr 0x7cd80000 [fault reason 0x01] ..."
 _DMAR = re.compile(
-    r"\[(?P<access>DMA (?:Read|Write))[^\]]*\] Request device \[(?P<dev>[0-9a-fx:.]+)\]"
+    r"\[(?P<access>DMA (?:Read|Write))[^\]]{0,40}\] Request device \[(?P<dev>[0-9a-fx:.]+)\]"
     r"(?: PASID \w+)? fault addr (?P<addr>(?:0x)?[0-9a-f]+)"
     r"(?:\s*\[fault reason (?P<reason>0x[0-9a-f]+|\d+)\] ?(?P<why>.*))?"
 )

@@ -38,6 +38,9 @@ TAG_ONLY = re.compile(r"\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s?(?P<msg>.*)$")
 # vLLM's own process tags, whatever their fields: V1's worker "(VllmWorker rank=7 pid=N)", a
 # Ray worker's "(RayWorkerWrapper pid=N, ip=...)" printed inside the engine's tag.
 TAGS_BEFORE = re.compile(r"(?:\([^()]*\bpid=\d+[^()]*\)\s*)+$")
+# How far back from a header its tags are looked for (real ones take under 100 characters): a
+# search over the whole line retries a long text of "(...pid=N" from each "(", quadratic.
+TAGS_REACH = 512
 
 
 @dataclass
@@ -74,7 +77,7 @@ def split_vllm_line(line: str) -> VllmLine:
 
 def _from_tags(clean: str, m: re.Match[str]) -> str:
     """The line from vLLM's header, or from the process tags right before it."""
-    tags = TAGS_BEFORE.search(clean, 0, m.start())
+    tags = TAGS_BEFORE.search(clean, max(m.start() - TAGS_REACH, 0), m.start())
     return clean[m.start() if tags is None else tags.start() :]
 
 

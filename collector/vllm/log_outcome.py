@@ -129,9 +129,10 @@ def _fatal_cause(
 
 
 def _guess_corrected(state: OutcomeState, msg: str, error: str | None) -> Outcome | None:
-    """A guessed failure that a running frame or a crash line shows died while serving."""
+    """A guessed failure that a running frame, a crash line or the scheduler dump (model
+    execution raised) shows died while serving."""
     running = msg[:1].isspace() and fmt.RUNNING_FRAME.search(msg) is not None
-    if not (running or fmt.CRASH.search(msg)):
+    if not (running or fmt.CRASH.search(msg) or fmt.DUMP.search(msg)):
         return None
     state.guessed = False
     return Outcome("crashed", error, root_cause=True)

@@ -4,6 +4,8 @@ address; the lines around it and boot chatter are none. Lines are real (their fi
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from agent.kernel.classify import GPU_FAULT_KINDS, classify_kernel_line
@@ -186,3 +188,34 @@ def test_iommu_is_no_gpu_fault_of_its_own() -> None:
 )
 def test_lines_around_a_fault_and_boot_chatter_are_quiet(line: str) -> None:
     assert classify_kernel_line(line) is None
+
+
+@pytest.mark.parametrize(
+    "head, run, tail",
+    [
+        # the SMMU's name before "event:" and before "Unhandled context fault:" must not be
+        # retried from every character of a long word (a dumped blob): that was quadratic,
+        # 20 s for a 64 KiB line
+        ("arm-smmu-v3 x: event ", "a", ""),
+        ("arm-smmu 1.iommu: ", "a", " context fault"),
+        # the decoded line's client, from every "event: ... client: " to the line's end
+        ("arm-smmu-v3 x: ", "event: A client: x ", ""),
+        # VT-d's access bracket, from every "[DMA Read" to the line's end
+        ("DMAR: Request device [ ", "[DMA Read ", ""),
+    ],
+)
+def test_a_long_line_classifies_in_linear_time(head: str, run: str, tail: str) -> None:
+    # Against a line as long whose runs are short (no wall-clock limit: the machine is shared):
+    # linear, the two cost alike; quadratic, the long runs cost hundreds of times more.
+    def cost(body: str) -> float:
+        line = head + body + tail
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            classify_kernel_line(line)
+            runs.append(time.perf_counter() - started)
+        return min(runs)
+
+    length = 10_000
+    short = ("b " * length)[:length]
+    assert cost((run * length)[:length]) < 50 * cost(short)

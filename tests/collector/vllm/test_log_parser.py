@@ -892,6 +892,21 @@ def test_a_bare_tracebacks_cuda_fault_then_a_crash_line_is_a_crash() -> None:
     assert _one([*lines, crash]) == ("crashed", lines[-1])
 
 
+def test_a_worker_cuda_fault_then_the_scheduler_dump_is_a_crash() -> None:
+    # A worker's traceback, then the engine's dump of the scheduler output it was executing
+    # (pastes often end there): the dump says the engine was serving, so the fault crashed it.
+    fault = (
+        "(VllmWorker TP0 pid=600) ERROR 10-20 03:20:50 [multiproc_executor.py:671] "
+        "RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+    dump = (
+        "(EngineCore_DP0 pid=559) ERROR 10-20 03:20:50 [dump_input.py:76] Dumping scheduler "
+        "output for model execution: SchedulerOutput(scheduled_new_reqs=[])"
+    )
+    assert _one([fault]) == ("failed", fault)  # a guess: nothing says it was serving
+    assert _one([fault, dump]) == ("crashed", fault)
+
+
 def test_interleaved_fatal_tracebacks_keep_each_engines_exception() -> None:
     def line(dp: int, text: str) -> str:
         return f"(EngineCore_DP{dp} pid={100 + dp}) ERROR 06-11 11:46:39 [core.py:517] {text}"
@@ -1048,3 +1063,20 @@ def test_a_load_bar_flushed_after_the_failure_stays_in_the_failed_start() -> Non
     assert (plan.outcome, plan.error) == ("failed", oom)
     restart = "Loading safetensors checkpoint shards:   0% Completed | 0/37 [00:00<?, ?it/s]"
     assert len(parse_vllm_log([oom, bar, restart])) == 2
+
+
+@pytest.mark.parametrize("tags", ["(" + "pid=1 " * 2_000, "(pid=1) " * 1_500 + "x "])
+def test_process_tags_before_a_header_are_found_in_linear_time(tags: str) -> None:
+    # The tags before a header are looked for back from it: a long unclosed "(... pid=N ..."
+    # or many tags with text between them must not be retried from each "(" (quadratic).
+    # Against a line as long without them (no wall-clock limit: the machine is shared).
+    def cost(prefix: str) -> float:
+        lines = [prefix + "ERROR 09-08 10:00:00 [x.py:1] CUDA error: out of memory"]
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            parse_vllm_log(lines)
+            runs.append(time.perf_counter() - started)
+        return min(runs)
+
+    assert cost(tags) < 50 * cost("x" * len(tags))
