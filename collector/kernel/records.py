@@ -96,7 +96,7 @@ def kernel_records(lines: Sequence[str]) -> Iterator[tuple[int, str]]:
         if start is not None:
             yield start, "\n".join(parts)
         start, parts = None, []
-        if line.startswith(_WALL_HEADING):
+        if line.lstrip("\a").startswith(_WALL_HEADING):  # a raw capture rings the bell first
             relayed = True
             continue
         relayed = relayed and indented

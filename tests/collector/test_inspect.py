@@ -128,6 +128,20 @@ def test_each_line_a_wall_broadcast_relays_is_its_own_record(tmp_path: Path) -> 
     assert [(e["line_no"], e["pid"]) for e in events] == [(2, 102195), (3, 81590)]
 
 
+def test_a_wall_heading_captured_raw_starts_with_the_bell(tmp_path: Path) -> None:
+    # Constructed: a raw capture of rsyslog's wall message rings the terminal bell before the
+    # heading (tt-metal#20143's heading and line, with the BEL a pasted copy drops).
+    log = tmp_path / "wall.txt"
+    log.write_text(
+        "\aMessage from syslogd@tt-metal-ci-vm-217 at Apr 22 16:14:35 ...\n"
+        " kernel:[  592.970198] watchdog: BUG: soft lockup - CPU#4 stuck for 23s! "
+        "[kworker/4:2:1096]\n"
+    )
+    [event] = inspect_kernel_log(log)
+    assert (event["kind"], event["line_no"]) == ("soft_lockup", 2)
+    assert "Message from syslogd" not in event["text"]
+
+
 def test_journal_json_byte_array_message() -> None:
     events = inspect_kernel_log(KERNEL / "journal_export.json")
     assert events[1]["text"].startswith("NVRM: nvCheckOkFailedNoLog")
