@@ -87,7 +87,15 @@ _OPENERS = (
 
 def opens_start(msg: str) -> bool:
     """A plan or outcome line in a capture that missed the start of its server."""
-    return any(p.search(msg) for p in _OPENERS)
+    return not is_source_line(msg) and any(p.search(msg) for p in _OPENERS)
+
+
+def is_source_line(msg: str) -> bool:
+    """A traceback's source line (Python indents it by four spaces, its "File" line by two): the
+    raise statement quotes the error's message ('raise ValueError("No available memory for the
+    cache blocks. "'), but only the exception line below it says the error was raised, and is
+    its text. A C++ exception's "  what():  ..." is no source line."""
+    return msg.startswith("    ") and not msg.lstrip().startswith("File ")
 
 
 def is_exception(msg: str) -> bool:
@@ -132,7 +140,8 @@ def _guess_corrected(state: OutcomeState, msg: str, error: str | None) -> Outcom
     """A guessed failure that a running frame, a crash line or the scheduler dump (model
     execution raised) shows died while serving."""
     running = msg[:1].isspace() and fmt.RUNNING_FRAME.search(msg) is not None
-    if not (running or fmt.CRASH.search(msg) or fmt.DUMP.search(msg)):
+    said = not is_source_line(msg) and (fmt.CRASH.search(msg) or fmt.DUMP.search(msg))
+    if not (running or said):
         return None
     state.guessed = False
     return Outcome("crashed", error, root_cause=True)
@@ -160,6 +169,8 @@ def outcome_of(
     fatal = _fatal_cause(state, outcome, msg, clean, proc)
     if fatal is not None:
         return fatal
+    if is_source_line(msg):
+        return None
     if (
         fmt.READY.search(msg)
         or fmt.SERVING.search(msg)

@@ -1080,3 +1080,41 @@ def test_process_tags_before_a_header_are_found_in_linear_time(tags: str) -> Non
         return min(runs)
 
     assert cost(tags) < 50 * cost("x" * len(tags))
+
+
+@pytest.mark.parametrize(
+    ("source", "exception"),
+    [
+        # vllm-project/vllm#6732 (0.5.3): pynccl's raise, then the NCCL error it raised
+        (
+            "(VllmWorkerProcess pid=760) ERROR 07-24 08:26:01 multiproc_worker_utils.py:226]"
+            '     raise RuntimeError(f"NCCL error: {error_str}")',
+            "(VllmWorkerProcess pid=760) ERROR 07-24 08:26:01 multiproc_worker_utils.py:226]"
+            " RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for"
+            " details)",
+        ),
+        # gpustack/gpustack#3379: the API server's raise, then its exception
+        (
+            '(APIServer pid=106)     raise RuntimeError("Engine core initialization failed. "',
+            "(APIServer pid=106) RuntimeError: Engine core initialization failed. See root cause"
+            " above. Failed core proc(s): {}",
+        ),
+    ],
+)
+def test_a_raise_statements_source_line_is_not_the_error(source: str, exception: str) -> None:
+    # A traceback's source line quotes the message it is about to raise; the exception line
+    # below it is the error (a source line that came first used to be kept as the root cause).
+    [plan] = parse_vllm_log([source, exception])
+    assert (plan.outcome, plan.error) == ("failed", exception)
+    assert parse_vllm_log([source]) == []
+
+
+def test_a_cpp_exceptions_what_line_is_no_source_line() -> None:
+    # The NCCL watchdog's "  what():  ..." is indented by two, not a traceback's source line.
+    [plan] = parse_vllm_log(
+        [
+            "  what():  [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated with"
+            " exception: CUDA error: unspecified launch failure"
+        ]
+    )
+    assert plan.error is not None and "CUDA error: unspecified launch failure" in plan.error
