@@ -210,11 +210,16 @@ EXCEPTION = re.compile(
 # that raises, or "EngineCore encountered a fatal error." when run_busy_loop does; the API
 # server starts its engines through AsyncLLM.from_vllm_config, make_async_mp_client and
 # launch_core_engines / wait_for_engine_startup; its run_server is the API server exiting (a port
-# already bound, an engine that never came up) where no line said it served.
+# already bound, an engine that never came up) where no line said it served. A worker's own
+# startup steps (0.5 on: init_device, load_model, the memory profile, sizing the KV cache, the
+# warmup and CUDA graph capture) run only while its engine starts: a worker's traceback through
+# them ("WorkerProc hit an exception." in worker_busy_loop, V0's "Exception in worker") too.
 STARTUP_FRAME = re.compile(
     r"\bin (?:_initialize_kv_caches|from_vllm_config|from_engine_args|make_async_mp_client|"
-    r"make_client|launch_core_engines|wait_for_engine_startup|run_server)$|\brun_server\(args\)|"
-    r"EngineCoreProc\(|\bexecutor_class\("
+    r"make_client|launch_core_engines|wait_for_engine_startup|run_server|init_device|load_model|"
+    r"determine_available_memory|determine_num_available_blocks|profile_run|get_kv_cache_configs|"
+    r"_?check_enough_kv_cache_memory|compile_or_warm_up_model|capture_model)$|"
+    r"\brun_server\(args\)|EngineCoreProc\(|\bexecutor_class\("
 )
 RUNNING_FRAME = re.compile(r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)")
 # A server still starting waits on its workers' compile, weight quantization and warmup for

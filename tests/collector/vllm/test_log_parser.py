@@ -1118,3 +1118,27 @@ def test_a_cpp_exceptions_what_line_is_no_source_line() -> None:
         ]
     )
     assert plan.error is not None and "CUDA error: unspecified launch failure" in plan.error
+
+
+@pytest.mark.parametrize(
+    ("name", "frames"),
+    [
+        # a worker's "WorkerProc hit an exception." through worker_busy_loop into the capture
+        ("v0.1x-vllm-39788-workerproc-capture-no-header", 10),
+        # the engine sizing its KV cache, the exception past the excerpt
+        ("v0.11-vllm-27508-no-cache-memory-raise-source-lines", 10),
+    ],
+)
+def test_a_bare_traceback_through_a_workers_startup_step_failed_its_start(
+    name: str, frames: int
+) -> None:
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    [plan] = parse_vllm_log(logs[name][:frames])
+    assert plan.outcome == "failed"
+
+
+def test_a_worker_frame_named_like_a_startup_step_only_matches_it_whole() -> None:
+    frame = '  File "/x/vllm/v1/worker/gpu_worker.py", line 9, in {}'
+    lines = ["Traceback (most recent call last):", frame.format("load_model_weights_later")]
+    assert parse_vllm_log(lines) == []
+    assert [p.outcome for p in parse_vllm_log([lines[0], frame.format("load_model")])] == ["failed"]
