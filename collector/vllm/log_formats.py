@@ -221,7 +221,12 @@ STARTUP_FRAME = re.compile(
     r"_?check_enough_kv_cache_memory|compile_or_warm_up_model|capture_model)$|"
     r"\brun_server\(args\)|EngineCoreProc\(|\bexecutor_class\("
 )
-RUNNING_FRAME = re.compile(r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)")
+# A V1 worker runs execute_model and sample_tokens only for the engine's steps (its profile,
+# warmup and capture call _dummy_run); V0's profile_run called its model runner's execute_model.
+RUNNING_FRAME = re.compile(
+    r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)|"
+    r"/v1/worker/(?:\w+/)?\w+\.py\", line \d+, in (?:execute_model|sample_tokens)$"
+)
 # A server still starting waits on its workers' compile, weight quantization and warmup for
 # minutes, and the shared-memory line says so; after a stop, a worker waits on a gone engine.
 # So that signal is quiet in these phases.

@@ -1142,3 +1142,30 @@ def test_a_worker_frame_named_like_a_startup_step_only_matches_it_whole() -> Non
     lines = ["Traceback (most recent call last):", frame.format("load_model_weights_later")]
     assert parse_vllm_log(lines) == []
     assert [p.outcome for p in parse_vllm_log([lines[0], frame.format("load_model")])] == ["failed"]
+
+
+def test_a_bare_traceback_through_a_v1_workers_execute_model_is_a_crash() -> None:
+    # local-inference-lab/rtx6kpro#103: "WorkerProc hit an exception." and its traceback
+    # through the worker's execute_model (an OOM on a long prefill): only the engine's steps
+    # call it. V0's model runner's execute_model also ran its memory profile: no verdict.
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    [plan] = parse_vllm_log(logs["v0.2x-rtx6kpro-103-workerproc-execute-model-no-header"])
+    assert plan.outcome == "crashed"
+    v0 = '  File "/x/vllm/worker/model_runner.py", line 1, in execute_model'
+    assert parse_vllm_log(["Traceback (most recent call last):", v0]) == []
+
+
+def test_a_long_run_of_worker_paths_parses_in_linear_time() -> None:
+    # The running frame's V1 worker path must not be retried from each "/v1/worker/" of a
+    # long line (no wall-clock limit: against a line as long without them).
+    def cost(text: str) -> float:
+        lines = ["Traceback (most recent call last):", "  " + text]
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            parse_vllm_log(lines)
+            runs.append(time.perf_counter() - started)
+        return min(runs)
+
+    paths = "/v1/worker/" + "a/" * 30_000
+    assert cost(paths) < 50 * cost("x" * len(paths))
