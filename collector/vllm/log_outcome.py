@@ -208,6 +208,6 @@ def outcome_of(
     if outcome == "crashed":
         # A root cause beats the crash line it explains (EngineDeadError, a worker dying).
         return Outcome("crashed", clean, root_cause=True) if root and not state.root_cause else None
-    if outcome == "failed" and (state.root_cause or not root):
+    if outcome == "failed" and (state.root_cause or (not root and error is not None)):
         return None  # the first root cause (else the first failure line) says why
     return Outcome("failed", clean, root_cause=root)

@@ -1169,3 +1169,17 @@ def test_a_long_run_of_worker_paths_parses_in_linear_time() -> None:
 
     paths = "/v1/worker/" + "a/" * 30_000
     assert cost(paths) < 50 * cost("x" * len(paths))
+
+
+def test_a_failure_line_is_the_error_of_a_bare_tracebacks_start_until_its_exception() -> None:
+    # huggingface/trl#3310 (0.8, eight data-parallel engines): EngineCore_7's frames through
+    # executor_class(...) fail the start before any line says why; EngineCore_0's "hit an
+    # exception" then is its error, until an exception line ends the traceback.
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    lines = logs["v0.8-trl-3310-dp-engines-interleaved-hit-exception"]
+    [plan] = parse_vllm_log(lines)
+    assert plan.outcome == "failed"
+    assert plan.error is not None and "EngineCore_0 pid=2095608) ERROR" in plan.error
+    raised = "(EngineCore_7 pid=2095681) ERROR 04-17 23:05:06 [core.py:390] ValueError: bad"
+    [plan] = parse_vllm_log([*lines, raised])
+    assert plan.error == raised
