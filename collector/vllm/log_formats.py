@@ -157,6 +157,8 @@ STOPPED = re.compile(
 # NCCL watchdog's "terminated with exception: CUDA error: ..."), its cudaError* name ("Search
 # for `cudaErrorIllegalAddress' in ..."), cuBLAS ("CUBLAS_STATUS_EXECUTION_FAILED when calling
 # ..."), a Triton kernel's launch ("Triton Error [CUDA]: ...") and the driver API's wording.
+# With the Ray executor the raylet reports a worker process that died (a segfault, the OOM
+# killer) before the engine's own failure line: that death is why.
 CUDA_FAULT = (
     r"CUDA error: |\bcudaError[A-Z]\w+|\bCUBLAS_STATUS_[A-Z_]+|Triton Error \[CUDA\]: |"
     r"CUDA driver error: "
@@ -172,7 +174,8 @@ ROOT_CAUSE = re.compile(
     r"User-specified max_model_len \(\d+\) is greater than|"
     r"CUDA out of memory|OutOfMemoryError|NCCL error\b|"
     r"Timed out waiting for engine core processes to start|"
-    r"Timed out waiting for engines to send initial message"
+    r"Timed out waiting for engines to send initial message|"
+    r"A worker died or was killed while executing a task by an unexpected system error"
 )
 # The multiproc executor's worker logs "WorkerProc failed to start." when its constructor raises
 # (0.8+), and the engine raises "WorkerProc initialization failed due to an exception in a

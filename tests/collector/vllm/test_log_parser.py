@@ -1183,3 +1183,18 @@ def test_a_failure_line_is_the_error_of_a_bare_tracebacks_start_until_its_except
     raised = "(EngineCore_7 pid=2095681) ERROR 04-17 23:05:06 [core.py:390] ValueError: bad"
     [plan] = parse_vllm_log([*lines, raised])
     assert plan.error == raised
+
+
+def test_a_ray_worker_that_died_is_why_the_start_failed() -> None:
+    # vllm-project/vllm#38529: the raylet reports the Ray worker died (a segfault), then the
+    # engine's "EngineCore failed to start.": the worker's death is the error.
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    died, failed = logs["v0.1x-vllm-38529-ray-raylet-worker-died-failed"][:2]
+    [plan] = parse_vllm_log([died, failed])
+    assert (plan.outcome, plan.error) == ("failed", died)
+    # While serving it explains the crash line that follows, and crashes nothing alone.
+    [plan] = parse_vllm_log([*_SERVING, died])
+    assert (plan.outcome, plan.error) == ("started", None)
+    dead = "(APIServer pid=1) ERROR 03-29 13:00:00 [async_llm.py:1] AsyncLLM output_handler failed."
+    [plan] = parse_vllm_log([*_SERVING, dead, died])
+    assert (plan.outcome, plan.error) == ("crashed", died)
