@@ -226,6 +226,11 @@ STARTUP_FRAME = re.compile(
 )
 # A V1 worker runs execute_model and sample_tokens only for the engine's steps (its profile,
 # warmup and capture call _dummy_run); V0's profile_run called its model runner's execute_model.
+# The engine's run_engine_core logs a traceback at ERROR only when the engine dies: a frame of
+# it while the start has not served is a failed start, even where the capture lost its header
+# ("EngineCore failed to start.") and its exception. Its logger is core.py ("[core.py:1142]",
+# "[v1/engine/core.py:718]" with DEBUG paths).
+ENGINE_LOGGED = re.compile(r"[\[/]core\.py:\d+\]")
 RUNNING_FRAME = re.compile(
     r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)|"
     r"/v1/worker/(?:\w+/)?\w+\.py\", line \d+, in (?:execute_model|sample_tokens)$"

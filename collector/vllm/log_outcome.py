@@ -1,8 +1,9 @@
 """How a vLLM server start ended, and the lines that say its engine stopped making progress.
 
 - ``failed``: the start died before serving: a root cause (in any spelling vLLM used), the
-  engine's generic failure lines, the engine never starting in time, or a traceback in the API
-  server ending in an exception.
+  engine's generic failure lines, the engine never starting in time, a traceback in the API
+  server ending in an exception, or the engine's own dying traceback (logged by its core.py)
+  while the start was under way, even without its header line.
 - ``started``: serving: uvicorn's "Application startup complete", "Starting vLLM server on",
   a request answered 200, or the engine's periodic stats line (a captured log may lack the
   first).
@@ -147,6 +148,21 @@ def _guess_corrected(state: OutcomeState, msg: str, error: str | None) -> Outcom
     return Outcome("crashed", error, root_cause=True)
 
 
+def _engine_died_starting(
+    state: OutcomeState, outcome: str, level: str | None, msg: str, clean: str, phase: str | None
+) -> bool:
+    """A frame of the engine's dying traceback (``ENGINE_LOGGED``) while its start was under
+    way: the start failed; the traceback's exception line, if captured, is its error."""
+    if outcome != "incomplete" or level != "ERROR" or phase == "stopped":
+        return False
+    if phase not in fmt.STARTING_OR_STOPPED:
+        return False
+    if not msg.startswith("  File ") or not fmt.ENGINE_LOGGED.search(clean):
+        return False
+    state.in_traceback = True
+    return True
+
+
 def outcome_of(
     state: OutcomeState,
     *,
@@ -171,6 +187,8 @@ def outcome_of(
         return fatal
     if is_source_line(msg):
         return None
+    if _engine_died_starting(state, outcome, level, msg, clean, phase):
+        return Outcome("failed", None)
     if (
         fmt.READY.search(msg)
         or fmt.SERVING.search(msg)

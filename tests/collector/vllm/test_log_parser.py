@@ -1198,3 +1198,35 @@ def test_a_ray_worker_that_died_is_why_the_start_failed() -> None:
     dead = "(APIServer pid=1) ERROR 03-29 13:00:00 [async_llm.py:1] AsyncLLM output_handler failed."
     [plan] = parse_vllm_log([*_SERVING, dead, died])
     assert (plan.outcome, plan.error) == ("crashed", died)
+
+
+_PROFILING = [
+    "(EngineCore pid=4108) INFO 05-28 08:00:26 [gpu_worker.py:462] Available KV cache memory:"
+    " 6.37 GiB",
+]
+
+
+def _frame(src: str) -> str:
+    return (
+        f"(EngineCore pid=4108) ERROR 05-28 08:00:36 [{src}]   File "
+        '"/x/vllm/compilation/caching.py", line 217, in __call__'
+    )
+
+
+def test_the_engines_dying_traceback_without_its_header_fails_a_start_under_way() -> None:
+    # LMCache/LMCache#3430: the plan, capture begins, then frames the engine's core.py logged
+    # at ERROR (it does only when the engine dies); "EngineCore failed to start." is not in
+    # the capture. The exception, when it follows, is the error.
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    [plan] = parse_vllm_log(logs["v0.2x-lmcache-3430-plan-then-failed-at-capture"])
+    assert (plan.outcome, plan.error) == ("failed", None)
+    for src in ("core.py:1142", "v1/engine/core.py:718"):
+        oom = "(EngineCore pid=4108) ERROR 05-28 08:00:36 [core.py:1142] RuntimeError: boom"
+        assert _one([*_PROFILING, _frame(src), oom]) == ("failed", oom)
+
+
+def test_other_error_frames_or_a_serving_engines_decide_nothing() -> None:
+    # A traceback another module logged at ERROR (a model's inspection) may be survived; an
+    # engine already serving reports its death with a header of its own.
+    assert _one([*_PROFILING, _frame("registry.py:512")]) == ("incomplete", None)
+    assert _one([*_SERVING, _frame("core.py:1142")]) == ("started", None)
