@@ -157,6 +157,8 @@ STOPPED = re.compile(
 # NCCL watchdog's "terminated with exception: CUDA error: ..."), its cudaError* name ("Search
 # for `cudaErrorIllegalAddress' in ..."), cuBLAS ("CUBLAS_STATUS_EXECUTION_FAILED when calling
 # ..."), a Triton kernel's launch ("Triton Error [CUDA]: ...") and the driver API's wording.
+# With the Ray executor the raylet reports a worker process that died (a segfault, the OOM
+# killer) before the engine's own failure line: that death is why.
 CUDA_FAULT = (
     r"CUDA error: |\bcudaError[A-Z]\w+|\bCUBLAS_STATUS_[A-Z_]+|Triton Error \[CUDA\]: |"
     r"CUDA driver error: "
@@ -172,7 +174,8 @@ ROOT_CAUSE = re.compile(
     r"User-specified max_model_len \(\d+\) is greater than|"
     r"CUDA out of memory|OutOfMemoryError|NCCL error\b|"
     r"Timed out waiting for engine core processes to start|"
-    r"Timed out waiting for engines to send initial message"
+    r"Timed out waiting for engines to send initial message|"
+    r"A worker died or was killed while executing a task by an unexpected system error"
 )
 # The multiproc executor's worker logs "WorkerProc failed to start." when its constructor raises
 # (0.8+), and the engine raises "WorkerProc initialization failed due to an exception in a
@@ -210,13 +213,28 @@ EXCEPTION = re.compile(
 # that raises, or "EngineCore encountered a fatal error." when run_busy_loop does; the API
 # server starts its engines through AsyncLLM.from_vllm_config, make_async_mp_client and
 # launch_core_engines / wait_for_engine_startup; its run_server is the API server exiting (a port
-# already bound, an engine that never came up) where no line said it served.
+# already bound, an engine that never came up) where no line said it served. A worker's own
+# startup steps (0.5 on: init_device, load_model, the memory profile, sizing the KV cache, the
+# warmup and CUDA graph capture) run only while its engine starts: a worker's traceback through
+# them ("WorkerProc hit an exception." in worker_busy_loop, V0's "Exception in worker") too.
 STARTUP_FRAME = re.compile(
     r"\bin (?:_initialize_kv_caches|from_vllm_config|from_engine_args|make_async_mp_client|"
-    r"make_client|launch_core_engines|wait_for_engine_startup|run_server)$|\brun_server\(args\)|"
-    r"EngineCoreProc\(|\bexecutor_class\("
+    r"make_client|launch_core_engines|wait_for_engine_startup|run_server|init_device|load_model|"
+    r"determine_available_memory|determine_num_available_blocks|profile_run|get_kv_cache_configs|"
+    r"_?check_enough_kv_cache_memory|compile_or_warm_up_model|capture_model)$|"
+    r"\brun_server\(args\)|EngineCoreProc\(|\bexecutor_class\("
 )
-RUNNING_FRAME = re.compile(r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)")
+# A V1 worker runs execute_model and sample_tokens only for the engine's steps (its profile,
+# warmup and capture call _dummy_run); V0's profile_run called its model runner's execute_model.
+# The engine's run_engine_core logs a traceback at ERROR only when the engine dies: a frame of
+# it while the start has not served is a failed start, even where the capture lost its header
+# ("EngineCore failed to start.") and its exception. Its logger is core.py ("[core.py:1142]",
+# "[v1/engine/core.py:718]" with DEBUG paths).
+ENGINE_LOGGED = re.compile(r"[\[/]core\.py:\d+\]")
+RUNNING_FRAME = re.compile(
+    r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)|"
+    r"/v1/worker/(?:\w+/)?\w+\.py\", line \d+, in (?:execute_model|sample_tokens)$"
+)
 # A server still starting waits on its workers' compile, weight quantization and warmup for
 # minutes, and the shared-memory line says so; after a stop, a worker waits on a gone engine.
 # So that signal is quiet in these phases.
@@ -272,43 +290,3 @@ STATS = re.compile(
 )
 # "Speculative metrics: " is V0's line (0.5-0.10) and V1's before 0.8.4 (vllm#15902).
 SPEC = re.compile(r"SpecDecoding metrics: |Speculative metrics: ")
-STAT_FIELDS = {
-    "prompt_throughput": re.compile(rf"Avg prompt throughput: {FLOAT} tokens/s"),
-    "generation_throughput": re.compile(rf"Avg generation throughput: {FLOAT} tokens/s"),
-    # "reqs" may be cut after its "r" where a terminal wrapped the line (the rest is lost).
-    "running": re.compile(r"Running: (\d+) r"),
-    "waiting": re.compile(r"(?:Waiting|Pending): (\d+) r"),
-    "swapped": re.compile(r"Swapped: (\d+) reqs"),
-    "deferred": re.compile(r"Deferred: (\d+) reqs"),
-    "preemptions": re.compile(r"Preemptions: (\d+)"),
-    "kv_cache_usage_pct": re.compile(rf"GPU KV cache usage: {FLOAT}%"),
-    "cpu_kv_cache_usage_pct": re.compile(rf"CPU KV cache usage: {FLOAT}%"),
-    "prefix_cache_hit_rate_pct": re.compile(rf"Prefix cache hit rate: (?:GPU: )?{FLOAT}%"),
-    "cpu_prefix_cache_hit_rate_pct": re.compile(rf"Prefix cache hit rate: GPU: .*?, CPU: {FLOAT}%"),
-    "external_prefix_cache_hit_rate_pct": re.compile(rf"External prefix cache hit rate: {FLOAT}%"),
-    "mm_cache_hit_rate_pct": re.compile(rf"MM cache hit rate: {FLOAT}%"),
-}
-SPEC_FIELDS = {
-    "mean_acceptance_length": re.compile(rf"Mean acceptance length: {FLOAT}"),
-    # The draft length the engine is using now (dynamic speculative decoding, 0.2x+).
-    "current_speculative_depth": re.compile(r"Current speculative depth: (\d+)"),
-    "accepted_throughput": re.compile(rf"Accepted throughput: {FLOAT} tokens/s"),
-    "drafted_throughput": re.compile(rf"Drafted throughput: {FLOAT} tokens/s"),
-    # "Number of accepted tokens: N" in V0's line and V1's before 0.8.4.
-    "accepted_tokens": re.compile(r"Accepted: (\d+) tokens|Number of accepted tokens: (\d+)"),
-    "drafted_tokens": re.compile(r"Drafted: (\d+) tokens|Number of draft tokens: (\d+)"),
-}
-# "Avg Draft acceptance rate: X%" last (0.11+), "Draft acceptance rate: X%" first (0.8.4-0.10),
-# a fraction "Draft acceptance rate: 0.642" in V0's line and V1's before 0.8.4.
-ACCEPTANCE_RATE = re.compile(r"Draft acceptance rate: (nan|\d+(?:\.\d+)?)(%?)")
-PER_POSITION = re.compile(r"Per-position acceptance rate: ((?:\d+(?:\.\d+)?(?:, )?)+)")
-INT_STATS = {
-    "running",
-    "waiting",
-    "swapped",
-    "deferred",
-    "preemptions",
-    "accepted_tokens",
-    "drafted_tokens",
-    "current_speculative_depth",
-}

@@ -1,8 +1,9 @@
 """How a vLLM server start ended, and the lines that say its engine stopped making progress.
 
 - ``failed``: the start died before serving: a root cause (in any spelling vLLM used), the
-  engine's generic failure lines, the engine never starting in time, or a traceback in the API
-  server ending in an exception.
+  engine's generic failure lines, the engine never starting in time, a traceback in the API
+  server ending in an exception, or the engine's own dying traceback (logged by its core.py)
+  while the start was under way, even without its header line.
 - ``started``: serving: uvicorn's "Application startup complete", "Starting vLLM server on",
   a request answered 200, or the engine's periodic stats line (a captured log may lack the
   first).
@@ -87,7 +88,15 @@ _OPENERS = (
 
 def opens_start(msg: str) -> bool:
     """A plan or outcome line in a capture that missed the start of its server."""
-    return any(p.search(msg) for p in _OPENERS)
+    return not is_source_line(msg) and any(p.search(msg) for p in _OPENERS)
+
+
+def is_source_line(msg: str) -> bool:
+    """A traceback's source line (Python indents it by four spaces, its "File" line by two): the
+    raise statement quotes the error's message ('raise ValueError("No available memory for the
+    cache blocks. "'), but only the exception line below it says the error was raised, and is
+    its text. A C++ exception's "  what():  ..." is no source line."""
+    return msg.startswith("    ") and not msg.lstrip().startswith("File ")
 
 
 def is_exception(msg: str) -> bool:
@@ -132,10 +141,26 @@ def _guess_corrected(state: OutcomeState, msg: str, error: str | None) -> Outcom
     """A guessed failure that a running frame, a crash line or the scheduler dump (model
     execution raised) shows died while serving."""
     running = msg[:1].isspace() and fmt.RUNNING_FRAME.search(msg) is not None
-    if not (running or fmt.CRASH.search(msg) or fmt.DUMP.search(msg)):
+    said = not is_source_line(msg) and (fmt.CRASH.search(msg) or fmt.DUMP.search(msg))
+    if not (running or said):
         return None
     state.guessed = False
     return Outcome("crashed", error, root_cause=True)
+
+
+def _engine_died_starting(
+    state: OutcomeState, outcome: str, level: str | None, msg: str, clean: str, phase: str | None
+) -> bool:
+    """A frame of the engine's dying traceback (``ENGINE_LOGGED``) while its start was under
+    way: the start failed; the traceback's exception line, if captured, is its error."""
+    if outcome != "incomplete" or level != "ERROR" or phase == "stopped":
+        return False
+    if phase not in fmt.STARTING_OR_STOPPED:
+        return False
+    if not msg.startswith("  File ") or not fmt.ENGINE_LOGGED.search(clean):
+        return False
+    state.in_traceback = True
+    return True
 
 
 def outcome_of(
@@ -160,6 +185,10 @@ def outcome_of(
     fatal = _fatal_cause(state, outcome, msg, clean, proc)
     if fatal is not None:
         return fatal
+    if is_source_line(msg):
+        return None
+    if _engine_died_starting(state, outcome, level, msg, clean, phase):
+        return Outcome("failed", None)
     if (
         fmt.READY.search(msg)
         or fmt.SERVING.search(msg)
@@ -197,6 +226,6 @@ def outcome_of(
     if outcome == "crashed":
         # A root cause beats the crash line it explains (EngineDeadError, a worker dying).
         return Outcome("crashed", clean, root_cause=True) if root and not state.root_cause else None
-    if outcome == "failed" and (state.root_cause or not root):
+    if outcome == "failed" and (state.root_cause or (not root and error is not None)):
         return None  # the first root cause (else the first failure line) says why
     return Outcome("failed", clean, root_cause=root)

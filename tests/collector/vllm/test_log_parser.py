@@ -1080,3 +1080,153 @@ def test_process_tags_before_a_header_are_found_in_linear_time(tags: str) -> Non
         return min(runs)
 
     assert cost(tags) < 50 * cost("x" * len(tags))
+
+
+@pytest.mark.parametrize(
+    ("source", "exception"),
+    [
+        # vllm-project/vllm#6732 (0.5.3): pynccl's raise, then the NCCL error it raised
+        (
+            "(VllmWorkerProcess pid=760) ERROR 07-24 08:26:01 multiproc_worker_utils.py:226]"
+            '     raise RuntimeError(f"NCCL error: {error_str}")',
+            "(VllmWorkerProcess pid=760) ERROR 07-24 08:26:01 multiproc_worker_utils.py:226]"
+            " RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for"
+            " details)",
+        ),
+        # gpustack/gpustack#3379: the API server's raise, then its exception
+        (
+            '(APIServer pid=106)     raise RuntimeError("Engine core initialization failed. "',
+            "(APIServer pid=106) RuntimeError: Engine core initialization failed. See root cause"
+            " above. Failed core proc(s): {}",
+        ),
+    ],
+)
+def test_a_raise_statements_source_line_is_not_the_error(source: str, exception: str) -> None:
+    # A traceback's source line quotes the message it is about to raise; the exception line
+    # below it is the error (a source line that came first used to be kept as the root cause).
+    [plan] = parse_vllm_log([source, exception])
+    assert (plan.outcome, plan.error) == ("failed", exception)
+    assert parse_vllm_log([source]) == []
+
+
+def test_a_cpp_exceptions_what_line_is_no_source_line() -> None:
+    # The NCCL watchdog's "  what():  ..." is indented by two, not a traceback's source line.
+    [plan] = parse_vllm_log(
+        [
+            "  what():  [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated with"
+            " exception: CUDA error: unspecified launch failure"
+        ]
+    )
+    assert plan.error is not None and "CUDA error: unspecified launch failure" in plan.error
+
+
+@pytest.mark.parametrize(
+    ("name", "frames"),
+    [
+        # a worker's "WorkerProc hit an exception." through worker_busy_loop into the capture
+        ("v0.1x-vllm-39788-workerproc-capture-no-header", 10),
+        # the engine sizing its KV cache, the exception past the excerpt
+        ("v0.11-vllm-27508-no-cache-memory-raise-source-lines", 10),
+    ],
+)
+def test_a_bare_traceback_through_a_workers_startup_step_failed_its_start(
+    name: str, frames: int
+) -> None:
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    [plan] = parse_vllm_log(logs[name][:frames])
+    assert plan.outcome == "failed"
+
+
+def test_a_worker_frame_named_like_a_startup_step_only_matches_it_whole() -> None:
+    frame = '  File "/x/vllm/v1/worker/gpu_worker.py", line 9, in {}'
+    lines = ["Traceback (most recent call last):", frame.format("load_model_weights_later")]
+    assert parse_vllm_log(lines) == []
+    assert [p.outcome for p in parse_vllm_log([lines[0], frame.format("load_model")])] == ["failed"]
+
+
+def test_a_bare_traceback_through_a_v1_workers_execute_model_is_a_crash() -> None:
+    # local-inference-lab/rtx6kpro#103: "WorkerProc hit an exception." and its traceback
+    # through the worker's execute_model (an OOM on a long prefill): only the engine's steps
+    # call it. V0's model runner's execute_model also ran its memory profile: no verdict.
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    [plan] = parse_vllm_log(logs["v0.2x-rtx6kpro-103-workerproc-execute-model-no-header"])
+    assert plan.outcome == "crashed"
+    v0 = '  File "/x/vllm/worker/model_runner.py", line 1, in execute_model'
+    assert parse_vllm_log(["Traceback (most recent call last):", v0]) == []
+
+
+def test_a_long_run_of_worker_paths_parses_in_linear_time() -> None:
+    # The running frame's V1 worker path must not be retried from each "/v1/worker/" of a
+    # long line (no wall-clock limit: against a line as long without them).
+    def cost(text: str) -> float:
+        lines = ["Traceback (most recent call last):", "  " + text]
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            parse_vllm_log(lines)
+            runs.append(time.perf_counter() - started)
+        return min(runs)
+
+    paths = "/v1/worker/" + "a/" * 30_000
+    assert cost(paths) < 50 * cost("x" * len(paths))
+
+
+def test_a_failure_line_is_the_error_of_a_bare_tracebacks_start_until_its_exception() -> None:
+    # huggingface/trl#3310 (0.8, eight data-parallel engines): EngineCore_7's frames through
+    # executor_class(...) fail the start before any line says why; EngineCore_0's "hit an
+    # exception" then is its error, until an exception line ends the traceback.
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    lines = logs["v0.8-trl-3310-dp-engines-interleaved-hit-exception"]
+    [plan] = parse_vllm_log(lines)
+    assert plan.outcome == "failed"
+    assert plan.error is not None and "EngineCore_0 pid=2095608) ERROR" in plan.error
+    raised = "(EngineCore_7 pid=2095681) ERROR 04-17 23:05:06 [core.py:390] ValueError: bad"
+    [plan] = parse_vllm_log([*lines, raised])
+    assert plan.error == raised
+
+
+def test_a_ray_worker_that_died_is_why_the_start_failed() -> None:
+    # vllm-project/vllm#38529: the raylet reports the Ray worker died (a segfault), then the
+    # engine's "EngineCore failed to start.": the worker's death is the error.
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    died, failed = logs["v0.1x-vllm-38529-ray-raylet-worker-died-failed"][:2]
+    [plan] = parse_vllm_log([died, failed])
+    assert (plan.outcome, plan.error) == ("failed", died)
+    # While serving it explains the crash line that follows, and crashes nothing alone.
+    [plan] = parse_vllm_log([*_SERVING, died])
+    assert (plan.outcome, plan.error) == ("started", None)
+    dead = "(APIServer pid=1) ERROR 03-29 13:00:00 [async_llm.py:1] AsyncLLM output_handler failed."
+    [plan] = parse_vllm_log([*_SERVING, dead, died])
+    assert (plan.outcome, plan.error) == ("crashed", died)
+
+
+_PROFILING = [
+    "(EngineCore pid=4108) INFO 05-28 08:00:26 [gpu_worker.py:462] Available KV cache memory:"
+    " 6.37 GiB",
+]
+
+
+def _frame(src: str) -> str:
+    return (
+        f"(EngineCore pid=4108) ERROR 05-28 08:00:36 [{src}]   File "
+        '"/x/vllm/compilation/caching.py", line 217, in __call__'
+    )
+
+
+def test_the_engines_dying_traceback_without_its_header_fails_a_start_under_way() -> None:
+    # LMCache/LMCache#3430: the plan, capture begins, then frames the engine's core.py logged
+    # at ERROR (it does only when the engine dies); "EngineCore failed to start." is not in
+    # the capture. The exception, when it follows, is the error.
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    [plan] = parse_vllm_log(logs["v0.2x-lmcache-3430-plan-then-failed-at-capture"])
+    assert (plan.outcome, plan.error) == ("failed", None)
+    for src in ("core.py:1142", "v1/engine/core.py:718"):
+        oom = "(EngineCore pid=4108) ERROR 05-28 08:00:36 [core.py:1142] RuntimeError: boom"
+        assert _one([*_PROFILING, _frame(src), oom]) == ("failed", oom)
+
+
+def test_other_error_frames_or_a_serving_engines_decide_nothing() -> None:
+    # A traceback another module logged at ERROR (a model's inspection) may be survived; an
+    # engine already serving reports its death with a header of its own.
+    assert _one([*_PROFILING, _frame("registry.py:512")]) == ("incomplete", None)
+    assert _one([*_SERVING, _frame("core.py:1142")]) == ("started", None)
