@@ -69,7 +69,8 @@ SCOPED = {"speculative_method": SPECULATIVE}
 # says (vLLM refuses to start otherwise), and a drafter's selection line, after the target
 # model's, is not the one a configuration is compared by.
 FIRST_STATED = frozenset(("attention_backend",))
-UNSET = frozenset(("None", "auto", ""))
+# "-1" (0.2x's --max-model-len -1) asks vLLM to fit the length: it states none.
+UNSET = frozenset(("None", "auto", "", "-1"))
 # kv_cache_dtype's "auto" is a choice in itself (the KV cache in the model's or the checkpoint's
 # dtype), stated alike by the args and the engine line and resolved by no later line: a start
 # with it differs from one with fp8. A dtype's "auto" is unstated: the engine line resolves it.

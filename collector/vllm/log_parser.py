@@ -14,7 +14,13 @@ from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
-from collector.vllm.log_config import ENGINE_CONFIG, FIRST_STATED, WRAPPED_CONFIG, config_fields
+from collector.vllm.log_config import (
+    ENGINE_CONFIG,
+    FIRST_STATED,
+    MAX_MODEL_LEN,
+    WRAPPED_CONFIG,
+    config_fields,
+)
 from collector.vllm.log_facts import Ctx, VllmFact
 from collector.vllm.log_formats import VllmLine, split_vllm_line
 from collector.vllm.log_memory import ProfilingLog
@@ -216,11 +222,17 @@ class VllmLogParser(ProfilingLog):
     def _config(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
         """The serving configuration a start line states; the engine's line, later, refines
         the args (its resolved dtype and max model len), except where the first word stands
-        (``FIRST_STATED``)."""
+        (``FIRST_STATED``). The first "Using max model len" line is the target model's: a
+        drafter's config (EAGLE, MTP, a draft model) follows it with its own length."""
+        resolves_len = MAX_MODEL_LEN.search(msg) is not None
         for name, value in config_fields(msg).items():
             current = getattr(plan, name)
-            if current != value and (current is None or name not in FIRST_STATED):
+            first = name in FIRST_STATED or (
+                name == "max_model_len" and resolves_len and plan.model_len_resolved
+            )
+            if current != value and (current is None or not first):
                 self._set(plan, name, value, ctx, facts)
+        plan.model_len_resolved = plan.model_len_resolved or resolves_len
 
     def _drafter(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
         """A drafter's load line, an MTP architecture, or a speculative config (also in the
