@@ -259,6 +259,8 @@ class VllmLogParser(ProfilingLog):
         if fmt.PROFILING.search(msg):
             self._enter(plan, "profiling", ctx, facts)
             self._profiling(plan, msg, ctx, facts)
+        else:
+            self._kv_in_use(plan, msg, ctx, facts)
         if fmt.CAPTURE.search(msg):
             self._enter(plan, "capturing_cuda_graphs", ctx, facts)
             m = fmt.CAPTURE_DONE.search(msg)

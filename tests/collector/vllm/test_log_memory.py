@@ -59,3 +59,55 @@ def test_the_utilization_the_memory_lines_restate() -> None:
     start = "INFO 10-30 14:19:20 [utils.py:253] non-default args: {'model': 'm'}"
     for line, utilization in lines.items():
         assert _plan([start, line]).gpu_memory_utilization == utilization, line
+
+
+START = "(APIServer pid=1) INFO 10-22 09:30:00 [utils.py:233] non-default args: {}"
+
+
+def test_the_cuda_graph_estimate_is_the_rank_that_reserves_most() -> None:
+    # vllm#37296 (0.18, TP2): the ranks' estimates differ and print in no rank order.
+    tag = "(Worker_TP{r} pid=7{r}) INFO 03-17 17:07:06 [gpu_model_runner.py:5711] "
+    plan = _plan(
+        [
+            START,
+            tag.format(r=1) + "Estimated CUDA graph memory: 4.30 GiB total",
+            tag.format(r=0) + "Estimated CUDA graph memory: 4.38 GiB total",
+        ]
+    )
+    assert plan.cuda_graph_estimate_gib == 4.38
+    negative = _plan(
+        [
+            START,
+            tag.format(r=1) + "Estimated CUDA graph memory: 0.30 GiB total",
+            tag.format(r=0) + "Estimated CUDA graph memory: -0.90 GiB total",
+        ]
+    )
+    assert negative.cuda_graph_estimate_gib == 0.3
+    assert negative.anomalies == ["negative CUDA graph memory estimate: -0.9 GiB"]
+
+
+def test_the_kv_cache_memory_the_free_memory_advice_restates() -> None:
+    # vllm#50576 (0.2x, GiB) and 0.11's bytes, after the capture: the phase stays where it is.
+    advice = (
+        "(Worker_TP0 pid=1222) INFO 08-07 23:22:57 [gpu_worker.py:789] Free memory on device "
+        "(46.93/47.4 GiB) on startup. ... Current kv cache memory in use is {}."
+    )
+    capture = (
+        "(EngineCore pid=1) INFO 08-07 23:22:57 [gpu_model_runner.py:6905] Graph capturing "
+        "finished in 22 secs, took 2.51 GiB"
+    )
+    plan = _plan([START, capture, advice.format("1.58 GiB")])
+    assert plan.kv_cache_gib == 1.58 and plan.phase == "capturing_cuda_graphs"
+    assert _plan([START, advice.format("59212694937 bytes")]).kv_cache_gib == 55.15
+
+
+def test_v0s_profile_states_the_weights_when_the_load_line_is_not_there() -> None:
+    # gateway-api-inference-extension#550 (0.8 V0); the load line, when there, stands.
+    summary = (
+        "INFO 03-21 20:15:45 [worker.py:267] model weights take 12.55GiB; non_torch_memory takes "
+        "0.16GiB; PyTorch activation peak memory takes 2.38GiB; the rest of the memory reserved "
+        "for KV Cache is 56.18GiB."
+    )
+    assert _plan([START, summary]).model_load_gib == 12.55
+    load = "INFO 03-21 20:15:10 [model_runner.py:1110] Loading model weights took 12.5523 GB"
+    assert _plan([START, load, summary]).model_load_gib == 12.5523
