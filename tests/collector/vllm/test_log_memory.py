@@ -111,3 +111,11 @@ def test_v0s_profile_states_the_weights_when_the_load_line_is_not_there() -> Non
     assert _plan([START, summary]).model_load_gib == 12.55
     load = "INFO 03-21 20:15:10 [model_runner.py:1110] Loading model weights took 12.5523 GB"
     assert _plan([START, load, summary]).model_load_gib == 12.5523
+
+
+def test_an_eagle_architecture_resolved_is_a_drafter() -> None:
+    # speculators#166 (0.11): the EAGLE3 speculator's own config, before its load line.
+    line = "INFO 10-30 14:19:22 [model.py:664] Resolved architecture: Eagle3LlamaForCausalLM"
+    assert _plan([START, line]).drafter_loaded
+    target = "INFO 10-30 14:19:22 [model.py:664] Resolved architecture: LlamaForCausalLM"
+    assert not _plan([START, target]).drafter_loaded
