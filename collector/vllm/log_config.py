@@ -41,6 +41,16 @@ SETTINGS_LINE = re.compile(rf"args: Namespace\(|non-default args: \{{|{ENGINE_CO
 # warning or a traceback's indented frame never reads so).
 WRAPPED_CONFIG = re.compile(r" ?[^\s,]*, \w+=")
 MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
+# The memory lines that restate --gpu-memory-utilization: V0's profile ("total_gpu_memory
+# (79.19GiB) x gpu_memory_utilization (0.90)", "Memory profiling results: ...
+# gpu_memory_utilization=0.90"), the CUDA graph profiling hint ("The current
+# --gpu-memory-utilization=0.8500 is equivalent to ...", 0.18's "from 0.9000 to 0.9690") and the
+# free-memory advice ("Desired GPU memory utilization is (0.95, 45.03 GiB)").
+GPU_UTILIZATION = re.compile(
+    r"x gpu_memory_utilization \((\d[\d.]*)\)|The current --gpu-memory-utilization=(\d[\d.]*)|"
+    r"--gpu-memory-utilization from (\d[\d.]*) to|Desired GPU memory utilization is \((\d[\d.]*),|"
+    r"Memory profiling results: .* gpu_memory_utilization=(\d[\d.]*)"
+)
 CHUNKED_PREFILL = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
 # The backend names --attention-backend takes and vLLM prints since 0.11 ("Using FLASH_ATTN
 # attention backend out of potential backends: [...]"), for the names it printed before
@@ -69,7 +79,8 @@ SCOPED = {"speculative_method": SPECULATIVE}
 # says (vLLM refuses to start otherwise), and a drafter's selection line, after the target
 # model's, is not the one a configuration is compared by.
 FIRST_STATED = frozenset(("attention_backend",))
-UNSET = frozenset(("None", "auto", ""))
+# "-1" (0.2x's --max-model-len -1) asks vLLM to fit the length: it states none.
+UNSET = frozenset(("None", "auto", "", "-1"))
 # kv_cache_dtype's "auto" is a choice in itself (the KV cache in the model's or the checkpoint's
 # dtype), stated alike by the args and the engine line and resolved by no later line: a start
 # with it differs from one with fp8. A dtype's "auto" is unstated: the engine line resolves it.
@@ -131,6 +142,8 @@ def config_fields(msg: str) -> dict[str, Any]:
     found = _settings(msg) if SETTINGS_LINE.search(msg) else {}
     if m := MAX_MODEL_LEN.search(msg):
         found["max_model_len"] = int(m.group(1))
+    if m := GPU_UTILIZATION.search(msg):
+        found["gpu_memory_utilization"] = float(next(g for g in m.groups() if g is not None))
     if m := CHUNKED_PREFILL.search(msg):
         found.update(enable_chunked_prefill=True, max_num_batched_tokens=int(m.group(1)))
     if m := ATTENTION_BACKEND.search(msg):

@@ -99,9 +99,10 @@ LOAD_START = re.compile(
 # The weight-loading bar past its first shard: a load under way, whose line stderr may flush
 # after its start already failed; a new start's bar begins at 0.
 LOAD_UNDER_WAY = re.compile(r"checkpoint shards:\s+\d+% Completed \| [1-9]")
-# The drafter, by its load line or by what it is: an MTP architecture, V0's spec-decode worker.
+# The drafter, by its load line or by what it is: an MTP, EAGLE or Medusa architecture (a
+# speculator checkpoint resolves its own), V0's spec-decode worker.
 DRAFTER = re.compile(
-    r"Loading drafter model|Detected MTP model|Resolved architecture: \w*MTP\w*|"
+    r"Loading drafter model|Detected MTP model|Resolved architecture: \w*(?:MTP|Eagle|Medusa)\w*|"
     r"Configuring SpecDecodeWorker"
 )
 DRAFTER_LOAD = re.compile(r"Loading drafter model")

@@ -1,9 +1,9 @@
 """Understand vLLM's own log: per server start, the phase timeline and the startup memory plan.
 
 The formats it follows are in ``log_formats`` (0.5 → today), how a start ends in
-``log_outcome``. With tensor parallelism every rank prints its own KV-cache figures and vLLM
-sizes every rank to the smallest, so the plan keeps the minimum. Incremental: feed lines as
-they arrive from a live stream.
+``log_outcome``, its profiling figures in ``log_memory`` (with tensor parallelism every rank
+prints its own and vLLM sizes every rank to the smallest, so the plan keeps the minimum).
+Incremental: feed lines as they arrive from a live stream.
 """
 
 from __future__ import annotations
@@ -14,9 +14,16 @@ from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
-from collector.vllm.log_config import ENGINE_CONFIG, FIRST_STATED, WRAPPED_CONFIG, config_fields
-from collector.vllm.log_facts import Ctx, FactLog, VllmFact
+from collector.vllm.log_config import (
+    ENGINE_CONFIG,
+    FIRST_STATED,
+    MAX_MODEL_LEN,
+    WRAPPED_CONFIG,
+    config_fields,
+)
+from collector.vllm.log_facts import Ctx, VllmFact
 from collector.vllm.log_formats import VllmLine, split_vllm_line
+from collector.vllm.log_memory import ProfilingLog
 from collector.vllm.log_outcome import (
     OutcomeState,
     hang_signal,
@@ -32,11 +39,7 @@ PHASES = VLLM_PHASES  # shared with the agent (its guard can act only in given p
 __all__ = ["PHASES", "VllmFact", "VllmLogParser", "parse_vllm_log"]
 
 
-def _num(text: str) -> float:
-    return float(text.replace(",", ""))
-
-
-class VllmLogParser(FactLog):
+class VllmLogParser(ProfilingLog):
     """Incremental parser for one vLLM log stream (one host/container)."""
 
     def __init__(self) -> None:
@@ -219,11 +222,17 @@ class VllmLogParser(FactLog):
     def _config(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
         """The serving configuration a start line states; the engine's line, later, refines
         the args (its resolved dtype and max model len), except where the first word stands
-        (``FIRST_STATED``)."""
+        (``FIRST_STATED``). The first "Using max model len" line is the target model's: a
+        drafter's config (EAGLE, MTP, a draft model) follows it with its own length."""
+        resolves_len = MAX_MODEL_LEN.search(msg) is not None
         for name, value in config_fields(msg).items():
             current = getattr(plan, name)
-            if current != value and (current is None or name not in FIRST_STATED):
+            first = name in FIRST_STATED or (
+                name == "max_model_len" and resolves_len and plan.model_len_resolved
+            )
+            if current != value and (current is None or not first):
                 self._set(plan, name, value, ctx, facts)
+        plan.model_len_resolved = plan.model_len_resolved or resolves_len
 
     def _drafter(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
         """A drafter's load line, an MTP architecture, or a speculative config (also in the
@@ -250,6 +259,8 @@ class VllmLogParser(FactLog):
         if fmt.PROFILING.search(msg):
             self._enter(plan, "profiling", ctx, facts)
             self._profiling(plan, msg, ctx, facts)
+        else:
+            self._kv_in_use(plan, msg, ctx, facts)
         if fmt.CAPTURE.search(msg):
             self._enter(plan, "capturing_cuda_graphs", ctx, facts)
             m = fmt.CAPTURE_DONE.search(msg)
@@ -267,30 +278,6 @@ class VllmLogParser(FactLog):
         self._outcome(plan, parsed, ctx, facts)
         if fmt.STOPPED.search(msg) and plan.phase not in ("stopped", "failed", "crashed"):
             self._enter(plan, "stopped", ctx, facts)
-
-    def _profiling(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
-        m = fmt.CG_ESTIMATE.search(msg)
-        if m and plan.cuda_graph_estimate_gib is None:
-            value = float(m.group(1))
-            self._set(plan, "cuda_graph_estimate_gib", value, ctx, facts)
-            if value < 0:
-                self._anomaly(plan, f"negative CUDA graph memory estimate: {value} GiB", ctx, facts)
-        m = fmt.KV_GIB.search(msg)
-        if m:
-            value = float(next(g for g in m.groups() if g is not None))
-            if self._smaller(plan, "kv_cache_gib", value, ctx, facts) and value < 0:
-                self._anomaly(plan, f"negative available KV cache memory: {value} GiB", ctx, facts)
-        m = fmt.KV_TOKENS.search(msg)
-        if m:
-            self._smaller(plan, "kv_cache_tokens", int(_num(m.group(1))), ctx, facts)
-        m = fmt.KV_BLOCKS.search(msg)
-        if m:
-            blocks = int(_num(m.group(1)))
-            if self._smaller(plan, "kv_cache_blocks", blocks, ctx, facts):
-                self._set(plan, "kv_cache_tokens", blocks * plan.block_size, ctx, facts)
-        m = fmt.MAX_CONC.search(msg)
-        if m and self._smaller(plan, "max_concurrency", float(m.group(2)), ctx, facts):
-            self._set(plan, "max_concurrency_tokens", int(_num(m.group(1))), ctx, facts)
 
     def _outcome(
         self, plan: StartupPlan, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]

@@ -70,6 +70,8 @@ class StartupPlan:
     attention_backend: str | None = None
     speculative_method: str | None = None
     num_speculative_tokens: int | None = None
+    # A "Using max model len" line stated max_model_len (a later one is a drafter's).
+    model_len_resolved: bool = False
     first_line_no: int | None = None
     first_ts: float | None = None
 
