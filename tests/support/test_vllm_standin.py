@@ -124,9 +124,9 @@ def _metrics(text: str) -> dict[str, float]:
     for line in text.splitlines():
         if line and not line.startswith("#"):
             name_labels, value = line.rsplit(" ", 1)
-            name = name_labels.split("{", 1)[0]
-            assert name_labels.endswith('model_name="nvidia/Qwen3.6-35B-A3B-NVFP4"}')
-            values[name] = float(value)
+            name, labels = name_labels.split("{", 1)
+            assert 'model_name="nvidia/Qwen3.6-35B-A3B-NVFP4"' in labels
+            values[name] = values.get(name, 0.0) + float(value)  # a family's series summed
     return values
 
 
@@ -187,6 +187,14 @@ def test_chat_tool_calls_and_metrics(spec_standin: Standin) -> None:
     assert m["vllm:generation_tokens_total"] == 72 and m["vllm:num_requests_running"] == 0
     assert m["vllm:prompt_tokens_total"] > 100
     assert m["vllm:spec_decode_num_accepted_tokens_total"] > 0
+    # vLLM's SpecDecodingProm: drafts of num_speculative_tokens (3) each, and the accepted
+    # tokens again per draft position
+    assert (
+        m["vllm:spec_decode_num_drafts_total"] * 3 == m["vllm:spec_decode_num_draft_tokens_total"]
+    )
+    per_pos = m["vllm:spec_decode_num_accepted_tokens_per_pos_total"]
+    assert per_pos == m["vllm:spec_decode_num_accepted_tokens_total"]
+    assert body.decode().count("vllm:spec_decode_num_accepted_tokens_per_pos_total{") == 3
     assert {
         "vllm:num_requests_waiting",
         "vllm:kv_cache_usage_perc",

@@ -69,6 +69,15 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
+def _per_position(accepted: int, positions: int) -> list[int]:
+    """``accepted`` tokens over the draft positions, fewer at each later one (as drafts
+    are accepted left to right), summing to ``accepted``."""
+    weights = [positions - i for i in range(positions)]
+    shares = [accepted * w // sum(weights) for w in weights]
+    shares[0] += accepted - sum(shares)
+    return shares
+
+
 def human_readable_int(text: str) -> int:
     """vLLM's integer args: "32k" is 32,000, "32K" 32,768 (vllm's arg_utils)."""
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgtKMGT])", text.strip())
@@ -212,6 +221,9 @@ class Engine:
         self.generation_tokens = 0
         self.spec_draft = 0
         self.spec_accepted = 0
+        self.spec_drafts = 0
+        k = int((args.spec or {}).get("num_speculative_tokens") or 1)
+        self.spec_per_pos = [0] * k
         self.kv_tokens = 1
         self.created = int(time.time())
         self.last_prompt = 0
@@ -419,6 +431,12 @@ class Engine:
             if self.args.spec:
                 rows += [
                     (
+                        "vllm:spec_decode_num_drafts_total",
+                        "counter",
+                        "Number of spec decoding drafts.",
+                        self.spec_drafts,
+                    ),
+                    (
                         "vllm:spec_decode_num_draft_tokens_total",
                         "counter",
                         "Number of draft tokens.",
@@ -449,7 +467,27 @@ class Engine:
                 out.append(f"# HELP {created} {help_text}")
                 out.append(f"# TYPE {created} gauge")
                 out += [f"{created}{lbl} {float(self.created)}" for lbl in labels]
+        if self.args.spec:
+            out += self._per_position_text(engines)
         return "\n".join(out) + "\n"
+
+    def _per_position_text(self, engines: int) -> list[str]:
+        """vLLM's accepted tokens per draft position (``SpecDecodingProm``): the engine's
+        labels and then ``position``, one series per position of each engine."""
+        name, help_text = (
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+        )
+        out = []
+        for suffix, kind in (("_total", "counter"), ("_created", "gauge")):
+            out += [f"# HELP {name}{suffix} {help_text}", f"# TYPE {name}{suffix} {kind}"]
+            shares = [_split(accepted, engines) for accepted in self.spec_per_pos]
+            for engine in range(engines):  # the order vLLM creates them: by engine, then position
+                for position, per_engine in enumerate(shares):
+                    value = per_engine[engine] if suffix == "_total" else self.created
+                    labels = f'engine="{engine}",model_name="{self.name}",position="{position}"'
+                    out.append(f"{name}{suffix}{{{labels}}} {float(value)}")
+        return out
 
     def models(self) -> dict[str, Any]:
         return {
@@ -500,6 +538,9 @@ class Engine:
             if self.args.spec:
                 self.spec_draft += 18
                 self.spec_accepted += 13
+                self.spec_drafts += 18 // len(self.spec_per_pos)
+                for position, accepted in enumerate(_per_position(13, len(self.spec_per_pos))):
+                    self.spec_per_pos[position] += accepted
         message: dict[str, Any] = {"role": "assistant", "content": None, "reasoning": None}
         finish = "stop"
         if tools:
