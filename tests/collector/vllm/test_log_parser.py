@@ -1109,6 +1109,27 @@ def test_a_raise_statements_source_line_is_not_the_error(source: str, exception:
     assert parse_vllm_log([source]) == []
 
 
+@pytest.mark.parametrize(
+    ("name", "outcome"),
+    [
+        # uvicorn's "INFO:     Application startup complete." (no vLLM header)
+        ("vllm-21391-started-then-request-error", "started"),
+        # the API server's bare "TimeoutError: Timed out waiting for engine core processes ..."
+        ("v0.1x-vllm-35616-engine-ready-timeout", "failed"),
+        # "  what():  ... CUDA error: unspecified launch failure", six spaces in
+        ("lmcache-2581-watchdog-unspecified-launch-failure", "failed"),
+    ],
+)
+def test_a_paste_indented_as_a_whole_keeps_its_outcome_lines(name: str, outcome: str) -> None:
+    # vllm#6234 quotes its log indented by four spaces (v0.5-vllm-6234-tp4-workers); these real
+    # logs indented so (the indent is ours): a line without vLLM's header then starts with four
+    # spaces, but only Python code after them is a traceback's source line.
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    lines = ["    " + line for line in logs[name]]
+    assert [p.outcome for p in parse_vllm_log(lines)] == [outcome]
+    assert [p.outcome for p in parse_vllm_log(logs[name])] == [outcome]
+
+
 def test_a_cpp_exceptions_what_line_is_no_source_line() -> None:
     # The NCCL watchdog's "  what():  ..." is indented by two, not a traceback's source line.
     [plan] = parse_vllm_log(
