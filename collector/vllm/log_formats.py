@@ -257,6 +257,9 @@ STARTING_OR_STOPPED = frozenset(
 # lacks the space: "foundin"). Torch's NCCL watchdog (TP/PP/DP ranks) logs a collective that ran
 # past its timeout once per rank; the "watchdog thread terminated with exception: ..." line after
 # it restates it. "watchdog got stuck" is its heartbeat monitor: a NCCL/CUDA call never returned.
+# With the Ray executor, a worker that never returns its step's output times out the engine's
+# read of the compiled graph's channel (RayChannelTimeoutError, 0.7+) or its ray.get
+# (GetTimeoutError); the exception line names it, a source line or an import does not.
 HANG_SIGNALS = (
     (
         "shm_broadcast_timeout",
@@ -267,6 +270,7 @@ HANG_SIGNALS = (
         STARTING_OR_STOPPED,
     ),
     ("rpc_timeout", re.compile(r"RPC call to \w+ timed out"), ALWAYS),
+    ("ray_timeout", re.compile(r"\b(?:RayChannelTimeoutError|GetTimeoutError): "), ALWAYS),
     ("engine_iteration_timeout", re.compile(r"Engine iteration timed out"), ALWAYS),
     (
         "nccl_watchdog_timeout",

@@ -337,6 +337,26 @@ def test_the_nccl_watchdog_timing_out_a_collective_is_one_signal_per_rank() -> N
     assert signals == [("nccl_watchdog_timeout", None)] * 2
 
 
+def test_a_ray_executor_timeout_is_a_hang_signal() -> None:
+    # The Ray executor's RPC timeout: the compiled graph's channel read (ray#53845, ray#59249)
+    # or ray.get timing out; the traceback's source lines and an import name no timeout.
+    assert (
+        _signals(
+            [
+                "ERROR 06-16 10:59:13 [core.py:505] ray.exceptions.RayChannelTimeoutError: System "
+                "error: Timed out waiting for object available to read. ObjectID: 00cc3164",
+                "(EngineCore_DP0 pid=579) ERROR 12-05 22:43:45 [core.py:845] ray.exceptions."
+                "RayChannelTimeoutError: System error: Timed out waiting for object available "
+                "to read.",
+                "ray.exceptions.GetTimeoutError: Get timed out: some object(s) not ready.",
+                "ERROR 06-16 10:59:13 [core.py:505]     except RayChannelTimeoutError as e:",
+                "from ray.exceptions import GetTimeoutError",
+            ]
+        )
+        == [("ray_timeout", None)] * 3
+    )
+
+
 def test_the_nccl_watchdog_stuck_in_a_cuda_call() -> None:
     # torch 2.3's heartbeat monitor (vllm#9839); the "Heartbeat monitor timed out!" line before
     # it is the same event.
