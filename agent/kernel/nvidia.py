@@ -14,9 +14,12 @@ from agent.kernel.nvdevice import device_key, gpu_device
 from agent.kernel.nvlink import NVLINK_XIDS, decode_nvlink
 from agent.kernel.xid_catalog import FATAL_ACTIONS, xid_info, xid_meaning
 
-# "Xid (PCI:0000:01:00)", "(0000:01:00)", "(01:00)"; MIG adds " GPU-I:01 GPU-CI:00"
+# "Xid (PCI:0000:01:00)", "(0000:01:00)", "(01:00)"; MIG adds " GPU-I:01 GPU-CI:00"; a report
+# whose author replaced the address with "..." ("Xid (PCI:...): 145") is still that Xid, of no GPU.
+# The MIG suffix is bounded: a long line of "Xid (" repeats must not rescan to its end each time
 _XID = re.compile(
-    rf"\bXid \((?:PCI:)?(?P<pci>{_BDF})(?P<mig>[^)]*)\):\s*(?P<code>\d+)(?:,\s*(?P<rest>.*))?"
+    rf"\bXid \((?:PCI:)?(?:(?P<pci>{_BDF})|\.\.\.)(?P<mig>[^)]{{0,40}})\):\s*(?P<code>\d+)"
+    r"(?:,\s*(?P<rest>.*))?"
 )
 _XID_PROC = re.compile(r"^pid=(?P<pid>'?[^,]*?'?),\s*name=(?P<name>[^,]*?),\s*(?P<rest>.*)$")
 _XID_PID_ONLY = re.compile(r"^pid=(?P<pid>'?[^,]*?'?),\s*(?P<rest>.*)$")
@@ -120,7 +123,7 @@ def _classify_xid(text: str) -> KernelEvent | None:
         if pm:
             pid, rest = _int_or_none(pm.group("pid")), pm.group("rest")
     advice, meaning = xid_advice(code, rest)
-    pci = m.group("pci").lower()
+    pci = m.group("pci").lower() if m.group("pci") else None
     return make_event(
         "xid",
         advice,
