@@ -70,6 +70,9 @@ _RC_WATCHDOG_XID = 8
 # the bus. 0xf is NV_ERR_GPU_IS_LOST; a GSP client's such line (GspRmFree) is a GSP error first.
 _GPU_LOST_STATUS = re.compile(r"\bfailed\b.*\(status=0x0*[fF]\)")
 _GPU_LOST = "NV_ERR_GPU_IS_LOST"
+# A status that says what to do: out of memory ends the app; the GPU lost from the bus is Xid 79's
+# case (NVIDIA's resolution: restart the machine), whichever driver call met it
+_NV_ERR_ADVICE = {"NV_ERR_NO_MEMORY": ("error", "restart_app"), _GPU_LOST: ("fatal", "reboot")}
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -188,7 +191,7 @@ def _classify_nv_err(text: str) -> KernelEvent | None:
     site = _CALL_SITE.search(text)
     return make_event(
         "nv_err",
-        ("error", "restart_app") if name == "NV_ERR_NO_MEMORY" else None,
+        _NV_ERR_ADVICE.get(name or ""),
         code=name or "assertion",
         device=gpu_device(text),
         nv_err=name,
@@ -248,6 +251,7 @@ def classify_nvidia(text: str) -> KernelEvent | None:
     if "status=" in text and _GPU_LOST_STATUS.search(text):
         return make_event(
             "nv_err",
+            _NV_ERR_ADVICE[_GPU_LOST],
             code=_GPU_LOST,
             device=gpu_device(text),
             nv_err=_GPU_LOST,

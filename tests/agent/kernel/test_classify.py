@@ -789,3 +789,21 @@ def test_a_long_redacted_xid_address_classifies_in_linear_time() -> None:
 
     length = 10_000
     assert cost(("Xid (PCI:..." * length)[:length]) < 50 * cost(("b " * length)[:length])
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # openwall/john#5835: the status a debug-dump callback met after the GPU disappeared
+        "[   35.564060] NVRM: nvCheckOkFailedNoLog: Check failed: GPU lost from the bus "
+        "[NV_ERR_GPU_IS_LOST] (0x0000000F) returned from nvdEngineDumpCallbackHelper(pGpu, "
+        "pPrbEnc, pNvDumpState, pEngineCallback) @ nv_debug_dump.c:274",
+        "NVRM: GPU0 kgmmuInvalidateTlb_GM107: TLB invalidation failed waiting for prior "
+        "invalidate (status=0x0000000f), vaspaceFlags 0x84000000, scope 0x2, GFID 0",
+    ],
+)
+def test_the_gpu_lost_from_the_bus_is_fatal_and_asks_for_a_reboot(line: str) -> None:
+    # as Xid 79 does: NVIDIA's resolution for a GPU off the bus is to restart the machine
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("nv_err", "NV_ERR_GPU_IS_LOST")
+    assert (event.severity, event.action) == ("fatal", "reboot")
