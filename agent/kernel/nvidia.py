@@ -14,9 +14,12 @@ from agent.kernel.nvdevice import device_key, gpu_device
 from agent.kernel.nvlink import NVLINK_XIDS, decode_nvlink
 from agent.kernel.xid_catalog import FATAL_ACTIONS, xid_info, xid_meaning
 
-# "Xid (PCI:0000:01:00)", "(0000:01:00)", "(01:00)"; MIG adds " GPU-I:01 GPU-CI:00"
+# "Xid (PCI:0000:01:00)", "(0000:01:00)", "(01:00)"; MIG adds " GPU-I:01 GPU-CI:00"; a report
+# whose author replaced the address with "..." ("Xid (PCI:...): 145") is still that Xid, of no GPU.
+# The MIG suffix is bounded: a long line of "Xid (" repeats must not rescan to its end each time
 _XID = re.compile(
-    rf"\bXid \((?:PCI:)?(?P<pci>{_BDF})(?P<mig>[^)]*)\):\s*(?P<code>\d+)(?:,\s*(?P<rest>.*))?"
+    rf"\bXid \((?:PCI:)?(?:(?P<pci>{_BDF})|\.\.\.)(?P<mig>[^)]{{0,40}})\):\s*(?P<code>\d+)"
+    r"(?:,\s*(?P<rest>.*))?"
 )
 _XID_PROC = re.compile(r"^pid=(?P<pid>'?[^,]*?'?),\s*name=(?P<name>[^,]*?),\s*(?P<rest>.*)$")
 _XID_PID_ONLY = re.compile(r"^pid=(?P<pid>'?[^,]*?'?),\s*(?P<rest>.*)$")
@@ -67,6 +70,9 @@ _RC_WATCHDOG_XID = 8
 # the bus. 0xf is NV_ERR_GPU_IS_LOST; a GSP client's such line (GspRmFree) is a GSP error first.
 _GPU_LOST_STATUS = re.compile(r"\bfailed\b.*\(status=0x0*[fF]\)")
 _GPU_LOST = "NV_ERR_GPU_IS_LOST"
+# A status that says what to do: out of memory ends the app; the GPU lost from the bus is Xid 79's
+# case (NVIDIA's resolution: restart the machine), whichever driver call met it
+_NV_ERR_ADVICE = {"NV_ERR_NO_MEMORY": ("error", "restart_app"), _GPU_LOST: ("fatal", "reboot")}
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -120,7 +126,7 @@ def _classify_xid(text: str) -> KernelEvent | None:
         if pm:
             pid, rest = _int_or_none(pm.group("pid")), pm.group("rest")
     advice, meaning = xid_advice(code, rest)
-    pci = m.group("pci").lower()
+    pci = m.group("pci").lower() if m.group("pci") else None
     return make_event(
         "xid",
         advice,
@@ -185,7 +191,7 @@ def _classify_nv_err(text: str) -> KernelEvent | None:
     site = _CALL_SITE.search(text)
     return make_event(
         "nv_err",
-        ("error", "restart_app") if name == "NV_ERR_NO_MEMORY" else None,
+        _NV_ERR_ADVICE.get(name or ""),
         code=name or "assertion",
         device=gpu_device(text),
         nv_err=name,
@@ -245,6 +251,7 @@ def classify_nvidia(text: str) -> KernelEvent | None:
     if "status=" in text and _GPU_LOST_STATUS.search(text):
         return make_event(
             "nv_err",
+            _NV_ERR_ADVICE[_GPU_LOST],
             code=_GPU_LOST,
             device=gpu_device(text),
             nv_err=_GPU_LOST,

@@ -17,7 +17,8 @@ from agent.kernel.xid_catalog import read_tsv
 NVLINK_XIDS = range(144, 151)
 _FIELDS = re.compile(
     r"^(?P<unit>[A-Z][A-Z0-9_/]*)\s+(?P<sev>Fatal|Nonfatal|Non-fatal)\s+XC(?P<xc>\d+)\s+"
-    r"i(?P<inst>\d+)\s+Link\s+(?P<link>-?\d+)\s+\((?P<regs>0x[0-9a-fA-F]+(?:\s+0x[0-9a-fA-F]+)*)"
+    r"i(?P<inst>\d+)\s+Link\s+(?P<link>-?\d+)"
+    r"(?:\s+\((?P<regs>0x[0-9a-fA-F]+(?:\s+0x[0-9a-fA-F]+)*))?"
 )
 _RESOLUTION_ACTION = {"RESET_GPU": "reset_gpu", "IGNORE": "none", "XID_154_EVAL": "none"}
 _SEVERITY = {"Fatal": "fatal", "Link Fatal": "error", "Non-fatal": "warning"}
@@ -36,10 +37,13 @@ class NvlinkDecode:
     sub_code: int
     action: str
     investigatory: str | None
+    registers: bool = True  # False: the report left them out
 
     def describe(self) -> str:
         verdict = "fatal" if self.fatal else "non-fatal"
         hint = f"; investigate: {self.investigatory}" if self.investigatory else ""
+        if not self.registers:
+            return f"{self.unit} {verdict} on link {self.link}{hint}"
         return (
             f"{self.unit} {verdict} on link {self.link} (sub-code {self.sub_code}, "
             f"error status 0x{self.error_status:08x}){hint}"
@@ -96,10 +100,11 @@ def decode_nvlink(xid: int, rest: str) -> NvlinkDecode | None:
     m = _FIELDS.match(rest)
     if m is None:
         return None
-    regs = [int(r, 16) for r in m.group("regs").split()]
-    intrinfo, status = regs[0], regs[1] if len(regs) > 1 else 0
+    # registers a report left out ("Link 11 (...)"): the driver's own verdict still stands
+    regs = [int(r, 16) for r in (m.group("regs") or "").split()]
+    intrinfo, status = [*regs, 0, 0][:2]
     fatal = m.group("sev") == "Fatal"
-    rule = _match(xid, m.group("unit"), intrinfo, status)
+    rule = _match(xid, m.group("unit"), intrinfo, status) if regs else None
     if rule is not None:  # XID_154_EVAL: the Xid 154 that follows names the action
         action = _RESOLUTION_ACTION.get(rule.resolution, "reset_gpu")
         severity = _SEVERITY.get(rule.severity.rstrip("*?"), "error")
@@ -121,4 +126,5 @@ def decode_nvlink(xid: int, rest: str) -> NvlinkDecode | None:
         sub_code=(intrinfo >> 20) & 0x3F,
         action=action,
         investigatory=investigatory,
+        registers=bool(regs),
     )

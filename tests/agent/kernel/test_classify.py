@@ -3,6 +3,8 @@ kind carries, with their severity and action. Scores on real logs: ``test_real_c
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from agent.kernel.classify import GPU_FAULT_KINDS, classify_kernel_line
@@ -735,3 +737,73 @@ def test_a_call_failed_with_status_0xf_is_the_gpu_lost() -> None:
         "paramsStatus=0x00000000; status=0x0000000f"
     )
     assert gsp is not None and gsp.kind == "gsp"
+
+
+@pytest.mark.parametrize(
+    ("line", "code", "severity", "action"),
+    [
+        # nccl#2241: the reporter replaced the address (and the registers) with "..."
+        (
+            "NVRM: Xid (PCI:...): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 11 (...)",
+            145,
+            "warning",
+            "none",
+        ),
+        (
+            "NVRM: Xid (PCI:...): 137, RLW_RXPIPE interrupt hit on link 11 on GPU0: PRIV Error",
+            137,
+            "warning",
+            "none",
+        ),
+    ],
+)
+def test_an_xid_whose_address_a_report_redacted_is_still_that_xid(
+    line: str, code: int, severity: str, action: str
+) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.xid, event.device) == ("xid", code, None)
+    assert (event.severity, event.action) == (severity, action)
+
+
+def test_an_nvlink_xid_without_its_registers_keeps_the_drivers_verdict() -> None:
+    # no registers to decode: the line's own "Nonfatal" stands, and no sub-code is made up
+    event = classify_kernel_line(
+        "NVRM: Xid (PCI:0000:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 11 (...)"
+    )
+    assert event is not None and (event.severity, event.action) == ("warning", "none")
+    assert "non-fatal on link 11" in (event.meaning or "")
+    assert "sub-code" not in (event.meaning or "")
+    fatal = classify_kernel_line("NVRM: Xid (PCI:0000:01:00): 149, NETIR Fatal XC0 i0 Link -1")
+    assert fatal is not None and (fatal.severity, fatal.action) == ("fatal", "reset_gpu")
+
+
+def test_a_long_redacted_xid_address_classifies_in_linear_time() -> None:
+    # "Xid (PCI:..." then a long run with no ")": each "Xid (" is tried once
+    def cost(body: str) -> float:
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            classify_kernel_line("NVRM: Xid (PCI:..." + body)
+            runs.append(time.perf_counter() - started)
+        return min(runs)
+
+    length = 10_000
+    assert cost(("Xid (PCI:..." * length)[:length]) < 50 * cost(("b " * length)[:length])
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # openwall/john#5835: the status a debug-dump callback met after the GPU disappeared
+        "[   35.564060] NVRM: nvCheckOkFailedNoLog: Check failed: GPU lost from the bus "
+        "[NV_ERR_GPU_IS_LOST] (0x0000000F) returned from nvdEngineDumpCallbackHelper(pGpu, "
+        "pPrbEnc, pNvDumpState, pEngineCallback) @ nv_debug_dump.c:274",
+        "NVRM: GPU0 kgmmuInvalidateTlb_GM107: TLB invalidation failed waiting for prior "
+        "invalidate (status=0x0000000f), vaspaceFlags 0x84000000, scope 0x2, GFID 0",
+    ],
+)
+def test_the_gpu_lost_from_the_bus_is_fatal_and_asks_for_a_reboot(line: str) -> None:
+    # as Xid 79 does: NVIDIA's resolution for a GPU off the bus is to restart the machine
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("nv_err", "NV_ERR_GPU_IS_LOST")
+    assert (event.severity, event.action) == ("fatal", "reboot")
