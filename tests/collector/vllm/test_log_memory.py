@@ -119,3 +119,21 @@ def test_an_eagle_architecture_resolved_is_a_drafter() -> None:
     assert _plan([START, line]).drafter_loaded
     target = "INFO 10-30 14:19:22 [model.py:664] Resolved architecture: LlamaForCausalLM"
     assert not _plan([START, target]).drafter_loaded
+
+
+def test_an_eagle_vision_target_model_is_no_drafter() -> None:
+    # Constructed line: vLLM's "Resolved architecture: %s" (model.py) for nvidia/Eagle2.5-8B, a
+    # target model vLLM serves as Eagle2_5_VLForConditionalGeneration (vllm#32456); the
+    # speculators' names (EagleLlama..., Eagle3Qwen..., LlamaForCausalLMEagle3, V0's
+    # EAGLEModel) still read as drafters.
+    line = "INFO 01-16 16:06:02 [model.py:547] Resolved architecture: {}"
+    assert not _plan([START, line.format("Eagle2_5_VLForConditionalGeneration")]).drafter_loaded
+    for drafter in (
+        "EagleLlama4ForCausalLM",
+        "Eagle3Qwen2_5vlForCausalLM",
+        "LlamaForCausalLMEagle3",
+        "Qwen2ForCausalLMEagle",
+        "EAGLEModel",
+        "MedusaModel",
+    ):
+        assert _plan([START, line.format(drafter)]).drafter_loaded, drafter
