@@ -137,3 +137,19 @@ def test_an_eagle_vision_target_model_is_no_drafter() -> None:
         "MedusaModel",
     ):
         assert _plan([START, line.format(drafter)]).drafter_loaded, drafter
+
+
+def test_a_rounded_restatement_does_not_replace_the_stated_utilization() -> None:
+    # V0's profile prints the utilization with two decimals ("x gpu_memory_utilization
+    # (0.90)", real lines in tests/fixtures/real/vllm) and 0.18+'s hint with four: 0.875 in
+    # the args (constructed) must stay 0.875, not become the profile's 0.88.
+    args = (
+        "INFO 12-20 20:25:40 [utils.py:253] non-default args: {'model': 'm', "
+        "'gpu_memory_utilization': 0.875}"
+    )
+    profile = (
+        "INFO 12-20 20:25:46 worker.py:241] the current vLLM instance can use total_gpu_memory "
+        "(15.77GiB) x gpu_memory_utilization (0.88) = 13.80GiB"
+    )
+    assert _plan([args, profile]).gpu_memory_utilization == 0.875
+    assert _plan([START, profile]).gpu_memory_utilization == 0.88
