@@ -52,6 +52,9 @@ GPU_UTILIZATION = re.compile(
     r"--gpu-memory-utilization from (\d[\d.]*) to|Desired GPU memory utilization is \((\d[\d.]*),|"
     r"kv_cache_size=\d[\d.]*GiB gpu_memory_utilization=(\d[\d.]*)"
 )
+# --max-model-len auto (or -1, 0.2x): the KV cache sizing fits the length after the lines that
+# state the model's full one ("Auto-fit max_model_len: reduced from 262144 to 172032 ...").
+AUTO_FIT = re.compile(r"Auto-fit max_model_len: reduced from \d+ to (\d+)")
 CHUNKED_PREFILL = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
 # The backend names --attention-backend takes and vLLM prints since 0.11 ("Using FLASH_ATTN
 # attention backend out of potential backends: [...]"), for the names it printed before
@@ -141,7 +144,7 @@ def _settings(msg: str) -> dict[str, Any]:
 def config_fields(msg: str) -> dict[str, Any]:
     """The configuration fields a start line states (none for any other line)."""
     found = _settings(msg) if SETTINGS_LINE.search(msg) else {}
-    if m := MAX_MODEL_LEN.search(msg):
+    if m := MAX_MODEL_LEN.search(msg) or AUTO_FIT.search(msg):
         found["max_model_len"] = int(m.group(1))
     if m := GPU_UTILIZATION.search(msg):
         found["gpu_memory_utilization"] = float(next(g for g in m.groups() if g is not None))

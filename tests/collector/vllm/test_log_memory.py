@@ -171,3 +171,20 @@ def test_the_v0_profile_results_line_reads_in_linear_time() -> None:
     size = 65_536
     repeated = ("Memory profiling results: " * (size // 26 + 1))[:size]
     assert cost(repeated) < 5 * cost("x" * size)
+
+
+def test_the_auto_fitted_max_model_len_is_the_starts() -> None:
+    # --max-model-len auto (0.2x): "Using max model len" and the engine line state the model's
+    # full length, then the KV cache sizing fits it; the line as vLLM's kv_cache_utils prints
+    # it, quoted from a real log in a public repository's notes.
+    plan = _plan(
+        [
+            "(APIServer pid=1) INFO 10-30 14:19:20 [utils.py:253] non-default args: "
+            "{'max_model_len': -1}",
+            "(APIServer pid=1) INFO 10-30 14:19:22 [model.py:1752] Using max model len 262144",
+            "(EngineCore pid=2) INFO 10-30 14:21:02 [kv_cache_utils.py:1305] Auto-fit "
+            "max_model_len: reduced from 262144 to 172032 to fit in available GPU memory "
+            "(3.01 GiB available for KV cache)",
+        ]
+    )
+    assert plan.max_model_len == 172032
