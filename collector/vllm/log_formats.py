@@ -120,12 +120,14 @@ PROFILING = re.compile(
     r"Initial profiling/warmup run took|"
     r"Profiling CUDA graph memory|Estimated CUDA graph memory|Available KV cache memory|"
     r"KV cache size: |Maximum concurrency for |Memory profiling takes|# \w+ blocks: |"
-    r"reserved for KV Cache is|Memory profiling results"
+    r"reserved for KV Cache is|Memory profiling results|GiB memory for KV Cache as specified"
 )
 CG_ESTIMATE = re.compile(rf"Estimated CUDA graph memory: {FLOAT} GiB")
+# --kv-cache-memory (0.11+) skips the profile: "reserved 4.00 GiB memory for KV Cache as
+# specified by kv_cache_memory_bytes config".
 KV_GIB = re.compile(
     rf"Available KV cache memory: {FLOAT} GiB|reserved for KV Cache is {FLOAT} ?GiB|"
-    rf"kv_cache_size={FLOAT}GiB"
+    rf"kv_cache_size={FLOAT}GiB|reserved {FLOAT} GiB memory for KV Cache as specified"
 )
 KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
 # V0: "# GPU blocks: 4109, # CPU blocks: 512" ("# CUDA blocks", "# cuda blocks" later)

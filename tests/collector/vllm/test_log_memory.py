@@ -188,3 +188,15 @@ def test_the_auto_fitted_max_model_len_is_the_starts() -> None:
         ]
     )
     assert plan.max_model_len == 172032
+
+
+def test_the_kv_cache_memory_kv_cache_memory_reserves() -> None:
+    # --kv-cache-memory (0.11+) skips the profile: no "Available KV cache memory" line, only
+    # the reservation (as gpu_worker.py prints it; "reserved 4.0 GiB memory for KV Cache as
+    # specified by kv_cache_memory_bytes config" quoted from a real log in a public report).
+    line = (
+        "(EngineCore pid=2) INFO 03-04 10:00:00 [gpu_worker.py:266] Initial free memory 93.52 "
+        "GiB, reserved 4.0 GiB memory for KV Cache as specified by kv_cache_memory_bytes config "
+        "and skipped memory profiling. This does not respect the gpu_memory_utilization config."
+    )
+    assert _plan([START, line]).kv_cache_gib == 4.0
