@@ -43,14 +43,18 @@ WRAPPED_CONFIG = re.compile(r" ?[^\s,]*, \w+=")
 MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
 # The memory lines that restate --gpu-memory-utilization: V0's profile ("total_gpu_memory
 # (79.19GiB) x gpu_memory_utilization (0.90)", "Memory profiling results: ...
-# gpu_memory_utilization=0.90"), the CUDA graph profiling hint ("The current
-# --gpu-memory-utilization=0.8500 is equivalent to ...", 0.18's "from 0.9000 to 0.9690") and the
-# free-memory advice ("Desired GPU memory utilization is (0.95, 45.03 GiB)").
+# kv_cache_size=2.89GiB gpu_memory_utilization=0.90", the field it ends on), the CUDA graph
+# profiling hint ("The current --gpu-memory-utilization=0.8500 is equivalent to ...", 0.18's
+# "from 0.9000 to 0.9690") and the free-memory advice ("Desired GPU memory utilization is
+# (0.95, 45.03 GiB)").
 GPU_UTILIZATION = re.compile(
     r"x gpu_memory_utilization \((\d[\d.]*)\)|The current --gpu-memory-utilization=(\d[\d.]*)|"
     r"--gpu-memory-utilization from (\d[\d.]*) to|Desired GPU memory utilization is \((\d[\d.]*),|"
-    r"Memory profiling results: .* gpu_memory_utilization=(\d[\d.]*)"
+    r"kv_cache_size=\d[\d.]*GiB gpu_memory_utilization=(\d[\d.]*)"
 )
+# --max-model-len auto (or -1, 0.2x): the KV cache sizing fits the length after the lines that
+# state the model's full one ("Auto-fit max_model_len: reduced from 262144 to 172032 ...").
+AUTO_FIT = re.compile(r"Auto-fit max_model_len: reduced from \d+ to (\d+)")
 CHUNKED_PREFILL = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
 # The backend names --attention-backend takes and vLLM prints since 0.11 ("Using FLASH_ATTN
 # attention backend out of potential backends: [...]"), for the names it printed before
@@ -140,7 +144,7 @@ def _settings(msg: str) -> dict[str, Any]:
 def config_fields(msg: str) -> dict[str, Any]:
     """The configuration fields a start line states (none for any other line)."""
     found = _settings(msg) if SETTINGS_LINE.search(msg) else {}
-    if m := MAX_MODEL_LEN.search(msg):
+    if m := MAX_MODEL_LEN.search(msg) or AUTO_FIT.search(msg):
         found["max_model_len"] = int(m.group(1))
     if m := GPU_UTILIZATION.search(msg):
         found["gpu_memory_utilization"] = float(next(g for g in m.groups() if g is not None))

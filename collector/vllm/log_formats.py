@@ -100,10 +100,12 @@ LOAD_START = re.compile(
 # after its start already failed; a new start's bar begins at 0.
 LOAD_UNDER_WAY = re.compile(r"checkpoint shards:\s+\d+% Completed \| [1-9]")
 # The drafter, by its load line or by what it is: an MTP, EAGLE or Medusa architecture (a
-# speculator checkpoint resolves its own), V0's spec-decode worker.
+# speculator checkpoint resolves its own: EagleLlama..., Eagle3Qwen..., ...CausalLMEagle3,
+# V0's EAGLEModel), V0's spec-decode worker. A target model named Eagle (NVIDIA's
+# Eagle2_5_VLForConditionalGeneration) is no drafter: its "Eagle" runs on into a version.
 DRAFTER = re.compile(
-    r"Loading drafter model|Detected MTP model|Resolved architecture: \w*(?:MTP|Eagle|Medusa)\w*|"
-    r"Configuring SpecDecodeWorker"
+    r"Loading drafter model|Detected MTP model|Configuring SpecDecodeWorker|"
+    r"Resolved architecture: \w*(?:MTP|(?:Eagle|EAGLE)3?(?![a-z\d_])|Medusa)\w*"
 )
 DRAFTER_LOAD = re.compile(r"Loading drafter model")
 # A speculative config in the engine's config line or the non-default args.
@@ -118,12 +120,14 @@ PROFILING = re.compile(
     r"Initial profiling/warmup run took|"
     r"Profiling CUDA graph memory|Estimated CUDA graph memory|Available KV cache memory|"
     r"KV cache size: |Maximum concurrency for |Memory profiling takes|# \w+ blocks: |"
-    r"reserved for KV Cache is|Memory profiling results"
+    r"reserved for KV Cache is|Memory profiling results|GiB memory for KV Cache as specified"
 )
 CG_ESTIMATE = re.compile(rf"Estimated CUDA graph memory: {FLOAT} GiB")
+# --kv-cache-memory (0.11+) skips the profile: "reserved 4.00 GiB memory for KV Cache as
+# specified by kv_cache_memory_bytes config".
 KV_GIB = re.compile(
     rf"Available KV cache memory: {FLOAT} GiB|reserved for KV Cache is {FLOAT} ?GiB|"
-    rf"kv_cache_size={FLOAT}GiB"
+    rf"kv_cache_size={FLOAT}GiB|reserved {FLOAT} GiB memory for KV Cache as specified"
 )
 KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
 # V0: "# GPU blocks: 4109, # CPU blocks: 512" ("# CUDA blocks", "# cuda blocks" later)

@@ -17,6 +17,7 @@ from collector.vllm import log_formats as fmt
 from collector.vllm.log_config import (
     ENGINE_CONFIG,
     FIRST_STATED,
+    GPU_UTILIZATION,
     MAX_MODEL_LEN,
     WRAPPED_CONFIG,
     config_fields,
@@ -223,12 +224,15 @@ class VllmLogParser(ProfilingLog):
         """The serving configuration a start line states; the engine's line, later, refines
         the args (its resolved dtype and max model len), except where the first word stands
         (``FIRST_STATED``). The first "Using max model len" line is the target model's: a
-        drafter's config (EAGLE, MTP, a draft model) follows it with its own length."""
+        drafter's config (EAGLE, MTP, a draft model) follows it with its own length. A memory
+        line's utilization, rounded (V0's 0.88 for 0.875), only fills one the args left unsaid."""
         resolves_len = MAX_MODEL_LEN.search(msg) is not None
+        restated = GPU_UTILIZATION.search(msg) is not None
         for name, value in config_fields(msg).items():
             current = getattr(plan, name)
             first = name in FIRST_STATED or (
-                name == "max_model_len" and resolves_len and plan.model_len_resolved
+                (name == "max_model_len" and resolves_len and plan.model_len_resolved)
+                or (name == "gpu_memory_utilization" and restated)
             )
             if current != value and (current is None or not first):
                 self._set(plan, name, value, ctx, facts)

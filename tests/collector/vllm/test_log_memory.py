@@ -3,6 +3,8 @@ state them, each case built from a real line in tests/fixtures/real/vllm."""
 
 from __future__ import annotations
 
+import time
+
 from collector.vllm.log_parser import parse_vllm_log
 from collector.vllm.plan import StartupPlan
 
@@ -119,3 +121,82 @@ def test_an_eagle_architecture_resolved_is_a_drafter() -> None:
     assert _plan([START, line]).drafter_loaded
     target = "INFO 10-30 14:19:22 [model.py:664] Resolved architecture: LlamaForCausalLM"
     assert not _plan([START, target]).drafter_loaded
+
+
+def test_an_eagle_vision_target_model_is_no_drafter() -> None:
+    # Constructed line: vLLM's "Resolved architecture: %s" (model.py) for nvidia/Eagle2.5-8B, a
+    # target model vLLM serves as Eagle2_5_VLForConditionalGeneration (vllm#32456); the
+    # speculators' names (EagleLlama..., Eagle3Qwen..., LlamaForCausalLMEagle3, V0's
+    # EAGLEModel) still read as drafters.
+    line = "INFO 01-16 16:06:02 [model.py:547] Resolved architecture: {}"
+    assert not _plan([START, line.format("Eagle2_5_VLForConditionalGeneration")]).drafter_loaded
+    for drafter in (
+        "EagleLlama4ForCausalLM",
+        "Eagle3Qwen2_5vlForCausalLM",
+        "LlamaForCausalLMEagle3",
+        "Qwen2ForCausalLMEagle",
+        "EAGLEModel",
+        "MedusaModel",
+    ):
+        assert _plan([START, line.format(drafter)]).drafter_loaded, drafter
+
+
+def test_a_rounded_restatement_does_not_replace_the_stated_utilization() -> None:
+    # V0's profile prints the utilization with two decimals ("x gpu_memory_utilization
+    # (0.90)", real lines in tests/fixtures/real/vllm) and 0.18+'s hint with four: 0.875 in
+    # the args (constructed) must stay 0.875, not become the profile's 0.88.
+    args = (
+        "INFO 12-20 20:25:40 [utils.py:253] non-default args: {'model': 'm', "
+        "'gpu_memory_utilization': 0.875}"
+    )
+    profile = (
+        "INFO 12-20 20:25:46 worker.py:241] the current vLLM instance can use total_gpu_memory "
+        "(15.77GiB) x gpu_memory_utilization (0.88) = 13.80GiB"
+    )
+    assert _plan([args, profile]).gpu_memory_utilization == 0.875
+    assert _plan([START, profile]).gpu_memory_utilization == 0.88
+
+
+def test_the_v0_profile_results_line_reads_in_linear_time() -> None:
+    # Constructed: a 64 KiB line of "Memory profiling results: " repeated, against a plain
+    # line of the same length (no wall-clock limit: the machine is shared).
+    def cost(line: str) -> float:
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            parse_vllm_log([START, line])
+            runs.append(time.perf_counter() - started)
+        return min(runs)
+
+    size = 65_536
+    repeated = ("Memory profiling results: " * (size // 26 + 1))[:size]
+    assert cost(repeated) < 5 * cost("x" * size)
+
+
+def test_the_auto_fitted_max_model_len_is_the_starts() -> None:
+    # --max-model-len auto (0.2x): "Using max model len" and the engine line state the model's
+    # full length, then the KV cache sizing fits it; the line as vLLM's kv_cache_utils prints
+    # it, quoted from a real log in a public repository's notes.
+    plan = _plan(
+        [
+            "(APIServer pid=1) INFO 10-30 14:19:20 [utils.py:253] non-default args: "
+            "{'max_model_len': -1}",
+            "(APIServer pid=1) INFO 10-30 14:19:22 [model.py:1752] Using max model len 262144",
+            "(EngineCore pid=2) INFO 10-30 14:21:02 [kv_cache_utils.py:1305] Auto-fit "
+            "max_model_len: reduced from 262144 to 172032 to fit in available GPU memory "
+            "(3.01 GiB available for KV cache)",
+        ]
+    )
+    assert plan.max_model_len == 172032
+
+
+def test_the_kv_cache_memory_kv_cache_memory_reserves() -> None:
+    # --kv-cache-memory (0.11+) skips the profile: no "Available KV cache memory" line, only
+    # the reservation (as gpu_worker.py prints it; "reserved 4.0 GiB memory for KV Cache as
+    # specified by kv_cache_memory_bytes config" quoted from a real log in a public report).
+    line = (
+        "(EngineCore pid=2) INFO 03-04 10:00:00 [gpu_worker.py:266] Initial free memory 93.52 "
+        "GiB, reserved 4.0 GiB memory for KV Cache as specified by kv_cache_memory_bytes config "
+        "and skipped memory profiling. This does not respect the gpu_memory_utilization config."
+    )
+    assert _plan([START, line]).kv_cache_gib == 4.0
