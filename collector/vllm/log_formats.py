@@ -112,10 +112,13 @@ SPEC_CONFIG = re.compile(r"speculative_config=SpeculativeConfig\(|'speculative_c
 MODEL_LOAD = re.compile(rf"Model loading took {FLOAT} Gi?B(?: memory)? and {FLOAT} seconds")
 MODEL_LOAD_V0 = re.compile(rf"Loading model weights took {FLOAT} GB")
 # V1 compiles the model (torch.compile, 0.7+) inside its profile and warmup run; its total
-# "torch.compile takes %.2f s in total" says "took" in later releases (0.19.2 does).
+# "torch.compile takes %.2f s in total" says "took" in later releases (0.19.2 does). The warmup
+# after the KV cache is sized (kernel_warmup.py: FlashInfer's autotune, in FlashInfer's words
+# too, and attention; the compile sizes') is printed only while a start warms up.
 PROFILING = re.compile(
     r"Dynamo bytecode transform time|torch\.compile t(?:akes|ook) |Compiling a graph for |"
-    r"Initial profiling/warmup run took|"
+    r"Initial profiling/warmup run took|FlashInfer autotune|Warming up FlashInfer attention|"
+    r"\[Autotuner\]: Autotuning process starts|Compile and warming up model for size|"
     r"Profiling CUDA graph memory|Estimated CUDA graph memory|Available KV cache memory|"
     r"KV cache size: |Maximum concurrency for |Memory profiling takes|# \w+ blocks: |"
     r"reserved for KV Cache is|Memory profiling results"

@@ -295,6 +295,44 @@ def test_a_capture_that_starts_at_a_stats_line_is_serving() -> None:
     assert signal["phase"] == "serving"
 
 
+def test_a_capture_that_starts_at_the_kernel_warmup_is_a_start_warming_up() -> None:
+    # eugr/spark-vllm-docker#367 (four GB10s, TP4): the warmup (kernel_warmup.py, FlashInfer's
+    # autotuner) runs after the KV cache is sized and before the capture, so only a start
+    # logs it; the shared-memory wait after it is the workers still warming up, no hang.
+    parser, facts = _feed(
+        [
+            "> (Worker_TP0 pid=511) INFO 09-02 11:57:03 [kernel_warmup.py:260] Using FlashInfer "
+            "autotune cache file: /root/.cache/vllm/flashinfer_autotune_cache/0.6.17/121a/7685fa"
+            "72c3785a3e884b5d3b2bb87ccbb468cd302c7613d7cb8db94ece3747ff/autotune_configs.json",
+            "(Worker_TP0 pid=511) 2026-09-02 11:57:03,500 - INFO - autotuner.py:829 - "
+            "flashinfer.jit: [Autotuner]: Autotuning process starts ...",
+            "(EngineCore pid=397) INFO 09-02 11:57:54 [shm_broadcast.py:801] No available shared "
+            "memory broadcast block found in 60 seconds. This typically happens when some "
+            "processes are hanging or doing some time-consuming work (e.g. compilation, "
+            "weight/kv cache quantization).",
+        ]
+    )
+    [plan] = parser.plans()
+    assert (plan.outcome, plan.phase, plan.error) == ("incomplete", "profiling", None)
+    assert not [f for f in facts if f.kind == "hang_signal"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # FlashInfer's autotuner (vllm#49011's line): vLLM tunes it only to warm up
+        "(EngineCore pid=7476) 2026-07-25 13:42:38,525 - INFO - autotuner.py:824 - "
+        "flashinfer.jit: [Autotuner]: Autotuning process starts ...",
+        # club3090#104's: the warmup says so with the autotune disabled too
+        "(Worker_TP1 pid=100) INFO 05-07 20:28:11 [kernel_warmup.py:44] Skipping FlashInfer "
+        "autotune because it is disabled.",
+    ],
+)
+def test_a_warmup_line_alone_opens_a_start_in_its_profile(line: str) -> None:
+    [plan] = parse_vllm_log([line])
+    assert (plan.outcome, plan.phase) == ("incomplete", "profiling")
+
+
 def _signals(lines: list[str]) -> list[tuple[str, str | None]]:
     _, facts = _feed(lines)
     return [(f.data["signal"], f.data["phase"]) for f in facts if f.kind == "hang_signal"]
