@@ -14,12 +14,13 @@
   CUDA fault, the fatal-error traceback's exception), else the crash line (none after a dump
   alone).
 
-Hang signals ("No available shared memory broadcast block found", RPC timeouts, V0's engine
-iteration timeout, torch's NCCL watchdog timing out a collective or finding itself stuck, the
-watchdog's stack dumps, structured output's FSM failures) are facts of their own, reported with
-the phase the server was in. They are evidence, not verdicts: an FSM failure alone is a
-structured-output fault that users report next to requests still answered. The shared-memory
-line also prints during a long compile or warmup, so it is quiet until the start is serving.
+Hang signals ("No available shared memory broadcast block found", RPC timeouts, the Ray
+executor's timeouts (RayChannelTimeoutError, GetTimeoutError), V0's engine iteration timeout,
+torch's NCCL watchdog timing out a collective or finding itself stuck, the watchdog's stack
+dumps, structured output's FSM failures) are facts of their own, reported with the phase the
+server was in. They are evidence, not verdicts: an FSM failure alone is a structured-output
+fault that users report next to requests still answered. The shared-memory line also prints
+during a long compile or warmup, so it is quiet until the start is serving.
 """
 
 from __future__ import annotations
