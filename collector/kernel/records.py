@@ -150,28 +150,33 @@ def _sxid_dump(event: KernelEvent) -> bool:
     return event.kind == "sxid" and (event.detail or "").startswith(_SXID_DUMP)
 
 
-def _same_report(out: list[LogEvent], event: KernelEvent) -> bool:
-    """The event before is the same SXid on the same switch (the dump's report)."""
-    if not out or out[-1].event.kind != "sxid":
-        return False
-    last = out[-1].event
-    return (last.pci, last.code) == (event.pci, event.code)
+def _same_sxid(last: KernelEvent, event: KernelEvent) -> bool:
+    return last.kind == event.kind == "sxid" and (last.pci, last.code) == (event.pci, event.code)
+
+
+def _restates(last: KernelEvent, event: KernelEvent) -> bool:
+    """``event`` is part of the report of ``last``, the event just before it: an SXid's dump
+    after its verdict, or the driver's "GPU <address>: GPU has fallen off the bus." after
+    the Xid 79 that said it of the same GPU."""
+    if event.kind == "bus_off":
+        return last.kind == "xid" and last.code == "79" and last.device == event.device
+    return _same_sxid(last, event) and _sxid_dump(event)
 
 
 def read_kernel_log(lines: Sequence[str]) -> list[LogEvent]:
-    """Every event of a saved kernel log, in order, each report counted once: an SXid's dump
-    is its verdict line's (a dump whose verdict the capture cut off, the next report's)."""
+    """Every event of a saved kernel log, in order, each report counted once (an SXid dump
+    whose verdict the capture cut off gives way to the same SXid's next report)."""
     records = list(kernel_records(lines))
     out: list[LogEvent] = []
     for i, (line_no, text) in enumerate(records):
         for n, found_text, event in _record_events(line_no, text):
             if event.kind in ATTRIBUTED_KINDS and event.code not in UNATTRIBUTED_CODES:
                 event = _attribute(event, records[i + 1 :])
-            if _same_report(out, event):
-                if _sxid_dump(event):
-                    continue
-                if _sxid_dump(out[-1].event):
-                    out.pop()
+            last = out[-1].event if out else None
+            if last is not None and _restates(last, event):
+                continue
+            if last is not None and _same_sxid(last, event) and _sxid_dump(last):
+                out.pop()
             out.append(LogEvent(n, found_text, event))
     return out
 

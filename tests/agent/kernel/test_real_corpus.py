@@ -125,3 +125,20 @@ def test_an_sxid_report_is_its_verdict_lines_event() -> None:
     assert (data.event.kind, data.event.code) == ("sxid", "12028")
     sentinel = read_kernel_log(files["nvsentinel-sxid-lines.txt"].lines)
     assert [e.event.code for e in sentinel][-2:] == ["20009", "12033"]  # another switch's
+
+
+def test_the_drivers_fallen_off_the_bus_line_after_its_xid_79_is_that_fall() -> None:
+    # 610 prints "GPU 0000:01:00.0: GPU has fallen off the bus." right after the Xid 79 that
+    # said it of the same GPU: one fall. After another Xid (an older paste), or alone, it is one.
+    files = {f.path.name: f for f in kernel_files()}
+    found = read_kernel_log(files["ogkm-1151-610-xid79-rc-all-channels-pf-flr.txt"].lines)
+    assert [(e.line_no, e.event.kind, e.event.code) for e in found] == [
+        (3, "xid", "79"),
+        (5, "gsp", "rc_critical"),
+        (6, "xid", "154"),
+    ]
+    older = read_kernel_log(files["pastebin-old-xid-forms.txt"].lines)
+    assert [e.event.kind for e in older][:2] == ["xid", "bus_off"]
+    assert [
+        e.event.kind for e in read_kernel_log(files["nvsentinel-fallen-off-bus.txt"].lines)
+    ] == ["bus_off"]
