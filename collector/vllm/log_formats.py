@@ -114,10 +114,13 @@ SPEC_CONFIG = re.compile(r"speculative_config=SpeculativeConfig\(|'speculative_c
 MODEL_LOAD = re.compile(rf"Model loading took {FLOAT} Gi?B(?: memory)? and {FLOAT} seconds")
 MODEL_LOAD_V0 = re.compile(rf"Loading model weights took {FLOAT} GB")
 # V1 compiles the model (torch.compile, 0.7+) inside its profile and warmup run; its total
-# "torch.compile takes %.2f s in total" says "took" in later releases (0.19.2 does).
+# "torch.compile takes %.2f s in total" says "took" in later releases (0.19.2 does). The warmup
+# after the KV cache is sized (kernel_warmup.py: FlashInfer's autotune, in FlashInfer's words
+# too, and attention; the compile sizes') is printed only while a start warms up.
 PROFILING = re.compile(
     r"Dynamo bytecode transform time|torch\.compile t(?:akes|ook) |Compiling a graph for |"
-    r"Initial profiling/warmup run took|"
+    r"Initial profiling/warmup run took|FlashInfer autotune|Warming up FlashInfer attention|"
+    r"\[Autotuner\]: Autotuning process starts|Compile and warming up model for size|"
     r"Profiling CUDA graph memory|Estimated CUDA graph memory|Available KV cache memory|"
     r"KV cache size: |Maximum concurrency for |Memory profiling takes|# \w+ blocks: |"
     r"reserved for KV Cache is|Memory profiling results|GiB memory for KV Cache as specified"
@@ -231,6 +234,8 @@ STARTUP_FRAME = re.compile(
 )
 # A V1 worker runs execute_model and sample_tokens only for the engine's steps (its profile,
 # warmup and capture call _dummy_run); V0's profile_run called its model runner's execute_model.
+# The Ray executor builds its compiled graph on the engine's first step and reads its output
+# only for the steps: a frame in that graph or its channels is a serving engine's.
 # The engine's run_engine_core logs a traceback at ERROR only when the engine dies: a frame of
 # it while the start has not served is a failed start, even where the capture lost its header
 # ("EngineCore failed to start.") and its exception. Its logger is core.py ("[core.py:1142]",
@@ -238,8 +243,11 @@ STARTUP_FRAME = re.compile(
 ENGINE_LOGGED = re.compile(r"[\[/]core\.py:\d+\]")
 RUNNING_FRAME = re.compile(
     r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)|"
-    r"/v1/worker/(?:\w+/)?\w+\.py\", line \d+, in (?:execute_model|sample_tokens)$"
+    r"/v1/worker/(?:\w+/)?\w+\.py\", line \d+, in (?:execute_model|sample_tokens)$|"
+    r"/ray/(?:dag|experimental/channel)/\w+\.py\", line \d+, in \w+$"
 )
+# A frame line, whose indent a paste may have lost (vLLM's header before it, nothing between).
+FRAME = re.compile(r'File "[^"]*", line \d+, in ')
 # A server still starting waits on its workers' compile, weight quantization and warmup for
 # minutes, and the shared-memory line says so; after a stop, a worker waits on a gone engine.
 # So that signal is quiet in these phases.

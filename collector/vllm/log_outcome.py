@@ -14,12 +14,13 @@
   CUDA fault, the fatal-error traceback's exception), else the crash line (none after a dump
   alone).
 
-Hang signals ("No available shared memory broadcast block found", RPC timeouts, V0's engine
-iteration timeout, torch's NCCL watchdog timing out a collective or finding itself stuck, the
-watchdog's stack dumps, structured output's FSM failures) are facts of their own, reported with
-the phase the server was in. They are evidence, not verdicts: an FSM failure alone is a
-structured-output fault that users report next to requests still answered. The shared-memory
-line also prints during a long compile or warmup, so it is quiet until the start is serving.
+Hang signals ("No available shared memory broadcast block found", RPC timeouts, the Ray
+executor's timeouts (RayChannelTimeoutError, GetTimeoutError), V0's engine iteration timeout,
+torch's NCCL watchdog timing out a collective or finding itself stuck, the watchdog's stack
+dumps, structured output's FSM failures) are facts of their own, reported with the phase the
+server was in. They are evidence, not verdicts: an FSM failure alone is a structured-output
+fault that users report next to requests still answered. The shared-memory line also prints
+during a long compile or warmup, so it is quiet until the start is serving.
 """
 
 from __future__ import annotations
@@ -121,18 +122,24 @@ def is_exception(msg: str) -> bool:
     return not msg[:1].isspace() and fmt.EXCEPTION.match(msg) is not None
 
 
+def traceback_line(msg: str) -> bool:
+    """A traceback's frame or source line: indented, or a frame whose indent a paste lost."""
+    return msg[:1].isspace() or fmt.FRAME.match(msg) is not None
+
+
 def loose_traceback(state: OutcomeState, msg: str, clean: str) -> str | None:
     """A line of a traceback pasted without its header, before any start: the outcome once a
     frame says where it was raised (``failed`` while the engine started, ``crashed`` in its
     busy loop), else None. Its exception lines are kept in ``state`` for the error."""
-    if msg.strip() == fmt.TRACEBACK or msg[:1].isspace():
+    framed = traceback_line(msg)
+    if msg.strip() == fmt.TRACEBACK or framed:
         state.loose = True
     if not state.loose:
         return None
     if is_exception(msg):
         state.loose_error = clean
         return None
-    if not msg[:1].isspace():
+    if not framed:
         return None
     if fmt.RUNNING_FRAME.search(msg):
         return "crashed"
@@ -157,7 +164,7 @@ def _fatal_cause(
 def _guess_corrected(state: OutcomeState, msg: str, error: str | None) -> Outcome | None:
     """A guessed failure that a running frame, a crash line or the scheduler dump (model
     execution raised) shows died while serving."""
-    running = msg[:1].isspace() and fmt.RUNNING_FRAME.search(msg) is not None
+    running = traceback_line(msg) and fmt.RUNNING_FRAME.search(msg) is not None
     said = not is_source_line(msg) and (fmt.CRASH.search(msg) or fmt.DUMP.search(msg))
     if not (running or said):
         return None
@@ -174,7 +181,7 @@ def _engine_died_starting(
         return False
     if phase not in fmt.STARTING_OR_STOPPED:
         return False
-    if not msg.startswith("  File ") or not fmt.ENGINE_LOGGED.search(clean):
+    if not fmt.FRAME.match(msg.lstrip(" ")) or not fmt.ENGINE_LOGGED.search(clean):
         return False
     state.in_traceback = True
     return True

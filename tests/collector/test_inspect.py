@@ -53,8 +53,8 @@ def _summary(name: str) -> list[tuple]:
             ],
         ),
         (
-            "dmesg_ctime.txt",
-            [("xid", 79, 2), ("bus_off", None, 3), ("oom_kill", None, 5), ("oom_kill", None, 6)],
+            "dmesg_ctime.txt",  # "GPU ...: GPU has fallen off the bus." restates the Xid 79
+            [("xid", 79, 2), ("oom_kill", None, 5), ("oom_kill", None, 6)],
         ),
         ("dmesg_iso.txt", [("bus_off", None, 3), ("rcu_stall", None, 4)]),
         ("journal_short.txt", [("alloc_failure", None, 2), ("gsp", None, 4), ("gsp", None, 7)]),

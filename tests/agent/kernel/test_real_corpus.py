@@ -106,3 +106,39 @@ def test_each_iommu_fault_record_is_one_event_on_its_device_and_boot_chatter_non
         ("INVALID_DEVICE_REQUEST", "00:00.1"): 2,
     }
     assert read_kernel_log(files["iommu-boot-chatter-benign.txt"].lines) == []
+
+
+def test_an_sxid_report_is_its_verdict_lines_event() -> None:
+    # The NVSwitch driver prints a verdict line ("22013, Non-fatal, Link 44 ..."), then the
+    # error's dump ("Severity 0 Engine instance 44 ...", "Data {0x2c, ...}"): one report. The
+    # capture opens on the dump of a report whose verdict it cut off; the same SXid's next
+    # report on that switch says it.
+    files = {f.path.name: f for f in kernel_files()}
+    found = read_kernel_log(files["nvtrust-124-sxid-22013-nonfatal-minion-dlreq.txt"].lines)
+    assert [(e.line_no, e.event.code, e.event.severity) for e in found] == [
+        (3, "22013", "warning"),
+        (6, "22013", "warning"),
+        (9, "22013", "warning"),
+    ]
+    # A dump line with no verdict of its switch and SXid around it is still that SXid.
+    [data] = read_kernel_log(files["gpud-338-sxid-decode.txt"].lines)
+    assert (data.event.kind, data.event.code) == ("sxid", "12028")
+    sentinel = read_kernel_log(files["nvsentinel-sxid-lines.txt"].lines)
+    assert [e.event.code for e in sentinel][-2:] == ["20009", "12033"]  # another switch's
+
+
+def test_the_drivers_fallen_off_the_bus_line_after_its_xid_79_is_that_fall() -> None:
+    # 610 prints "GPU 0000:01:00.0: GPU has fallen off the bus." right after the Xid 79 that
+    # said it of the same GPU: one fall. After another Xid (an older paste), or alone, it is one.
+    files = {f.path.name: f for f in kernel_files()}
+    found = read_kernel_log(files["ogkm-1151-610-xid79-rc-all-channels-pf-flr.txt"].lines)
+    assert [(e.line_no, e.event.kind, e.event.code) for e in found] == [
+        (3, "xid", "79"),
+        (5, "gsp", "rc_critical"),
+        (6, "xid", "154"),
+    ]
+    older = read_kernel_log(files["pastebin-old-xid-forms.txt"].lines)
+    assert [e.event.kind for e in older][:2] == ["xid", "bus_off"]
+    assert [
+        e.event.kind for e in read_kernel_log(files["nvsentinel-fallen-off-bus.txt"].lines)
+    ] == ["bus_off"]

@@ -295,6 +295,44 @@ def test_a_capture_that_starts_at_a_stats_line_is_serving() -> None:
     assert signal["phase"] == "serving"
 
 
+def test_a_capture_that_starts_at_the_kernel_warmup_is_a_start_warming_up() -> None:
+    # eugr/spark-vllm-docker#367 (four GB10s, TP4): the warmup (kernel_warmup.py, FlashInfer's
+    # autotuner) runs after the KV cache is sized and before the capture, so only a start
+    # logs it; the shared-memory wait after it is the workers still warming up, no hang.
+    parser, facts = _feed(
+        [
+            "> (Worker_TP0 pid=511) INFO 09-02 11:57:03 [kernel_warmup.py:260] Using FlashInfer "
+            "autotune cache file: /root/.cache/vllm/flashinfer_autotune_cache/0.6.17/121a/7685fa"
+            "72c3785a3e884b5d3b2bb87ccbb468cd302c7613d7cb8db94ece3747ff/autotune_configs.json",
+            "(Worker_TP0 pid=511) 2026-09-02 11:57:03,500 - INFO - autotuner.py:829 - "
+            "flashinfer.jit: [Autotuner]: Autotuning process starts ...",
+            "(EngineCore pid=397) INFO 09-02 11:57:54 [shm_broadcast.py:801] No available shared "
+            "memory broadcast block found in 60 seconds. This typically happens when some "
+            "processes are hanging or doing some time-consuming work (e.g. compilation, "
+            "weight/kv cache quantization).",
+        ]
+    )
+    [plan] = parser.plans()
+    assert (plan.outcome, plan.phase, plan.error) == ("incomplete", "profiling", None)
+    assert not [f for f in facts if f.kind == "hang_signal"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # FlashInfer's autotuner (vllm#49011's line): vLLM tunes it only to warm up
+        "(EngineCore pid=7476) 2026-07-25 13:42:38,525 - INFO - autotuner.py:824 - "
+        "flashinfer.jit: [Autotuner]: Autotuning process starts ...",
+        # club3090#104's: the warmup says so with the autotune disabled too
+        "(Worker_TP1 pid=100) INFO 05-07 20:28:11 [kernel_warmup.py:44] Skipping FlashInfer "
+        "autotune because it is disabled.",
+    ],
+)
+def test_a_warmup_line_alone_opens_a_start_in_its_profile(line: str) -> None:
+    [plan] = parse_vllm_log([line])
+    assert (plan.outcome, plan.phase) == ("incomplete", "profiling")
+
+
 def _signals(lines: list[str]) -> list[tuple[str, str | None]]:
     _, facts = _feed(lines)
     return [(f.data["signal"], f.data["phase"]) for f in facts if f.kind == "hang_signal"]
@@ -1212,6 +1250,37 @@ def test_a_long_run_of_worker_paths_parses_in_linear_time() -> None:
     assert cost(paths) < 50 * cost("x" * len(paths))
 
 
+def test_a_traceback_pasted_without_its_indent_still_has_frames() -> None:
+    # ray-project/ray#59249 (0.1x V1, Ray executor): the engine's dying traceback with vLLM's
+    # header before each line and no indent, no "Traceback" line: its frames read the compiled
+    # graph's output (built on the engine's first step, read only for its steps), so the
+    # engine died serving; the exception ending it is the error.
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    lines = logs["v0.12-ray-59249-unindented-channel-timeout"]
+    [plan] = parse_vllm_log(lines)
+    assert plan.outcome == "crashed"
+    assert plan.error == lines[-2]  # "... [core.py:845] ray.exceptions.RayChannelTimeoutError:"
+    # The same frame indented, as Python prints it, reads the same.
+    header = "(EngineCore_DP0 pid=579) ERROR 12-05 22:43:45 [core.py:845] "
+    indented = [line.replace(header, header + "  ", 1) for line in lines[:1]] + lines[-2:]
+    assert [(p.outcome, p.error) for p in parse_vllm_log(indented)] == [("crashed", lines[-2])]
+
+
+def test_a_long_run_of_ray_paths_parses_in_linear_time() -> None:
+    # The compiled graph's frame path must not be retried from each "/ray/dag/" of a long line.
+    def cost(text: str) -> float:
+        lines = ["Traceback (most recent call last):", "  " + text]
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            parse_vllm_log(lines)
+            runs.append(time.perf_counter() - started)
+        return min(runs)
+
+    paths = "/ray/dag/" + "a" * 30_000 + '.py", line 1, in ' + "b" * 30_000 + " "
+    assert cost(paths) < 50 * cost("x" * len(paths))
+
+
 def test_a_failure_line_is_the_error_of_a_bare_tracebacks_start_until_its_exception() -> None:
     # huggingface/trl#3310 (0.8, eight data-parallel engines): EngineCore_7's frames through
     # executor_class(...) fail the start before any line says why; EngineCore_0's "hit an
@@ -1264,6 +1333,9 @@ def test_the_engines_dying_traceback_without_its_header_fails_a_start_under_way(
     for src in ("core.py:1142", "v1/engine/core.py:718"):
         oom = "(EngineCore pid=4108) ERROR 05-28 08:00:36 [core.py:1142] RuntimeError: boom"
         assert _one([*_PROFILING, _frame(src), oom]) == ("failed", oom)
+    # Constructed: the same frame pasted without its indent (ray#59249's paste lost it).
+    unindented = _frame("core.py:1142").replace("]   File", "] File")
+    assert _one([*_PROFILING, unindented]) == ("failed", None)
 
 
 def test_other_error_frames_or_a_serving_engines_decide_nothing() -> None:
