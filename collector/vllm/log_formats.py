@@ -14,18 +14,18 @@ from dataclasses import dataclass
 
 # Colours as the terminal gets them, and as a paste shows them in caret notation ("^[[0;36m").
 ANSI = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]")
-# What a paste or a log reader wraps a whole line in: a markdown block quote ("> ", nested
-# "> > "), the RFC 3339 stamp of `docker logs -t` / `kubectl logs --timestamps` (bracketed in
-# CI logs such as Buildkite's), the "  | " gutter a CI log page (Buildkite's) puts before each
-# line a copy takes, docker compose's "service  | ", and the "2025-06-27 12:57:51,690 - name -
-# INFO - " of a Python logger re-logging the server's output, and the journal's "Aug 19
-# 18:34:30 host vllm[8707]: " (its month in the locale's language; after a `short-iso` stamp
-# "host docker[3764470]: "). Peeled off the front, so an error keeps only vLLM's own text and a
-# traceback's frames keep their indent.
+# What a paste or a log reader wraps a whole line in: a markdown block quote ("> ", nested "> > ",
+# or the bar "▎ " a rendered quote leaves in a copy: spark-vllm-docker#396), the RFC 3339 stamp of
+# `docker logs -t` / `kubectl logs --timestamps` (bracketed in CI logs such as Buildkite's), the
+# "  | " gutter a CI log page (Buildkite's) puts before each line a copy takes, docker compose's
+# "service  | ", and the "2025-06-27 12:57:51,690 - name - INFO - " of a Python logger re-logging
+# the server's output, and the journal's "Aug 19 18:34:30 host vllm[8707]: " (its month in the
+# locale's language; after a `short-iso` stamp "host docker[3764470]: "). Peeled off the front, so
+# an error keeps only vLLM's own text and a traceback's frames keep their indent.
 WRAPPER = re.compile(
     r"(?:[^\W\d_]{3,4}\.? [ \d]?\d \d\d:\d\d:\d\d(?:\.\d+)?"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)) \S+ [\w.@/-]+\[\d+\]: |"
-    r">[ \t]?|\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\]?[ \t]|"
+    r"[>▌▍▎▏][ \t]?|\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\]?[ \t]|"
     r"[ \t]*\|[ \t]|\w[\w.-]*\s+\|(?: |$)|"
     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - "
 )

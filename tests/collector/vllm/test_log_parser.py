@@ -751,6 +751,11 @@ def test_a_capture_that_starts_at_a_spec_decode_line_is_serving() -> None:
             "on device cuda:0 (1.54/22.05 GiB) on startup is less than desired GPU memory "
             "utilization (0.9, 19.84 GiB).",
         ),
+        # eugr/spark-vllm-docker#396: a rendered block quote copied with its bar ("▎ ").
+        (
+            "▎ ValueError: To serve at least one request with the model's max seq len (196608),",
+            "ValueError: To serve at least one request with the model's max seq len (196608),",
+        ),
         # Constructed from vllm#48214's `docker logs --timestamps` stamp, nested in a quote.
         (
             "> 2026-07-08T22:40:03.166647879Z \x1b[0;36m(EngineCore pid=542)\x1b[0;0m ERROR "
