@@ -241,6 +241,13 @@ STARTUP_FRAME = re.compile(
 # ("EngineCore failed to start.") and its exception. Its logger is core.py ("[core.py:1142]",
 # "[v1/engine/core.py:718]" with DEBUG paths).
 ENGINE_LOGGED = re.compile(r"[\[/]core\.py:\d+\]")
+# The server process's own top frame: its CLI's main ("vllm serve") or the old module entry
+# ("python -m vllm.entrypoints.openai.api_server"). A traceback reaching it was uncaught: that
+# process is dying.
+SERVER_TOP = re.compile(
+    r'/entrypoints/(?:cli/main\.py", line \d+, in main|'
+    r'openai/api_server\.py", line \d+, in <module>)$'
+)
 RUNNING_FRAME = re.compile(
     r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)|"
     r"/v1/worker/(?:\w+/)?\w+\.py\", line \d+, in (?:execute_model|sample_tokens)$|"

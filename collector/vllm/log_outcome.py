@@ -175,13 +175,15 @@ def _guess_corrected(state: OutcomeState, msg: str, error: str | None) -> Outcom
 def _engine_died_starting(
     state: OutcomeState, outcome: str, level: str | None, msg: str, clean: str, phase: str | None
 ) -> bool:
-    """A frame of the engine's dying traceback (``ENGINE_LOGGED``) while its start was under
-    way: the start failed; the traceback's exception line, if captured, is its error."""
-    if outcome != "incomplete" or level != "ERROR" or phase == "stopped":
+    """A frame of the engine's dying traceback (``ENGINE_LOGGED``, at ERROR) or of the server
+    process's uncaught one (``SERVER_TOP``) while its start was under way: the start failed;
+    the traceback's exception line, if captured, is its error."""
+    if outcome != "incomplete" or phase == "stopped" or phase not in fmt.STARTING_OR_STOPPED:
         return False
-    if phase not in fmt.STARTING_OR_STOPPED:
+    if not fmt.FRAME.match(msg.lstrip(" ")):
         return False
-    if not fmt.FRAME.match(msg.lstrip(" ")) or not fmt.ENGINE_LOGGED.search(clean):
+    engine = level == "ERROR" and fmt.ENGINE_LOGGED.search(clean) is not None
+    if not engine and fmt.SERVER_TOP.search(msg) is None:
         return False
     state.in_traceback = True
     return True

@@ -1348,3 +1348,17 @@ def test_other_error_frames_or_a_serving_engines_decide_nothing() -> None:
     # engine already serving reports its death with a header of its own.
     assert _one([*_PROFILING, _frame("registry.py:512")]) == ("incomplete", None)
     assert _one([*_SERVING, _frame("core.py:1142")]) == ("started", None)
+
+
+def test_the_server_process_dying_uncaught_while_starting_fails_the_start() -> None:
+    # MiaAI-Lab/DeepSeek-v4-Flash-One-DGX-Spark#13 (GB10): the KV-cache plan, then the API
+    # server's own traceback up through vllm's CLI main, cut off before its exception.
+    path = REAL / "v0.2x-miaai-dsv4-13-gb10-kv-plan-then-apiserver-traceback.log"
+    lines = [line for line in path.read_text().splitlines() if not line.startswith("# ")]
+    [plan] = parse_vllm_log(lines)
+    assert (plan.outcome, plan.error, plan.kv_cache_tokens) == ("failed", None, 443242)
+    # Constructed: the same frames after the server said it was up (uvicorn's real line)
+    # decide nothing: a server that served and then dies is no failed start.
+    served = [*lines[:2], "INFO:     Application startup complete.", *lines[3:]]
+    [plan] = parse_vllm_log(served)
+    assert plan.outcome == "started"
