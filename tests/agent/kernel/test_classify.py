@@ -3,12 +3,11 @@ kind carries, with their severity and action. Scores on real logs: ``test_real_c
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from agent.kernel.classify import GPU_FAULT_KINDS, classify_kernel_line
 from agent.kernel.xid_catalog import xid_info, xid_meaning
+from tests.support.timing import fastest
 
 NV_ERR_580 = (
     "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
@@ -780,12 +779,7 @@ def test_an_nvlink_xid_without_its_registers_keeps_the_drivers_verdict() -> None
 def test_a_long_redacted_xid_address_classifies_in_linear_time() -> None:
     # "Xid (PCI:..." then a long run with no ")": each "Xid (" is tried once
     def cost(body: str) -> float:
-        runs = []
-        for _ in range(3):
-            started = time.perf_counter()
-            classify_kernel_line("NVRM: Xid (PCI:..." + body)
-            runs.append(time.perf_counter() - started)
-        return min(runs)
+        return fastest(lambda: classify_kernel_line("NVRM: Xid (PCI:..." + body))
 
     length = 10_000
     assert cost(("Xid (PCI:..." * length)[:length]) < 50 * cost(("b " * length)[:length])

@@ -4,11 +4,10 @@ address; the lines around it and boot chatter are none. Lines are real (their fi
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from agent.kernel.classify import GPU_FAULT_KINDS, classify_kernel_line
+from tests.support.timing import fastest
 
 # (line, code, device, address in the meaning)
 FAULTS = [
@@ -209,12 +208,7 @@ def test_a_long_line_classifies_in_linear_time(head: str, run: str, tail: str) -
     # linear, the two cost alike; quadratic, the long runs cost hundreds of times more.
     def cost(body: str) -> float:
         line = head + body + tail
-        runs = []
-        for _ in range(3):
-            started = time.perf_counter()
-            classify_kernel_line(line)
-            runs.append(time.perf_counter() - started)
-        return min(runs)
+        return fastest(lambda: classify_kernel_line(line))
 
     length = 10_000
     short = ("b " * length)[:length]

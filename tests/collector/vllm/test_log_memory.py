@@ -3,10 +3,9 @@ state them, each case built from a real line in tests/fixtures/real/vllm."""
 
 from __future__ import annotations
 
-import time
-
 from collector.vllm.log_parser import parse_vllm_log
 from collector.vllm.plan import StartupPlan
+from tests.support.timing import fastest
 
 
 def _plan(lines: list[str]) -> StartupPlan:
@@ -161,12 +160,7 @@ def test_the_v0_profile_results_line_reads_in_linear_time() -> None:
     # Constructed: a 64 KiB line of "Memory profiling results: " repeated, against a plain
     # line of the same length (no wall-clock limit: the machine is shared).
     def cost(line: str) -> float:
-        runs = []
-        for _ in range(3):
-            started = time.perf_counter()
-            parse_vllm_log([START, line])
-            runs.append(time.perf_counter() - started)
-        return min(runs)
+        return fastest(lambda: parse_vllm_log([START, line]))
 
     size = 65_536
     repeated = ("Memory profiling results: " * (size // 26 + 1))[:size]

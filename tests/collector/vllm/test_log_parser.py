@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from collector.vllm.log_parser import VllmLogParser, parse_vllm_log
 from collector.vllm.plan import PLAN_FIELDS
 from tests.support.real_corpus import vllm_logs
+from tests.support.timing import fastest
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "vllm"
 REAL = FIXTURES.parent / "real" / "vllm"
@@ -1088,12 +1088,7 @@ def test_a_long_run_of_digits_parses_in_linear_time() -> None:
     # shared): linear, the two cost alike; quadratic, the digits cost thousands of times more.
     def cost(char: str) -> float:
         lines = [*_SERVING, char * 10_000, "ERROR 09-08 10:00:00 [x.py:1] " + char * 10_000]
-        runs = []
-        for _ in range(3):
-            started = time.perf_counter()
-            parse_vllm_log(lines)
-            runs.append(time.perf_counter() - started)
-        return min(runs)
+        return fastest(lambda: parse_vllm_log(lines))
 
     assert cost("7") < 50 * cost("x")
 
@@ -1135,12 +1130,7 @@ def test_process_tags_before_a_header_are_found_in_linear_time(tags: str) -> Non
     # Against a line as long without them (no wall-clock limit: the machine is shared).
     def cost(prefix: str) -> float:
         lines = [prefix + "ERROR 09-08 10:00:00 [x.py:1] CUDA error: out of memory"]
-        runs = []
-        for _ in range(3):
-            started = time.perf_counter()
-            parse_vllm_log(lines)
-            runs.append(time.perf_counter() - started)
-        return min(runs)
+        return fastest(lambda: parse_vllm_log(lines))
 
     assert cost(tags) < 50 * cost("x" * len(tags))
 
@@ -1244,12 +1234,7 @@ def test_a_long_run_of_worker_paths_parses_in_linear_time() -> None:
     # long line (no wall-clock limit: against a line as long without them).
     def cost(text: str) -> float:
         lines = ["Traceback (most recent call last):", "  " + text]
-        runs = []
-        for _ in range(3):
-            started = time.perf_counter()
-            parse_vllm_log(lines)
-            runs.append(time.perf_counter() - started)
-        return min(runs)
+        return fastest(lambda: parse_vllm_log(lines))
 
     paths = "/v1/worker/" + "a/" * 30_000
     assert cost(paths) < 50 * cost("x" * len(paths))
@@ -1275,12 +1260,7 @@ def test_a_long_run_of_ray_paths_parses_in_linear_time() -> None:
     # The compiled graph's frame path must not be retried from each "/ray/dag/" of a long line.
     def cost(text: str) -> float:
         lines = ["Traceback (most recent call last):", "  " + text]
-        runs = []
-        for _ in range(3):
-            started = time.perf_counter()
-            parse_vllm_log(lines)
-            runs.append(time.perf_counter() - started)
-        return min(runs)
+        return fastest(lambda: parse_vllm_log(lines))
 
     paths = "/ray/dag/" + "a" * 30_000 + '.py", line 1, in ' + "b" * 30_000 + " "
     assert cost(paths) < 50 * cost("x" * len(paths))
