@@ -68,7 +68,10 @@ _RC_WATCHDOG_XID = 8
 # A driver call that failed with the GPU gone, by its status number only: "kgmmuInvalidateTlb_GM107:
 # TLB invalidation failed waiting for prior invalidate (status=0x0000000f)" after the GPU fell off
 # the bus. 0xf is NV_ERR_GPU_IS_LOST; a GSP client's such line (GspRmFree) is a GSP error first.
-_GPU_LOST_STATUS = re.compile(r"\bfailed\b.*\(status=0x0*[fF]\)")
+# Found as "failed", then the status after it (two scans: ".*" between them rescanned the
+# line from every "failed" of a long one).
+_FAILED = re.compile(r"\bfailed\b")
+_GPU_LOST_STATUS = re.compile(r"\(status=0x0*[fF]\)")
 _GPU_LOST = "NV_ERR_GPU_IS_LOST"
 # A status that says what to do: out of memory ends the app; the GPU lost from the bus is Xid 79's
 # case (NVIDIA's resolution: restart the machine), whichever driver call met it
@@ -248,7 +251,8 @@ def classify_nvidia(text: str) -> KernelEvent | None:
             return event
     if "nvidia-uvm" in text and not any(b in text for b in _UVM_BENIGN) and _UVM_BAD.search(text):
         return make_event("uvm", meaning="nvidia-uvm error", detail=text.strip())
-    if "status=" in text and _GPU_LOST_STATUS.search(text):
+    failed = _FAILED.search(text) if "status=" in text else None
+    if failed is not None and _GPU_LOST_STATUS.search(text, failed.end()):
         return make_event(
             "nv_err",
             _NV_ERR_ADVICE[_GPU_LOST],

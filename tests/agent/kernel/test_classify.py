@@ -776,6 +776,16 @@ def test_an_nvlink_xid_without_its_registers_keeps_the_drivers_verdict() -> None
     assert fatal is not None and (fatal.severity, fatal.action) == ("fatal", "reset_gpu")
 
 
+def test_a_long_line_of_failed_driver_calls_classifies_in_linear_time() -> None:
+    # "failed" then "(status=0x...f)" after it: a line of many "failed" is scanned once, not
+    # again from each of them (constructed, against a line as long without the word)
+    def cost(body: str) -> float:
+        return fastest(lambda: classify_kernel_line("NVRM: status= " + body))
+
+    length = 65_536
+    assert cost(("failed " * length)[:length]) < 50 * cost(("fxiled " * length)[:length])
+
+
 def test_a_long_redacted_xid_address_classifies_in_linear_time() -> None:
     # "Xid (PCI:..." then a long run with no ")": each "Xid (" is tried once
     def cost(body: str) -> float:
