@@ -83,10 +83,8 @@ def classify_kernel_line(text: str) -> KernelEvent | None:
         event = classify_ghes(message)
         if event is not None:
             return event
-    for needle in IOMMU_NEEDLES:
-        if needle in message:
-            event = classify_iommu(message)
-            if event is not None:
-                return event
-            break
+    if any(needle in message for needle in IOMMU_NEEDLES):
+        event = classify_iommu(message)
+        if event is not None:
+            return event
     return classify_generic(message)

@@ -259,16 +259,10 @@ FRAME = re.compile(r'File "[^"]*", line \d+, in ')
 # minutes, and the shared-memory line says so; after a stop, a worker waits on a gone engine.
 # So that signal is quiet in these phases.
 ALWAYS: frozenset[str] = frozenset()  # a hang signal in every phase
-STARTING_OR_STOPPED = frozenset(
-    (
-        "starting",
-        "loading_weights",
-        "loading_drafter",
-        "profiling",
-        "capturing_cuda_graphs",
-        "stopped",
-    )
+STARTING = frozenset(
+    ("starting", "loading_weights", "loading_drafter", "profiling", "capturing_cuda_graphs")
 )
+STARTING_OR_STOPPED = STARTING | {"stopped"}
 # The lines vLLM prints when its engine stops making progress, by the name we give them, with
 # the phases in which a line says nothing of a hang.
 # The shared-memory line said "No available block found in 60 second." (WARNING) in 0.5.1-0.6.4,

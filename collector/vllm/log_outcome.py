@@ -178,7 +178,7 @@ def _engine_died_starting(
     """A frame of the engine's dying traceback (``ENGINE_LOGGED``, at ERROR) or of the server
     process's uncaught one (``SERVER_TOP``) while its start was under way: the start failed;
     the traceback's exception line, if captured, is its error."""
-    if outcome != "incomplete" or phase == "stopped" or phase not in fmt.STARTING_OR_STOPPED:
+    if outcome != "incomplete" or phase not in fmt.STARTING:
         return False
     if not fmt.FRAME.match(msg.lstrip(" ")):
         return False
