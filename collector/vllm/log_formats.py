@@ -61,8 +61,10 @@ def split_vllm_line(line: str) -> VllmLine:
     stamp) is not vLLM's text. Without either, only the wrappers (``WRAPPER``, the journal's
     prefix among them) go, since nothing else says where such a prefix ends."""
     clean = ANSI.sub("", line).rstrip("\r\n").rstrip()
-    while m := WRAPPER.match(clean):
-        clean = clean[m.end() :]
+    end = 0  # each wrapper matched where the last ended, the line cut once: not quadratic
+    while m := WRAPPER.match(clean, end):
+        end = m.end()
+    clean = clean[end:]
     m = HEADER.search(clean)
     if m:
         proc = f"{m.group('proc')} pid={m.group('pid')}" if m.group("proc") else ""

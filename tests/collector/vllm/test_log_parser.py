@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from collector.vllm.log_formats import split_vllm_line
 from collector.vllm.log_parser import VllmLogParser, parse_vllm_log
 from collector.vllm.plan import PLAN_FIELDS
 from tests.support.real_corpus import vllm_logs
@@ -779,6 +780,19 @@ def test_a_capture_that_starts_at_a_spec_decode_line_is_serving() -> None:
 def test_a_pastes_wrappers_are_not_part_of_the_error(line: str, error: str) -> None:
     [plan] = parse_vllm_log([line])
     assert (plan.outcome, plan.error) == ("failed", error)
+
+
+@pytest.mark.parametrize("mark", ["▎", "> "])
+def test_a_long_run_of_quote_marks_is_peeled_in_linear_time(mark: str) -> None:
+    # Constructed: a line of nothing but a quote's marks. Each is peeled where the last one
+    # ended, not by cutting a copy of the rest of the line each time (quadratic: a 100 kB
+    # line of bars took over 50 times a plain line's time). Against a line as long without
+    # them (no wall-clock limit: the machine is shared).
+    def cost(text: str) -> float:
+        return fastest(lambda: split_vllm_line(text + " RuntimeError: x"))
+
+    run = (mark * 100_000)[:100_000]
+    assert cost(run) < 10 * cost("x" * len(run))
 
 
 def test_the_journals_prefix_is_peeled_from_lines_vllm_did_not_tag() -> None:
