@@ -29,7 +29,12 @@ _RCU_STALL = re.compile(r"\brcu_\w+ (?:self-)?detected (?:expedited )?stalls?\b"
 # "Out of memory: Killed process 4121 (python3)", "Killed process 123, UID 48, (httpd)",
 # older kernels: "Out of memory: Kill process 456 (python) score 50 or sacrifice child"
 _OOM_KILLED = re.compile(r"Kill(?:ed)? process (?P<pid>\d+)(?:, UID \d+,)? \((?P<comm>[^)]*)\)")
-_OOM_INVOKED = re.compile(r"(?:^|\s)(?P<comm>\S+) invoked oom-killer:")
+# The invoker's name is up to 15 characters and may hold spaces ("GC Thread#9"): the whole of
+# a message that starts with it; behind a prefix left on the line, the word before the verb.
+_OOM_INVOKED = re.compile(
+    r"^(?P<comm>[^\s\[\]](?:[^\[\]:]|:(?! )){0,14}?) invoked oom-killer:"
+    r"|(?:^|\s)(?P<word>\S+) invoked oom-killer:"
+)
 # "python3: page allocation failure: order:4, mode:...", 2.6: "swapper: page allocation failure.
 # order:3, mode:0x4020"; vmalloc: 5.x+ "vmalloc error: size 0, ...", 3.x-5.x "vmalloc: allocation
 # failure: 0 bytes" (with or without "<comm>: " before it), "vmalloc: allocation failure, allocated"
@@ -167,7 +172,7 @@ def _oom(text: str) -> KernelEvent | None:
             return make_event(
                 "oom_kill",
                 code="invoked",
-                process=m.group("comm"),
+                process=m.group("comm") or m.group("word"),
                 meaning="OOM killer invoked",
                 detail=text.strip(),
             )

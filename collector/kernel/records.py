@@ -89,16 +89,19 @@ def kernel_records(lines: Sequence[str]) -> Iterator[tuple[int, str]]:
     """(1-based line where the record starts, message text) for each record in a kernel log."""
     start: int | None = None
     parts: list[str] = []
+    margin = 0  # the record's first line's indentation: a continuation is indented deeper
     relayed = False  # the indented lines under a wall heading: each is a record
     for index, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")
-        indented = line[:1] in (" ", "\t")
-        if indented and start is not None and not relayed and not frame_module(line):
+        indent = len(line) - len(line.lstrip(" \t"))
+        deeper = indent > margin
+        if deeper and start is not None and not relayed and not frame_module(line):
             parts.append(line.strip())
             continue
         if start is not None:
             yield start, "\n".join(parts)
-        start, parts = None, []
+        start, parts, margin = None, [], indent
+        indented = indent > 0
         if line.lstrip("\a").startswith(_WALL_HEADING):  # a raw capture rings the bell first
             relayed = True
             continue

@@ -102,6 +102,28 @@ def test_indented_continuation_carries_the_event(tmp_path: Path) -> None:
     assert len(event["text"].splitlines()) == 2
 
 
+def test_a_paste_indented_as_a_whole_keeps_each_line_a_record(tmp_path: Path) -> None:
+    """A report pasted with every line indented alike (sonic-buildimage#17358): no line
+    continues another, so the soft lockup and the panic it triggers are two events, each on
+    its own line; a continuation is indented deeper than the line it continues."""
+    pad = " " * 18
+    log = tmp_path / "indented.txt"
+    log.write_text(
+        f"{pad}[ 5300.229390] watchdog: BUG: soft lockup - CPU#2 stuck for 23s! "
+        "[kworker/2:1:25629]\n"
+        f"{pad}[ 5300.237965] Kernel panic - not syncing: softlockup: hung tasks\n"
+        f"{pad}[ 5300.244482] CPU: 2 PID: 25629 Comm: kworker/2:1 Tainted: G OEL "
+        "5.10.0-18-2-amd64 #1 Debian 5.10.140-1\n"
+        f"{pad}[ 5300.273855]  dump_stack+0x6b/0x83\n"
+    )
+    events = inspect_kernel_log(log)
+    assert [(e["line_no"], e["kind"], e["code"]) for e in events] == [
+        (1, "soft_lockup", "soft"),
+        (2, "oops", "panic"),
+    ]
+    assert events[0]["pid"] == 25629 and len(events[1]["text"].splitlines()) == 1
+
+
 def test_a_wall_broadcast_event_is_on_its_kernel_line(tmp_path: Path) -> None:
     """syslogd's heading is no part of the kernel line it relays: the event is on its own
     line, with its own text (tenstorrent/tt-metal#20143)."""

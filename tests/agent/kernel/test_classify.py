@@ -500,6 +500,23 @@ def test_the_line_is_found_after_any_prefix() -> None:
     assert oom is not None and oom.process == "python3"
 
 
+def test_the_oom_invokers_name_may_hold_a_space() -> None:
+    # A task's name is up to 15 characters, spaces allowed: a JVM's "GC Thread#9" (pyNetLogo#53,
+    # tests/fixtures/real), "VM Thread". Its quoted or unpeeled-prefix forms keep the last word.
+    oom = classify_kernel_line(
+        "Apr 25 19:05:01 netlogo01 kernel: [ 7097.004932] GC Thread#9 invoked oom-killer: "
+        "gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=0"
+    )
+    assert oom is not None and (oom.code, oom.process) == ("invoked", "GC Thread#9")
+    quoted = classify_kernel_line(
+        "> Sep 20 16:12:36 tz-pw2-83 kernel: [2073304.360305] pgcenter invoked oom-killer: "
+        "gfp_mask=0x280da, order=0, oom_score_adj=0"
+    )
+    assert quoted is not None and quoted.process == "pgcenter"
+    worker = classify_kernel_line("kworker/u16:3 invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL)")
+    assert worker is not None and worker.process == "kworker/u16:3"  # constructed
+
+
 def test_gpu_fault_kinds() -> None:
     assert {"xid", "sxid", "nv_err", "gsp", "uvm", "bus_off"} == GPU_FAULT_KINDS
 
