@@ -36,6 +36,7 @@ from collector.sqlite_tuning import write_now as write_now
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 AFTER_COMMIT = "after_commit"
+AFTER_ROLLBACK = "after_rollback"
 MIGRATION_LOCK = 0x66776D67  # "fwmg": collectors started at once on PostgreSQL take turns
 IDLE_PING_S = 10.0  # a pooled PostgreSQL connection idle this long is pinged before use
 
@@ -107,13 +108,16 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
 @contextmanager
 def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
     """The one commit point of a request or a background job: commit on success, roll back on
-    error; then run what ``after_commit`` queued (work that must see the committed rows)."""
+    error; then run what ``after_commit`` queued (work that must see the committed rows), or
+    on a rollback what ``after_rollback`` queued."""
     session = factory()
     try:
         yield session
         session.commit()
     except BaseException:
         session.rollback()
+        for undo in session.info.pop(AFTER_ROLLBACK, []):
+            undo()
         raise
     finally:
         callbacks = session.info.pop(AFTER_COMMIT, [])
@@ -144,6 +148,12 @@ def read_scope(factory: sessionmaker[Session], *, one_statement: bool = False) -
 def after_commit(session: Session, callback: Callable[[], object]) -> None:
     """Run ``callback`` once the session's transaction has committed (never on rollback)."""
     session.info.setdefault(AFTER_COMMIT, []).append(callback)
+
+
+def after_rollback(session: Session, callback: Callable[[], object]) -> None:
+    """Run ``callback`` if the session's transaction is rolled back (by ``session_scope``):
+    for state kept outside the database that must not outlive what it was written with."""
+    session.info.setdefault(AFTER_ROLLBACK, []).append(callback)
 
 
 def ping(session: Session) -> None:

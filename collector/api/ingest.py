@@ -35,6 +35,7 @@ from collector.ingest.batch import ingest_batch
 from collector.ingest.tokens import TokenHost
 from collector.schemas import Batch, IngestResult
 from collector.timeutil import from_epoch
+from collector.vllm.state import StaleState
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["ingest"])
@@ -143,8 +144,26 @@ def _store(
     app: Ingest, host_id: int, token_hash: str, batch: Batch, received_at: float, wait: bool
 ) -> IngestResult:
     """``wait``: for SQLite's write lock as long as it takes; else ``WriteLockBusy`` at once,
-    on the event loop's own connection (a pooled one could keep it waiting for the pool)."""
+    on the event loop's own connection (a pooled one could keep it waiting for the pool).
+    A batch that met another process's vLLM state is stored again, once: the second time reads
+    the state under its lock, which no other process can move."""
     factory = app.factory if wait or app.inline_factory is None else app.inline_factory
+    store = partial(_store_once, app, factory, host_id, token_hash, batch, received_at, wait)
+    try:
+        return store()
+    except StaleState:
+        return store()
+
+
+def _store_once(
+    app: Ingest,
+    factory: sessionmaker[Session],
+    host_id: int,
+    token_hash: str,
+    batch: Batch,
+    received_at: float,
+    wait: bool,
+) -> IngestResult:
     with session_scope(factory) as session:
         if not wait:
             write_now(session)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agent.kernel.classify import KernelEvent, classify_kernel_line
+from collector import db
 from collector.kernel.attribution import Site, attribute_reports, site_of
 from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER
 from collector.kernel.records import read_kernel_log
@@ -140,6 +142,8 @@ def derive_from_batch(
                 save_shared(
                     session, shared, state, lines=bool(vllm_lines), samples=bool(vllm_samples)
                 )
+                # Not committed after all: the row stays at the version this copy came from.
+                db.after_rollback(session, partial(states.forget, host_id))
         except BaseException:
             states.forget(host_id)  # in-memory parser state may be ahead of the rollback
             raise

@@ -221,3 +221,24 @@ def test_write_now_raises_what_is_not_busy(code: int | None) -> None:
     with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
         begin_now(driver)
     assert driver.ran[-1] == f"PRAGMA busy_timeout={db.BUSY_TIMEOUT_MS}"
+
+
+def test_after_rollback_runs_on_a_rollback_only(tmp_path: Path) -> None:
+    """State kept beside a transaction (the vLLM parser's copy) is undone when the transaction
+    is, and only then: a failed commit counts as a rollback."""
+    url = f"sqlite:///{tmp_path / 'fw.db'}"
+    db.migrate(url)
+    factory = db.make_sessionmaker(db.make_engine(url))
+    undone: list[str] = []
+    with db.session_scope(factory) as session:
+        db.after_rollback(session, lambda: undone.append("committed"))
+        session.add(Meta(key="k", value="v"))
+    with pytest.raises(RuntimeError), db.session_scope(factory) as session:
+        db.after_rollback(session, lambda: undone.append("raised"))
+        raise RuntimeError("the batch failed")
+    with pytest.raises(sqlalchemy.exc.IntegrityError), db.session_scope(factory) as session:
+        db.after_rollback(session, lambda: undone.append("commit failed"))
+        session.add(Meta(key="k", value="again"))  # the key is taken: the flush at commit fails
+    with db.session_scope(factory) as session:
+        pass  # a callback of a finished session never runs again
+    assert undone == ["raised", "commit failed"]

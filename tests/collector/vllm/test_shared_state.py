@@ -13,7 +13,12 @@ import pytest
 from sqlalchemy import select
 
 from collector import db
-from collector.models import VllmState
+from collector.api import ingest as ingest_api
+from collector.ingest.batch import ingest_batch
+from collector.models import Host, VllmState
+from collector.schemas import Batch
+from collector.timeutil import from_epoch
+from collector.vllm import state as vllm_state
 from tests.collector.conftest import Collector, make_collector
 from tests.collector.ingest.test_batch import batch, post
 from tests.collector.ingest.test_derive import MTP_LOG, events, vllm, vllm_lines, vllm_sample
@@ -75,6 +80,120 @@ def test_replicas_taking_turns_derive_what_one_collector_derives(
         with db.session_scope(a.client.app.state.sessionmaker) as session:  # type: ignore[attr-defined]
             versions = session.scalars(select(VllmState.version)).all()
         assert versions == [len(list(batches()))]  # every batch continued from the last one
+
+
+def without_line_ids(found: dict[str, Any]) -> dict[str, Any]:
+    phases = [{k: v for k, v in p.items() if k != "line_id"} for p in found["plan"]["phases"]]
+    return {**found, "plan": {**found["plan"], "phases": phases}}
+
+
+@contextmanager
+def counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
+    """How many times batches were stored (attempts, retries included) and how many read the
+    state row under its lock."""
+    counts = {"attempts": 0, "locked_reads": 0}
+    store_once, version = ingest_api._store_once, vllm_state._VERSION
+
+    def attempt(*args: Any) -> Any:
+        counts["attempts"] += 1
+        return store_once(*args)
+
+    def locked_read(session: Any) -> Any:
+        counts["locked_reads"] += 1
+        return version(session)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ingest_api, "_store_once", attempt)
+        patch.setattr(vllm_state, "_VERSION", locked_read)
+        yield counts
+
+
+def test_a_collector_alone_stops_reading_the_row_and_still_notices_another_replica(
+    db_url: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One collector reads the host's row under its lock only until it has found it unmoved
+    OPTIMISTIC_AFTER times; when another replica then takes some of the host's batches, its
+    next batch is stored again from the row, once, and everything derived is what one
+    collector derives."""
+    bodies = list(batches())
+    with ExitStack() as stack:
+        one = stack.enter_context(_collector(second_database(db_url, tmp_path, request)))
+        a = stack.enter_context(_collector(db_url))
+        b = stack.enter_context(_collector(db_url))
+        token, shared_token = one.add_host(HOST), a.add_host(HOST)
+        with counting(monkeypatch) as alone:
+            for body in bodies:
+                assert post(one, token, body).status_code == 200
+        # The first batch reads the row twice (before and after creating it), the next
+        # OPTIMISTIC_AFTER once each, and the rest not at all.
+        assert alone == {"attempts": len(bodies), "locked_reads": vllm_state.OPTIMISTIC_AFTER + 2}
+        turns = [a] * 10 + [b] * 4 + [a] * (len(bodies) - 14)
+        with counting(monkeypatch) as taken:
+            for app, body in zip(turns, bodies, strict=True):
+                assert post(app, shared_token, body).status_code == 200
+        assert taken["attempts"] == len(bodies) + 1  # a's first batch after b's turns, again
+        # The attempt rolled back took line ids from PostgreSQL's sequence: ids differ, not what
+        # the lines say.
+        assert without_line_ids(derived(a)) == without_line_ids(derived(one))
+        assert derived(b) == derived(a)
+        with db.session_scope(a.client.app.state.sessionmaker) as session:  # type: ignore[attr-defined]
+            versions = session.scalars(select(VllmState.version)).all()
+        assert versions == [len(bodies)]
+
+
+def test_replicas_taking_turns_keep_reading_the_row_and_store_each_batch_once(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind a round-robin proxy every batch finds the row moved: a replica never skips the
+    locked read, so no batch is stored twice."""
+    bodies = list(batches())
+    with ExitStack() as stack:
+        a = stack.enter_context(_collector(db_url))
+        b = stack.enter_context(_collector(db_url))
+        token = a.add_host(HOST)
+        with counting(monkeypatch) as counts:
+            for i, body in enumerate(bodies):
+                assert post((a, b)[i % 2], token, body).status_code == 200
+        # Each batch reads the row once; the first twice (before and after creating it).
+        assert counts == {"attempts": len(bodies), "locked_reads": len(bodies) + 1}
+
+
+def test_a_batch_rolled_back_after_its_state_was_saved_leaves_no_copy_ahead_of_the_row(
+    db_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A transaction that fails after the vLLM state was written (at its commit, say) takes the
+    write back with it; the process's copy must go too, or a batch skipping the locked read
+    would continue from a state the database never kept."""
+    bodies = list(batches())
+    with ExitStack() as stack:
+        one = stack.enter_context(_collector(second_database(db_url, tmp_path, request)))
+        c = stack.enter_context(_collector(db_url))
+        token, alone_token = c.add_host(HOST), one.add_host(HOST)
+        for body in bodies:
+            assert post(one, alone_token, body).status_code == 200
+        for body in bodies[:8]:
+            assert post(c, token, body).status_code == 200
+        app = c.client.app.state  # type: ignore[attr-defined]
+        with db.session_scope(app.sessionmaker) as session:
+            host_id = session.scalar(select(Host.id).where(Host.name == HOST))
+        assert host_id is not None
+        ahead = app.vllm_states.host(host_id)
+        assert ahead.quiet_syncs >= vllm_state.OPTIMISTIC_AFTER  # skipping the locked read now
+        with pytest.raises(RuntimeError), db.session_scope(app.sessionmaker) as session:
+            ingest_batch(
+                session,
+                host_id=host_id,
+                batch=Batch.model_validate(bodies[8]),
+                received_at=1764400100.0,
+                now=from_epoch(1764400100.0),
+                settings=c.settings,
+                vllm_states=app.vllm_states,
+            )
+            raise RuntimeError("the commit failed")
+        assert app.vllm_states.host(host_id) is not ahead
+        for body in bodies[8:]:
+            assert post(c, token, body).status_code == 200
+        assert without_line_ids(derived(c)) == without_line_ids(derived(one))
 
 
 _collector = contextmanager(make_collector)
