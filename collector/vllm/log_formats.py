@@ -108,8 +108,12 @@ DRAFTER = re.compile(
     r"Resolved architecture: \w*(?:MTP|(?:Eagle|EAGLE)3?(?![a-z\d_])|Medusa)\w*"
 )
 DRAFTER_LOAD = re.compile(r"Loading drafter model")
+# The quotes of a dict vLLM prints, also as a forum's editor turns them typographic.
+QUOTE = "['\"‘’“”]"
 # A speculative config in the engine's config line or the non-default args.
-SPEC_CONFIG = re.compile(r"speculative_config=SpeculativeConfig\(|'speculative_config': [{'\"]")
+SPEC_CONFIG = re.compile(
+    rf"speculative_config=SpeculativeConfig\(|{QUOTE}speculative_config{QUOTE}: (?:\{{|{QUOTE})"
+)
 # "GB" (0.5-0.8.2) and "GiB" both count bytes / 2**30: the figure is GiB either way.
 MODEL_LOAD = re.compile(rf"Model loading took {FLOAT} Gi?B(?: memory)? and {FLOAT} seconds")
 MODEL_LOAD_V0 = re.compile(rf"Loading model weights took {FLOAT} GB")

@@ -1342,3 +1342,27 @@ def test_the_server_process_dying_uncaught_while_starting_fails_the_start() -> N
     served = [*lines[:2], "INFO:     Application startup complete.", *lines[3:]]
     [plan] = parse_vllm_log(served)
     assert plan.outcome == "started"
+
+
+def test_args_whose_quotes_a_forum_made_typographic_still_state_the_configuration() -> None:
+    # discuss.vllm.ai/t/2674 (vLLM 0.21.0): the forum turned the args' quotes into curly ones.
+    [plan] = parse_vllm_log(
+        [
+            "(APIServer pid=17897) INFO 05-30 01:45:33 [utils.py:240] non-default args: "
+            "{‘model_tag’: ‘nvidia/Gemma-4-31B-IT-NVFP4’, ‘model’: ‘nvidia/Gemma-4-31B-IT-NVFP4’, "
+            "‘max_model_len’: 1024, ‘tensor_parallel_size’: 2, ‘gpu_memory_utilization’: 0.9, "
+            "‘kv_cache_dtype’: ‘fp8’, ‘language_model_only’: True, ‘max_num_batched_tokens’: 1024, "
+            "‘max_num_seqs’: 1}"
+        ]
+    )
+    assert (plan.tensor_parallel_size, plan.max_model_len, plan.max_num_seqs) == (2, 1024, 1)
+    assert (plan.gpu_memory_utilization, plan.kv_cache_dtype) == (0.9, "fp8")
+    assert plan.max_num_batched_tokens == 1024
+    # Constructed: a speculative config quoted the same way (“double” ones too).
+    [spec] = parse_vllm_log(
+        [
+            "(APIServer pid=1) INFO 05-30 01:45:33 [utils.py:240] non-default args: "
+            "{‘speculative_config’: {“method”: “mtp”, “num_speculative_tokens”: 3}}"
+        ]
+    )
+    assert (spec.speculative_method, spec.num_speculative_tokens) == ("mtp", 3)
