@@ -239,7 +239,8 @@ STARTUP_FRAME = re.compile(
 # A V1 worker runs execute_model and sample_tokens only for the engine's steps (its profile,
 # warmup and capture call _dummy_run); V0's profile_run called its model runner's execute_model.
 # The Ray executor builds its compiled graph on the engine's first step and reads its output
-# only for the steps: a frame in that graph or its channels is a serving engine's.
+# only for the steps: a frame in that graph or its channels is a serving engine's. V0's
+# AsyncLLMEngine runs run_engine_loop and engine_step only once it serves (its first request).
 # The engine's run_engine_core logs a traceback at ERROR only when the engine dies: a frame of
 # it while the start has not served is a failed start, even where the capture lost its header
 # ("EngineCore failed to start.") and its exception. Its logger is core.py ("[core.py:1142]",
@@ -253,7 +254,7 @@ SERVER_TOP = re.compile(
     r'openai/api_server\.py", line \d+, in <module>)$'
 )
 RUNNING_FRAME = re.compile(
-    r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)|"
+    r"\bin (?:run_busy_loop|_process_engine_step|run_engine_loop|engine_step)$|\.run_busy_loop\(\)|"
     r"/v1/worker/(?:\w+/)?\w+\.py\", line \d+, in (?:execute_model|sample_tokens)$|"
     r"/ray/(?:dag|experimental/channel)/\w+\.py\", line \d+, in \w+$"
 )

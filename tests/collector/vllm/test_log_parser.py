@@ -1366,3 +1366,17 @@ def test_args_whose_quotes_a_forum_made_typographic_still_state_the_configuratio
         ]
     )
     assert (spec.speculative_method, spec.num_speculative_tokens) == ("mtp", 3)
+
+
+def test_a_bare_traceback_through_v0s_engine_loop_is_a_crash() -> None:
+    # vllm#5060 (0.5.0): V0's "Engine background task failed" traceback, quoted without its
+    # header: AsyncLLMEngine runs run_engine_loop and engine_step only once it serves.
+    prefix = "> - 2024-06-22T20:16:34.700+00:00 ERROR 06-22 20:16:34 async_llm_engine.py:52] "
+    lines = [
+        prefix + '  File "/usr/local/lib/python3.10/dist-packages/vllm/engine/'
+        'async_llm_engine.py", line 532, in run_engine_loop',
+        prefix + "    has_requests_in_progress = await asyncio.wait_for(",
+    ]
+    assert [p.outcome for p in parse_vllm_log(lines)] == ["crashed"]
+    step = '  File "/x/vllm/engine/async_llm_engine.py", line 506, in engine_step'
+    assert [p.outcome for p in parse_vllm_log([step])] == ["crashed"]
