@@ -228,12 +228,14 @@ EXCEPTION = re.compile(
 # already bound, an engine that never came up) where no line said it served. A worker's own
 # startup steps (0.5 on: init_device, load_model, the memory profile, sizing the KV cache, the
 # warmup and CUDA graph capture) run only while its engine starts: a worker's traceback through
-# them ("WorkerProc hit an exception." in worker_busy_loop, V0's "Exception in worker") too.
+# them ("WorkerProc hit an exception." in worker_busy_loop, V0's "Exception in worker") too. So
+# does the model loader building the model (a model's make_layers among its steps).
 STARTUP_FRAME = re.compile(
     r"\bin (?:_initialize_kv_caches|from_vllm_config|from_engine_args|make_async_mp_client|"
     r"make_client|launch_core_engines|wait_for_engine_startup|run_server|init_device|load_model|"
     r"determine_available_memory|determine_num_available_blocks|profile_run|get_kv_cache_configs|"
-    r"_?check_enough_kv_cache_memory|compile_or_warm_up_model|capture_model)$|"
+    r"_?check_enough_kv_cache_memory|compile_or_warm_up_model|capture_model|_?initialize_model|"
+    r"init_vllm_registered_model|make_layers)$|"
     r"\brun_server\(args\)|EngineCoreProc\(|\bexecutor_class\("
 )
 # A V1 worker runs execute_model and sample_tokens only for the engine's steps (its profile,

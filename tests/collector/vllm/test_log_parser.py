@@ -1380,3 +1380,23 @@ def test_a_bare_traceback_through_v0s_engine_loop_is_a_crash() -> None:
     assert [p.outcome for p in parse_vllm_log(lines)] == ["crashed"]
     step = '  File "/x/vllm/engine/async_llm_engine.py", line 506, in engine_step'
     assert [p.outcome for p in parse_vllm_log([step])] == ["crashed"]
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        # Qwen3-VL#1204 (0.8.x V1): the model loader building the model
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/models/utils.py", '
+        "line 286, in init_vllm_registered_model",
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/model_loader/'
+        'loader.py", line 133, in _initialize_model',
+        # vllm#16343 (0.8.x V1): a model's __init__ building its layers
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/models/utils.py", '
+        "line 610, in make_layers",
+    ],
+)
+def test_a_bare_traceback_through_building_the_model_failed_its_start(frame: str) -> None:
+    # The engine's error traceback cut before its exception and without its header: the
+    # model is built only while a start loads it.
+    line = "ERROR 05-13 21:09:41 [core.py:396] " + frame
+    assert [p.outcome for p in parse_vllm_log([line])] == ["failed"]
