@@ -200,7 +200,8 @@ GENERIC_FAIL = re.compile(
 # run_engine_core logs when the busy loop raises; "failed to start" when the constructor does;
 # the API server's output handler and V0's background task fail when their engine is gone;
 # V1's multiproc executor logs "Worker proc VllmWorker-N died unexpectedly[ (exit code: N)],
-# shutting down executor." when a worker process dies, before the engine reports its error).
+# shutting down executor." when a worker process dies, before the engine reports its error;
+# V0 marks its engine errored and re-raises when an iteration times out, 0.4.1 on).
 # run_engine_core's header over the busy loop's traceback: that traceback's exception is why.
 FATAL_HEADER = re.compile(r"EngineCore encountered a fatal error")
 # What the engine dumps (0.9+, ``dump_input.py``) when model execution raises, before that
@@ -212,7 +213,7 @@ CRASH = re.compile(
     r"Engine core proc \S+ died unexpectedly|engine core exited unexpectedly|"
     r"Worker proc \S+ died unexpectedly|"
     r"Engine loop has died|EngineDeadError|EngineCore encountered a fatal error|"
-    r"AsyncLLM output_handler failed|Engine background task failed"
+    r"AsyncLLM output_handler failed|Engine background task failed|Engine iteration timed out"
 )
 TRACEBACK = "Traceback (most recent call last):"
 # The last line of a traceback: the exception, unindented.

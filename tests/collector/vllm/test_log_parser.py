@@ -1400,3 +1400,28 @@ def test_a_bare_traceback_through_building_the_model_failed_its_start(frame: str
     # model is built only while a start loads it.
     line = "ERROR 05-13 21:09:41 [core.py:396] " + frame
     assert [p.outcome for p in parse_vllm_log([line])] == ["failed"]
+
+
+def test_v0s_engine_iteration_timing_out_is_its_engine_dying() -> None:
+    # vllm#5901 (0.5.x): V0 logs the timeout, marks its engine errored and re-raises: the
+    # engine is dead (its "Engine background task failed" follows, when captured). The line
+    # is a hang signal too, and the error: the timeout is why the background task failed.
+    stats = (
+        "INFO 08-29 02:12:22 metrics.py:406] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+        "throughput: 0.0 tokens/s, Running: 27 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV "
+        "cache usage: 2.9%, CPU KV cache usage: 0.0%."
+    )
+    timeout = (
+        "ERROR 08-29 02:12:22 async_llm_engine.py:658] Engine iteration timed out. "
+        "This should never happen!"
+    )
+    parser = VllmLogParser()
+    signals = [
+        f.data["signal"]
+        for line in (stats, timeout)
+        for f in parser.feed(line)
+        if f.kind == "hang_signal"
+    ]
+    assert signals == ["engine_iteration_timeout"]
+    [plan] = parser.plans()
+    assert (plan.outcome, plan.error) == ("crashed", timeout)
