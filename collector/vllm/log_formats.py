@@ -1,7 +1,8 @@
 """vLLM's log lines as it has printed them across versions (0.5 → 0.33), as patterns.
 
 An optional ``(<Proc> pid=N) `` tag, ``LEVEL MM-DD HH:MM:SS [file.py:NNN] message`` (0.5-0.7.3
-print ``file.py:NNN]`` without the ``[``), uvicorn's ``INFO:     ...`` lines, ANSI colours (also
+print ``file.py:NNN]`` without the ``[``; a forum's editor escapes them, ``\\[file.py:NNN\\]``),
+uvicorn's ``INFO:     ...`` lines, ANSI colours (also
 in caret notation, as a paste shows them), whatever a log shipper put in front (journald, docker
 compose, TorchServe), and message formats that changed between releases. Messages are matched
 by content, never by source line numbers.
@@ -32,7 +33,8 @@ WRAPPER = re.compile(
 HEADER = re.compile(
     r"(?:\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s+)?"
     r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
-    r"(?P<date>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+\[?(?P<src>[\w./-]+:\d+)\]\s?(?P<msg>.*)$"
+    r"(?P<date>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+"
+    r"\\?\[?(?P<src>[\w./-]+:\d+)\\?\]\s?(?P<msg>.*)$"
 )
 TAG_ONLY = re.compile(r"\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s?(?P<msg>.*)$")
 # vLLM's own process tags, whatever their fields: V1's worker "(VllmWorker rank=7 pid=N)", a
@@ -248,7 +250,7 @@ STARTUP_FRAME = re.compile(
 # it while the start has not served is a failed start, even where the capture lost its header
 # ("EngineCore failed to start.") and its exception. Its logger is core.py ("[core.py:1142]",
 # "[v1/engine/core.py:718]" with DEBUG paths).
-ENGINE_LOGGED = re.compile(r"[\[/]core\.py:\d+\]")
+ENGINE_LOGGED = re.compile(r"[\[/]core\.py:\d+\\?\]")
 # The server process's own top frame: its CLI's main ("vllm serve") or the old module entry
 # ("python -m vllm.entrypoints.openai.api_server"). A traceback reaching it was uncaught: that
 # process is dying.

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from collector.vllm.log_formats import split_vllm_line
 from collector.vllm.log_parser import VllmLogParser, parse_vllm_log
 from collector.vllm.plan import PLAN_FIELDS
 from tests.support.real_corpus import vllm_logs
@@ -1425,3 +1426,32 @@ def test_v0s_engine_iteration_timing_out_is_its_engine_dying() -> None:
     assert signals == ["engine_iteration_timeout"]
     [plan] = parser.plans()
     assert (plan.outcome, plan.error) == ("crashed", timeout)
+
+
+def test_a_forums_escaped_brackets_keep_the_header() -> None:
+    # discuss.vllm.ai/t/2584: the forum's editor escaped each bracket of the pasted log.
+    line = (
+        "(EngineCore pid=258) INFO 04-24 10:21:03 \\[gpu_model_runner.py:4820\\] Model loading "
+        "took 18.47 GiB memory and 10.990096 seconds"
+    )
+    parsed = split_vllm_line(line)
+    assert (parsed.level, parsed.log_time, parsed.proc) == (
+        "INFO",
+        "04-24 10:21:03",
+        "EngineCore pid=258",
+    )
+    assert parsed.msg.startswith("Model loading took 18.47 GiB")
+    # Constructed in that form: the engine's dying traceback (logged by core.py) while the
+    # start loads: a failed start.
+    load = (
+        "(EngineCore pid=258) INFO 04-24 10:21:03 \\[default_loader.py:384\\] Loading weights "
+        "took 0.65 seconds"
+    )
+    [plan] = parse_vllm_log(
+        [
+            load,
+            '(EngineCore pid=258) ERROR 04-24 10:22:30 \\[core.py:1142\\]   File "/x/vllm/v1/'
+            'engine/core.py", line 1, in __init__',
+        ]
+    )
+    assert plan.outcome == "failed"
