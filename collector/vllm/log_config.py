@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from collector.vllm.log_formats import QUOTE
+
 # Plan field -> (the names vLLM prints it under, how to read the value).
 CONFIG_FIELDS: dict[str, tuple[tuple[str, ...], type]] = {
     "tensor_parallel_size": (("tensor_parallel_size",), int),
@@ -77,7 +79,7 @@ ATTENTION_BACKEND = re.compile(
 )
 # The speculative config's own fields (its "method" says nothing outside it): the args' dict,
 # or the engine line's SpeculativeConfig(...).
-SPECULATIVE = re.compile(r"speculative_config(?:=SpeculativeConfig\(|['\"]?: \{)([^)}]*)")
+SPECULATIVE = re.compile(rf"speculative_config(?:=SpeculativeConfig\(|{QUOTE}?: \{{)([^)}}]*)")
 SCOPED = {"speculative_method": SPECULATIVE}
 # The first value stated wins: a forced --attention-backend is what the selection line then
 # says (vLLM refuses to start otherwise), and a drafter's selection line, after the target
@@ -96,10 +98,12 @@ DTYPE_ALIASES = {"half": "float16", "float": "float32"}
 
 def _pattern(names: tuple[str, ...]) -> re.Pattern[str]:
     # A name on its own (not the tail of another: "dtype" inside "kv_cache_dtype"), then
-    # "=" or "': ", then the value, quoted or bare ("torch." in front of a dtype left out).
+    # "=" or "': ", then the value, quoted (typographic quotes too) or bare ("torch." in front
+    # of a dtype left out).
     alts = "|".join(names)
+    q = QUOTE
     return re.compile(
-        rf"(?<![\w.])['\"]?(?:{alts})['\"]?(?:=|: )['\"]?(?:torch\.)?([\w.+-]*)['\"]?(?=[,)}}\s]|$)"
+        rf"(?<![\w.]){q}?(?:{alts}){q}?(?:=|: ){q}?(?:torch\.)?([\w.+-]*){q}?(?=[,)}}\s]|$)"
     )
 
 

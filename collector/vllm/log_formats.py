@@ -1,7 +1,8 @@
 """vLLM's log lines as it has printed them across versions (0.5 → 0.33), as patterns.
 
 An optional ``(<Proc> pid=N) `` tag, ``LEVEL MM-DD HH:MM:SS [file.py:NNN] message`` (0.5-0.7.3
-print ``file.py:NNN]`` without the ``[``), uvicorn's ``INFO:     ...`` lines, ANSI colours (also
+print ``file.py:NNN]`` without the ``[``; a forum's editor escapes them, ``\\[file.py:NNN\\]``),
+uvicorn's ``INFO:     ...`` lines, ANSI colours (also
 in caret notation, as a paste shows them), whatever a log shipper put in front (journald, docker
 compose, TorchServe), and message formats that changed between releases. Messages are matched
 by content, never by source line numbers.
@@ -32,7 +33,8 @@ WRAPPER = re.compile(
 HEADER = re.compile(
     r"(?:\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s+)?"
     r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
-    r"(?P<date>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+\[?(?P<src>[\w./-]+:\d+)\]\s?(?P<msg>.*)$"
+    r"(?P<date>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+"
+    r"\\?\[?(?P<src>[\w./-]+:\d+)\\?\]\s?(?P<msg>.*)$"
 )
 TAG_ONLY = re.compile(r"\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s?(?P<msg>.*)$")
 # vLLM's own process tags, whatever their fields: V1's worker "(VllmWorker rank=7 pid=N)", a
@@ -110,8 +112,12 @@ DRAFTER = re.compile(
     r"Resolved architecture: \w*(?:MTP|(?:Eagle|EAGLE)3?(?![a-z\d_])|Medusa)\w*"
 )
 DRAFTER_LOAD = re.compile(r"Loading drafter model")
+# The quotes of a dict vLLM prints, also as a forum's editor turns them typographic.
+QUOTE = "['\"‘’“”]"
 # A speculative config in the engine's config line or the non-default args.
-SPEC_CONFIG = re.compile(r"speculative_config=SpeculativeConfig\(|'speculative_config': [{'\"]")
+SPEC_CONFIG = re.compile(
+    rf"speculative_config=SpeculativeConfig\(|{QUOTE}speculative_config{QUOTE}: (?:\{{|{QUOTE})"
+)
 # "GB" (0.5-0.8.2) and "GiB" both count bytes / 2**30: the figure is GiB either way.
 MODEL_LOAD = re.compile(rf"Model loading took {FLOAT} Gi?B(?: memory)? and {FLOAT} seconds")
 MODEL_LOAD_V0 = re.compile(rf"Loading model weights took {FLOAT} GB")
@@ -198,7 +204,8 @@ GENERIC_FAIL = re.compile(
 # run_engine_core logs when the busy loop raises; "failed to start" when the constructor does;
 # the API server's output handler and V0's background task fail when their engine is gone;
 # V1's multiproc executor logs "Worker proc VllmWorker-N died unexpectedly[ (exit code: N)],
-# shutting down executor." when a worker process dies, before the engine reports its error).
+# shutting down executor." when a worker process dies, before the engine reports its error;
+# V0 marks its engine errored and re-raises when an iteration times out, 0.4.1 on).
 # run_engine_core's header over the busy loop's traceback: that traceback's exception is why.
 FATAL_HEADER = re.compile(r"EngineCore encountered a fatal error")
 # What the engine dumps (0.9+, ``dump_input.py``) when model execution raises, before that
@@ -210,7 +217,7 @@ CRASH = re.compile(
     r"Engine core proc \S+ died unexpectedly|engine core exited unexpectedly|"
     r"Worker proc \S+ died unexpectedly|"
     r"Engine loop has died|EngineDeadError|EngineCore encountered a fatal error|"
-    r"AsyncLLM output_handler failed|Engine background task failed"
+    r"AsyncLLM output_handler failed|Engine background task failed|Engine iteration timed out"
 )
 TRACEBACK = "Traceback (most recent call last):"
 # The last line of a traceback: the exception, unindented.
@@ -226,23 +233,26 @@ EXCEPTION = re.compile(
 # already bound, an engine that never came up) where no line said it served. A worker's own
 # startup steps (0.5 on: init_device, load_model, the memory profile, sizing the KV cache, the
 # warmup and CUDA graph capture) run only while its engine starts: a worker's traceback through
-# them ("WorkerProc hit an exception." in worker_busy_loop, V0's "Exception in worker") too.
+# them ("WorkerProc hit an exception." in worker_busy_loop, V0's "Exception in worker") too. So
+# does the model loader building the model (a model's make_layers among its steps).
 STARTUP_FRAME = re.compile(
     r"\bin (?:_initialize_kv_caches|from_vllm_config|from_engine_args|make_async_mp_client|"
     r"make_client|launch_core_engines|wait_for_engine_startup|run_server|init_device|load_model|"
     r"determine_available_memory|determine_num_available_blocks|profile_run|get_kv_cache_configs|"
-    r"_?check_enough_kv_cache_memory|compile_or_warm_up_model|capture_model)$|"
+    r"_?check_enough_kv_cache_memory|compile_or_warm_up_model|capture_model|_?initialize_model|"
+    r"init_vllm_registered_model|make_layers)$|"
     r"\brun_server\(args\)|EngineCoreProc\(|\bexecutor_class\("
 )
 # A V1 worker runs execute_model and sample_tokens only for the engine's steps (its profile,
 # warmup and capture call _dummy_run); V0's profile_run called its model runner's execute_model.
 # The Ray executor builds its compiled graph on the engine's first step and reads its output
-# only for the steps: a frame in that graph or its channels is a serving engine's.
+# only for the steps: a frame in that graph or its channels is a serving engine's. V0's
+# AsyncLLMEngine runs run_engine_loop and engine_step only once it serves (its first request).
 # The engine's run_engine_core logs a traceback at ERROR only when the engine dies: a frame of
 # it while the start has not served is a failed start, even where the capture lost its header
 # ("EngineCore failed to start.") and its exception. Its logger is core.py ("[core.py:1142]",
 # "[v1/engine/core.py:718]" with DEBUG paths).
-ENGINE_LOGGED = re.compile(r"[\[/]core\.py:\d+\]")
+ENGINE_LOGGED = re.compile(r"[\[/]core\.py:\d+\\?\]")
 # The server process's own top frame: its CLI's main ("vllm serve") or the old module entry
 # ("python -m vllm.entrypoints.openai.api_server"). A traceback reaching it was uncaught: that
 # process is dying.
@@ -251,7 +261,7 @@ SERVER_TOP = re.compile(
     r'openai/api_server\.py", line \d+, in <module>)$'
 )
 RUNNING_FRAME = re.compile(
-    r"\bin (?:run_busy_loop|_process_engine_step)$|\.run_busy_loop\(\)|"
+    r"\bin (?:run_busy_loop|_process_engine_step|run_engine_loop|engine_step)$|\.run_busy_loop\(\)|"
     r"/v1/worker/(?:\w+/)?\w+\.py\", line \d+, in (?:execute_model|sample_tokens)$|"
     r"/ray/(?:dag|experimental/channel)/\w+\.py\", line \d+, in \w+$"
 )

@@ -9,10 +9,10 @@
   first).
 - ``crashed``: the engine died ("died unexpectedly", "exited unexpectedly", EngineDeadError,
   "EngineCore encountered a fatal error", the API server's output handler or V0's background
-  task failing, a CUDA fault, the scheduler state dumped when model execution raises) under a
-  server or an offline job that was running. Its error is the root cause when one follows (a
-  CUDA fault, the fatal-error traceback's exception), else the crash line (none after a dump
-  alone).
+  task failing, V0's iteration timing out (also a hang signal), a CUDA fault, the scheduler
+  state dumped when model execution raises) under a server or an offline job that was running.
+  Its error is the root cause when one follows (a CUDA fault, the fatal-error traceback's
+  exception), else the crash line (none after a dump alone).
 
 Hang signals ("No available shared memory broadcast block found", RPC timeouts, the Ray
 executor's timeouts (RayChannelTimeoutError, GetTimeoutError), V0's engine iteration timeout,

@@ -1356,3 +1356,115 @@ def test_the_server_process_dying_uncaught_while_starting_fails_the_start() -> N
     served = [*lines[:2], "INFO:     Application startup complete.", *lines[3:]]
     [plan] = parse_vllm_log(served)
     assert plan.outcome == "started"
+
+
+def test_args_whose_quotes_a_forum_made_typographic_still_state_the_configuration() -> None:
+    # discuss.vllm.ai/t/2674 (vLLM 0.21.0): the forum turned the args' quotes into curly ones.
+    [plan] = parse_vllm_log(
+        [
+            "(APIServer pid=17897) INFO 05-30 01:45:33 [utils.py:240] non-default args: "
+            "{‘model_tag’: ‘nvidia/Gemma-4-31B-IT-NVFP4’, ‘model’: ‘nvidia/Gemma-4-31B-IT-NVFP4’, "
+            "‘max_model_len’: 1024, ‘tensor_parallel_size’: 2, ‘gpu_memory_utilization’: 0.9, "
+            "‘kv_cache_dtype’: ‘fp8’, ‘language_model_only’: True, ‘max_num_batched_tokens’: 1024, "
+            "‘max_num_seqs’: 1}"
+        ]
+    )
+    assert (plan.tensor_parallel_size, plan.max_model_len, plan.max_num_seqs) == (2, 1024, 1)
+    assert (plan.gpu_memory_utilization, plan.kv_cache_dtype) == (0.9, "fp8")
+    assert plan.max_num_batched_tokens == 1024
+    # Constructed: a speculative config quoted the same way (“double” ones too).
+    [spec] = parse_vllm_log(
+        [
+            "(APIServer pid=1) INFO 05-30 01:45:33 [utils.py:240] non-default args: "
+            "{‘speculative_config’: {“method”: “mtp”, “num_speculative_tokens”: 3}}"
+        ]
+    )
+    assert (spec.speculative_method, spec.num_speculative_tokens) == ("mtp", 3)
+
+
+def test_a_bare_traceback_through_v0s_engine_loop_is_a_crash() -> None:
+    # vllm#5060 (0.5.0): V0's "Engine background task failed" traceback, quoted without its
+    # header: AsyncLLMEngine runs run_engine_loop and engine_step only once it serves.
+    prefix = "> - 2024-06-22T20:16:34.700+00:00 ERROR 06-22 20:16:34 async_llm_engine.py:52] "
+    lines = [
+        prefix + '  File "/usr/local/lib/python3.10/dist-packages/vllm/engine/'
+        'async_llm_engine.py", line 532, in run_engine_loop',
+        prefix + "    has_requests_in_progress = await asyncio.wait_for(",
+    ]
+    assert [p.outcome for p in parse_vllm_log(lines)] == ["crashed"]
+    step = '  File "/x/vllm/engine/async_llm_engine.py", line 506, in engine_step'
+    assert [p.outcome for p in parse_vllm_log([step])] == ["crashed"]
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        # Qwen3-VL#1204 (0.8.x V1): the model loader building the model
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/models/utils.py", '
+        "line 286, in init_vllm_registered_model",
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/model_loader/'
+        'loader.py", line 133, in _initialize_model',
+        # vllm#16343 (0.8.x V1): a model's __init__ building its layers
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/models/utils.py", '
+        "line 610, in make_layers",
+    ],
+)
+def test_a_bare_traceback_through_building_the_model_failed_its_start(frame: str) -> None:
+    # The engine's error traceback cut before its exception and without its header: the
+    # model is built only while a start loads it.
+    line = "ERROR 05-13 21:09:41 [core.py:396] " + frame
+    assert [p.outcome for p in parse_vllm_log([line])] == ["failed"]
+
+
+def test_v0s_engine_iteration_timing_out_is_its_engine_dying() -> None:
+    # vllm#5901 (0.5.x): V0 logs the timeout, marks its engine errored and re-raises: the
+    # engine is dead (its "Engine background task failed" follows, when captured). The line
+    # is a hang signal too, and the error: the timeout is why the background task failed.
+    stats = (
+        "INFO 08-29 02:12:22 metrics.py:406] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+        "throughput: 0.0 tokens/s, Running: 27 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV "
+        "cache usage: 2.9%, CPU KV cache usage: 0.0%."
+    )
+    timeout = (
+        "ERROR 08-29 02:12:22 async_llm_engine.py:658] Engine iteration timed out. "
+        "This should never happen!"
+    )
+    parser = VllmLogParser()
+    signals = [
+        f.data["signal"]
+        for line in (stats, timeout)
+        for f in parser.feed(line)
+        if f.kind == "hang_signal"
+    ]
+    assert signals == ["engine_iteration_timeout"]
+    [plan] = parser.plans()
+    assert (plan.outcome, plan.error) == ("crashed", timeout)
+
+
+def test_a_forums_escaped_brackets_keep_the_header() -> None:
+    # discuss.vllm.ai/t/2584: the forum's editor escaped each bracket of the pasted log.
+    line = (
+        "(EngineCore pid=258) INFO 04-24 10:21:03 \\[gpu_model_runner.py:4820\\] Model loading "
+        "took 18.47 GiB memory and 10.990096 seconds"
+    )
+    parsed = split_vllm_line(line)
+    assert (parsed.level, parsed.log_time, parsed.proc) == (
+        "INFO",
+        "04-24 10:21:03",
+        "EngineCore pid=258",
+    )
+    assert parsed.msg.startswith("Model loading took 18.47 GiB")
+    # Constructed in that form: the engine's dying traceback (logged by core.py) while the
+    # start loads: a failed start.
+    load = (
+        "(EngineCore pid=258) INFO 04-24 10:21:03 \\[default_loader.py:384\\] Loading weights "
+        "took 0.65 seconds"
+    )
+    [plan] = parse_vllm_log(
+        [
+            load,
+            '(EngineCore pid=258) ERROR 04-24 10:22:30 \\[core.py:1142\\]   File "/x/vllm/v1/'
+            'engine/core.py", line 1, in __init__',
+        ]
+    )
+    assert plan.outcome == "failed"
