@@ -23,7 +23,7 @@ from collector.vllm.log_config import (
     config_fields,
 )
 from collector.vllm.log_facts import Ctx, VllmFact
-from collector.vllm.log_formats import VllmLine, split_vllm_line
+from collector.vllm.log_lines import VllmLine, split_vllm_line
 from collector.vllm.log_memory import ProfilingLog
 from collector.vllm.log_outcome import (
     OutcomeState,

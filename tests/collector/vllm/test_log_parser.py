@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.vllm.log_formats import split_vllm_line
+from collector.vllm.log_lines import split_vllm_line
 from collector.vllm.log_parser import VllmLogParser, parse_vllm_log
 from collector.vllm.plan import PLAN_FIELDS
 from tests.support.real_corpus import vllm_logs
