@@ -142,7 +142,7 @@ def read_kernel_log(lines: Sequence[str]) -> list[LogEvent]:
     """Every event of a saved kernel log, in order, each report counted once (``reports``:
     only lines of one report are joined)."""
     records = list(kernel_records(lines))
-    reports = Reports()
+    reports = Reports(lines)
     for i, (line_no, text) in enumerate(records):
         for n, found_text, event in _record_events(line_no, text):
             if event.kind in ATTRIBUTED_KINDS and event.code not in UNATTRIBUTED_CODES:

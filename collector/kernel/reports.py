@@ -10,13 +10,16 @@ records since that report's previous line) and, for a Severity line, of its link
 any such verdict is a report whose verdict the capture cut off: its own occurrence, as bad as
 its switch's next verdict of the same SXid says if that follows near it.
 
-The driver's "GPU <address>: GPU has fallen off the bus." right after the Xid 79 that said it
-of the same GPU restates it.
+The driver's "GPU <address>: GPU has fallen off the bus." comes right after the Xid 79 it
+restates (the corpus: the next record, 4-9 us later; NVIDIA's ``osinit.c`` logs one right after
+the other). A fall line further than ``FALL_RECORDS`` records from an Xid 79 of its GPU, or
+whose kernel time is not within ``FALL_SECONDS`` after the Xid's (another boot), is another fall.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from agent.kernel.event import KernelEvent
@@ -24,10 +27,17 @@ from agent.kernel.event import KernelEvent
 # Records between one line of an SXid report and the next: four switches interleaving put six
 # between (a quoted paste doubles that with its blank '>' lines).
 SXID_GAP = 16
+# Records and seconds from an Xid 79 to the driver's fall line restating it.
+FALL_RECORDS = 3
+FALL_SECONDS = 1.0
 _SXID_DUMP = ("Severity ", "Data {")
 _VERDICTS = ("fatal", "non-fatal")
 _LINK = re.compile(r"\bLink (\d{1,4})\b")
 _INSTANCE = re.compile(r"^Severity \d{1,3} Engine instance (\d{1,4})\b")
+# The time a line's prefix gives: the kernel's monotonic "[  65.315783]", else a clock.
+_MONOTONIC = re.compile(r"\[\s{0,16}(\d{1,12}(?:\.\d{1,9})?)\]")
+_CLOCK = re.compile(r"(?<!\d)(\d\d):(\d\d):(\d\d)(?!\d)")
+_DAY = 86400.0
 
 
 @dataclass(frozen=True)
@@ -49,16 +59,51 @@ class _Report:
     verdict: bool  # started by its verdict line (else a dump whose verdict was cut off)
 
 
+@dataclass
+class _Xid79:
+    """An Xid 79 whose GPU's fall line may follow: its record and its line's time."""
+
+    record: int
+    stamp: tuple[str, float] | None
+    restated: bool = False
+
+
 def _number(pattern: re.Pattern[str], text: str | None) -> int | None:
     m = pattern.search(text or "")
     return int(m.group(1)) if m else None
 
 
+def _stamp(line: str) -> tuple[str, float] | None:
+    """The kernel's monotonic time in the line's prefix (before ``NVRM``), else its clock."""
+    head = line[: line.find("NVRM")][:256] if "NVRM" in line else ""
+    m = _MONOTONIC.search(head)
+    if m:
+        return "monotonic", float(m.group(1))
+    c = _CLOCK.search(head)
+    if c:
+        return "clock", int(c.group(1)) * 3600.0 + int(c.group(2)) * 60 + int(c.group(3))
+    return None
+
+
+def _soon_after(first: tuple[str, float] | None, then: tuple[str, float] | None) -> bool:
+    """``then`` is at most ``FALL_SECONDS`` after ``first`` (or neither line says when)."""
+    if first is None or then is None:
+        return first is then
+    if first[0] != then[0]:
+        return False
+    delta = then[1] - first[1]
+    if first[0] == "clock":
+        delta %= _DAY  # a report across midnight
+    return 0 <= delta <= FALL_SECONDS
+
+
 class Reports:
     """The events of one saved log as they are read (``add``), each report counted once."""
 
-    def __init__(self) -> None:
+    def __init__(self, lines: Sequence[str]) -> None:
         self.events: list[LogEvent] = []
+        self._lines = lines
+        self._xid79: dict[str | None, _Xid79] = {}
         self._sxid: dict[tuple[str | None, str | None], _Report] = {}
 
     def add(self, record: int, found: LogEvent) -> None:
@@ -67,8 +112,11 @@ class Reports:
         if event.kind == "sxid":
             if self._sxid_joins(record, event):
                 return
-        elif event.kind == "bus_off" and self._restates_xid79(event):
+        elif event.kind == "bus_off" and self._restates_xid79(record, found):
             return
+        elif event.kind == "xid" and event.code == "79":
+            stamp = _stamp(self._lines[found.line_no - 1])
+            self._xid79[event.device] = _Xid79(record, stamp)
         self.events.append(found)
 
     def _sxid_joins(self, record: int, event: KernelEvent) -> bool:
@@ -103,10 +151,12 @@ class Reports:
         )
         self.events[index] = replace(found, event=dump)
 
-    def _restates_xid79(self, event: KernelEvent) -> bool:
-        last = self.events[-1].event if self.events else None
-        return (
-            last is not None
-            and (last.kind, last.code) == ("xid", "79")
-            and (last.device == event.device)
-        )
+    def _restates_xid79(self, record: int, found: LogEvent) -> bool:
+        """The fall line restates its GPU's Xid 79 just before it (one fall line per Xid)."""
+        xid = self._xid79.get(found.event.device)
+        if xid is None or xid.restated or record - xid.record > FALL_RECORDS:
+            return False
+        if not _soon_after(xid.stamp, _stamp(self._lines[found.line_no - 1])):
+            return False
+        xid.restated = True
+        return True

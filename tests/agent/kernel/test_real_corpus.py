@@ -179,3 +179,25 @@ def test_the_drivers_fallen_off_the_bus_line_after_its_xid_79_is_that_fall() -> 
     assert [e.event.kind for e in read_kernel_log(_real("nvsentinel-fallen-off-bus.txt"))] == [
         "bus_off"
     ]
+    # 525 on a laptop: the fall line 9 us after its Xid 79 (a journal with the kernel's time)
+    t450s = read_kernel_log(_real("t450s-bug-report-xid79-fallen-off-bus-across-boots.txt"))
+    assert [(e.line_no, e.event.kind) for e in t450s] == [(8, "xid")]
+
+
+def test_a_fall_of_another_boot_or_far_from_an_xid_79_is_its_own_event() -> None:
+    # Constructed from real lines. The driver prints the fall line right after its Xid 79 (the
+    # corpus: the next record, 4-9 us later); one further away, or in another boot, is another
+    # fall whose Xid line was lost.
+    t450s = _real("t450s-bug-report-xid79-fallen-off-bus-across-boots.txt")
+    xid, load = t450s[7], t450s[:6]  # Xid 79 at 65.3 s; a boot's six driver load lines
+    ogkm = _real("ogkm-1151-610-xid79-rc-all-channels-pf-flr.txt")
+    # a boot's load lines between a bare paste's Xid 79 and the fall of the same GPU
+    far = read_kernel_log([ogkm[2], *load, ogkm[3]])
+    assert [(e.line_no, e.event.kind) for e in far] == [(1, "xid"), (8, "bus_off")]
+    # the next line, but its kernel time (269.5 s, an older driver's form) is not this boot's
+    fall = _real("pastebin-old-xid-forms.txt")[1]
+    later = read_kernel_log([xid, fall])
+    assert [(e.line_no, e.event.kind, e.event.device) for e in later] == [
+        (1, "xid", "0000:01:00"),
+        (2, "bus_off", "0000:01:00"),
+    ]
