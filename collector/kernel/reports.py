@@ -24,8 +24,9 @@ from dataclasses import dataclass, replace
 
 from agent.kernel.event import KernelEvent
 
-# Records between one line of an SXid report and the next: four switches interleaving put six
-# between (a quoted paste doubles that with its blank '>' lines).
+# Records from one line of an SXid report to the next: switches reporting at once put their
+# lines between (three in gpud's README: four records, with its quote's blank '>' lines); an
+# HGX board has four to twelve switches.
 SXID_GAP = 16
 # Records and seconds from an Xid 79 to the driver's fall line restating it.
 FALL_RECORDS = 3
