@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from agent.kernel.classify import classify_kernel_line
 from agent.kernel.event import KernelEvent
 from agent.kernel.generic import frame_module, oops_site
 from agent.kernel.prefix import kernel_message
+from collector.kernel.reports import LogEvent, Reports
 from collector.models import KernelAction, Severity
 from collector.schemas import OutModel
 
@@ -28,9 +29,6 @@ UNATTRIBUTED_CODES = frozenset({"hardware"})
 # How far after its die or lockup line a report's RIP/pc line may come.
 REPORT_RECORDS = 60
 _END = ("---[ end trace", "---[ end Kernel panic")
-# The NVSwitch driver follows an SXid's verdict line ("22013, Non-fatal, Link 44 ...") with its
-# error entry's dump ("22013, Severity 0 Engine instance 44 ...", "22013, Data {...}"): one report.
-_SXID_DUMP = ("Severity ", "Data {")
 # syslogd's wall broadcast heads each kernel line it relays with this line of its own, then
 # prints the message indented (" kernel:[  592.97] watchdog: BUG: ..."): the heading is no part
 # of the message, so the indented lines are records of their own, found on their own lines.
@@ -58,15 +56,6 @@ class LogEventOut(OutModel):
 
 # The fields read off the classified event (the rest say where it is in the log).
 EVENT_FIELDS = tuple(name for name in LogEventOut.model_fields if name not in ("line_no", "text"))
-
-
-@dataclass(frozen=True)
-class LogEvent:
-    """One event of a saved log: where its record starts, the record's text, the event."""
-
-    line_no: int
-    text: str
-    event: KernelEvent
 
 
 def _json_message(line: str) -> str | None:
@@ -149,39 +138,17 @@ def _record_events(line_no: int, text: str) -> list[tuple[int, str, KernelEvent]
     return [] if event is None else [(line_no, text, event)]
 
 
-def _sxid_dump(event: KernelEvent) -> bool:
-    return event.kind == "sxid" and (event.detail or "").startswith(_SXID_DUMP)
-
-
-def _same_sxid(last: KernelEvent, event: KernelEvent) -> bool:
-    return last.kind == event.kind == "sxid" and (last.pci, last.code) == (event.pci, event.code)
-
-
-def _restates(last: KernelEvent, event: KernelEvent) -> bool:
-    """``event`` is part of the report of ``last``, the event just before it: an SXid's dump
-    after its verdict, or the driver's "GPU <address>: GPU has fallen off the bus." after
-    the Xid 79 that said it of the same GPU."""
-    if event.kind == "bus_off":
-        return last.kind == "xid" and last.code == "79" and last.device == event.device
-    return _same_sxid(last, event) and _sxid_dump(event)
-
-
 def read_kernel_log(lines: Sequence[str]) -> list[LogEvent]:
-    """Every event of a saved kernel log, in order, each report counted once (an SXid dump
-    whose verdict the capture cut off gives way to the same SXid's next report)."""
+    """Every event of a saved kernel log, in order, each report counted once (``reports``:
+    only lines of one report are joined)."""
     records = list(kernel_records(lines))
-    out: list[LogEvent] = []
+    reports = Reports(lines)
     for i, (line_no, text) in enumerate(records):
         for n, found_text, event in _record_events(line_no, text):
             if event.kind in ATTRIBUTED_KINDS and event.code not in UNATTRIBUTED_CODES:
                 event = _attribute(event, records[i + 1 :])
-            last = out[-1].event if out else None
-            if last is not None and _restates(last, event):
-                continue
-            if last is not None and _same_sxid(last, event) and _sxid_dump(last):
-                out.pop()
-            out.append(LogEvent(n, found_text, event))
-    return out
+            reports.add(i, LogEvent(n, found_text, event))
+    return reports.events
 
 
 def log_event_dicts(lines: Sequence[str]) -> list[dict[str, Any]]:

@@ -108,37 +108,96 @@ def test_each_iommu_fault_record_is_one_event_on_its_device_and_boot_chatter_non
     assert read_kernel_log(files["iommu-boot-chatter-benign.txt"].lines) == []
 
 
+def _real(name: str) -> list[str]:
+    """The verbatim lines of one real corpus file (to build a constructed sequence from)."""
+    [found] = [f for f in kernel_files() if f.path.name == name]
+    return found.lines
+
+
 def test_an_sxid_report_is_its_verdict_lines_event() -> None:
     # The NVSwitch driver prints a verdict line ("22013, Non-fatal, Link 44 ..."), then the
     # error's dump ("Severity 0 Engine instance 44 ...", "Data {0x2c, ...}"): one report. The
-    # capture opens on the dump of a report whose verdict it cut off; the same SXid's next
-    # report on that switch says it.
-    files = {f.path.name: f for f in kernel_files()}
-    found = read_kernel_log(files["nvtrust-124-sxid-22013-nonfatal-minion-dlreq.txt"].lines)
+    # capture opens on the dump of an earlier report (link 43: "Data {0x2b, ...}") whose verdict
+    # it cut off: that report is its own occurrence, and the same SXid's verdict right after it
+    # on that switch says how bad it is.
+    found = read_kernel_log(_real("nvtrust-124-sxid-22013-nonfatal-minion-dlreq.txt"))
     assert [(e.line_no, e.event.code, e.event.severity) for e in found] == [
+        (2, "22013", "warning"),
         (3, "22013", "warning"),
         (6, "22013", "warning"),
         (9, "22013", "warning"),
     ]
+    assert found[0].event.meaning == "NVSwitch 3 error 22013 (non-fatal)"
+    assert "Data {0x0000002b" in found[0].text
     # A dump line with no verdict of its switch and SXid around it is still that SXid.
-    [data] = read_kernel_log(files["gpud-338-sxid-decode.txt"].lines)
+    [data] = read_kernel_log(_real("gpud-338-sxid-decode.txt"))
     assert (data.event.kind, data.event.code) == ("sxid", "12028")
-    sentinel = read_kernel_log(files["nvsentinel-sxid-lines.txt"].lines)
+    sentinel = read_kernel_log(_real("nvsentinel-sxid-lines.txt"))
     assert [e.event.code for e in sentinel][-2:] == ["20009", "12033"]  # another switch's
+
+
+def test_interleaved_switches_each_dump_joins_its_own_switchs_report() -> None:
+    # Three NVSwitches report at once: a switch's dump lines come after its verdict with other
+    # switches' lines between. Each joins its own switch's report (and a Severity line only the
+    # report of its link); nvswitch2's first dump (instance 60) is a report whose verdict the
+    # excerpt left out, fatal as that switch's next verdict of the same SXid says.
+    found = read_kernel_log(_real("gpud-sxid-readme-xid79-sxid-20034-three-switches.txt"))
+    assert [(e.line_no, e.event.kind, e.event.device, e.event.severity) for e in found] == [
+        (5, "xid", "0000:91:00", "fatal"),  # its fall line (7) restates it
+        (11, "sxid", "0000:06:00", "fatal"),
+        (13, "sxid", "0000:05:00", "fatal"),
+        (15, "sxid", "0000:07:00", "fatal"),
+        (19, "sxid", "0000:07:00", "fatal"),
+        (21, "sxid", "0000:05:00", "fatal"),
+    ]
+
+
+def test_an_sxid_dump_far_before_a_verdict_is_its_own_report() -> None:
+    # Constructed from real lines: nvtrust#124's dump of link 43 (its verdict cut off), then a
+    # stretch of gpud's kmsg chatter, then the same switch's verdict for link 44. The dump is an
+    # earlier report: it stays where it is, and with no verdict near it says no severity.
+    nvtrust = _real("nvtrust-124-sxid-22013-nonfatal-minion-dlreq.txt")
+    chatter = _real("gpud-kmsg-benign.txt")[:30]
+    found = read_kernel_log([nvtrust[1], *chatter, nvtrust[2]])
+    assert [(e.line_no, e.event.code, e.event.severity) for e in found] == [
+        (1, "22013", "error"),
+        (32, "22013", "warning"),
+    ]
 
 
 def test_the_drivers_fallen_off_the_bus_line_after_its_xid_79_is_that_fall() -> None:
     # 610 prints "GPU 0000:01:00.0: GPU has fallen off the bus." right after the Xid 79 that
     # said it of the same GPU: one fall. After another Xid (an older paste), or alone, it is one.
-    files = {f.path.name: f for f in kernel_files()}
-    found = read_kernel_log(files["ogkm-1151-610-xid79-rc-all-channels-pf-flr.txt"].lines)
+    found = read_kernel_log(_real("ogkm-1151-610-xid79-rc-all-channels-pf-flr.txt"))
     assert [(e.line_no, e.event.kind, e.event.code) for e in found] == [
         (3, "xid", "79"),
         (5, "gsp", "rc_critical"),
         (6, "xid", "154"),
     ]
-    older = read_kernel_log(files["pastebin-old-xid-forms.txt"].lines)
+    older = read_kernel_log(_real("pastebin-old-xid-forms.txt"))
     assert [e.event.kind for e in older][:2] == ["xid", "bus_off"]
-    assert [
-        e.event.kind for e in read_kernel_log(files["nvsentinel-fallen-off-bus.txt"].lines)
-    ] == ["bus_off"]
+    assert [e.event.kind for e in read_kernel_log(_real("nvsentinel-fallen-off-bus.txt"))] == [
+        "bus_off"
+    ]
+    # 525 on a laptop: the fall line 9 us after its Xid 79 (a journal with the kernel's time)
+    t450s = read_kernel_log(_real("t450s-bug-report-xid79-fallen-off-bus-across-boots.txt"))
+    assert [(e.line_no, e.event.kind) for e in t450s] == [(8, "xid")]
+
+
+def test_a_fall_of_another_boot_or_far_from_an_xid_79_is_its_own_event() -> None:
+    # Constructed from real lines. The driver prints the fall line right after its Xid 79 (the
+    # corpus: the next record, 4-9 us later); one further away, or in another boot, is another
+    # fall whose Xid line was lost.
+    t450s = _real("t450s-bug-report-xid79-fallen-off-bus-across-boots.txt")
+    xid, load = t450s[7], t450s[:6]  # Xid 79 at 65.3 s; a boot's six driver load lines
+    ogkm = _real("ogkm-1151-610-xid79-rc-all-channels-pf-flr.txt")
+    # a boot's load lines between a bare paste's Xid 79 and the fall of the same GPU
+    far = read_kernel_log([ogkm[2], *load, ogkm[3]])
+    assert [(e.line_no, e.event.kind) for e in far] == [(1, "xid"), (8, "bus_off")]
+    # the next line, but its kernel time (269.5 s, an older driver's form) is not this boot's
+    fall = _real("pastebin-old-xid-forms.txt")[1]
+    later = read_kernel_log([xid, fall])
+    assert [(e.line_no, e.event.kind, e.event.device) for e in later] == [
+        (1, "xid", "0000:01:00"),
+        (2, "bus_off", "0000:01:00"),
+    ]
