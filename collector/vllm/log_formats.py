@@ -207,8 +207,11 @@ STARTING_OR_STOPPED = STARTING | {"stopped"}
 # past its timeout once per rank; the "watchdog thread terminated with exception: ..." line after
 # it restates it. "watchdog got stuck" is its heartbeat monitor: a NCCL/CUDA call never returned.
 # With the Ray executor, a worker that never returns its step's output times out the engine's
-# read of the compiled graph's channel (RayChannelTimeoutError, 0.7+) or its ray.get
-# (GetTimeoutError); the exception line names it, a source line or an import does not.
+# read of the compiled graph's channel (RayChannelTimeoutError, 0.7+; read only for the steps)
+# or its ray.get (GetTimeoutError); the exception line names it, a source line or an import
+# does not. A ray.get timing out while the start is under way waits on a start, not a step:
+# vLLM's placement-group wait (0.4-0.5), Ray Data's actor pool waiting on actors still loading
+# (ray#47183, vllm#9694): quiet then, like the shared-memory line.
 HANG_SIGNALS = (
     (
         "shm_broadcast_timeout",
@@ -219,7 +222,8 @@ HANG_SIGNALS = (
         STARTING_OR_STOPPED,
     ),
     ("rpc_timeout", re.compile(r"RPC call to \w+ timed out"), ALWAYS),
-    ("ray_timeout", re.compile(r"\b(?:RayChannelTimeoutError|GetTimeoutError): "), ALWAYS),
+    ("ray_timeout", re.compile(r"\bRayChannelTimeoutError: "), ALWAYS),
+    ("ray_timeout", re.compile(r"\bGetTimeoutError: "), STARTING),
     ("engine_iteration_timeout", re.compile(r"Engine iteration timed out"), ALWAYS),
     (
         "nccl_watchdog_timeout",

@@ -396,6 +396,26 @@ def test_a_ray_executor_timeout_is_a_hang_signal() -> None:
     )
 
 
+def test_rays_get_timeout_while_the_start_is_under_way_is_no_hang() -> None:
+    # Constructed from real lines: vllm#6768's (0.5) load line, ray#53845's channel timeout and
+    # ray#47183's exception line (Ray Data's actor pool timing out its ray.get on actors whose
+    # vLLM was still loading its weights; vllm#9694 the same with TP > 1). vLLM's own ray.get
+    # timeout while starting is its placement-group wait (0.4-0.5: ray.get(pg.ready(),
+    # timeout=1800)): a slow or stuck start, which its outcome tells, not a hung engine (like
+    # the shared-memory line). The compiled graph's channel is read only for the engine's
+    # steps: its timeout stays a hang signal in any phase.
+    load = "INFO 07-24 03:57:31 model_runner.py:266] Loading model weights took 13.4966 GB"
+    get = "ray.exceptions.GetTimeoutError: Get timed out: some object(s) not ready."
+    channel = (
+        "ERROR 06-16 10:59:13 [core.py:505] ray.exceptions.RayChannelTimeoutError: System "
+        "error: Timed out waiting for object available to read. ObjectID: "
+        "00cc316456d39201286bda103a37bbae72e42e380100000004e1f505"
+    )
+    assert _signals([load, get]) == []
+    assert _signals([load, channel]) == [("ray_timeout", "loading_weights")]
+    assert _signals([get]) == [("ray_timeout", None)]
+
+
 def test_the_nccl_watchdog_stuck_in_a_cuda_call() -> None:
     # torch 2.3's heartbeat monitor (vllm#9839); the "Heartbeat monitor timed out!" line before
     # it is the same event.
