@@ -379,6 +379,8 @@ def test_the_nccl_watchdog_timing_out_a_collective_is_one_signal_per_rank() -> N
 def test_a_ray_executor_timeout_is_a_hang_signal() -> None:
     # The Ray executor's RPC timeout: the compiled graph's channel read (ray#53845, ray#59249)
     # or ray.get timing out; the traceback's source lines and an import name no timeout.
+    # ray#53845's line is cut short after its ObjectID's first hex digits; the last two lines
+    # (a traceback's source line, an import) are constructed.
     assert (
         _signals(
             [
@@ -1431,7 +1433,8 @@ def test_a_bare_traceback_through_v0s_engine_loop_is_a_crash() -> None:
 )
 def test_a_bare_traceback_through_building_the_model_failed_its_start(frame: str) -> None:
     # The engine's error traceback cut before its exception and without its header: the
-    # model is built only while a start loads it.
+    # model is built only while a start loads it. Constructed: each real frame behind
+    # Qwen3-VL#1204's header (vllm#16343's frame had its own, of the same form).
     line = "ERROR 05-13 21:09:41 [core.py:396] " + frame
     assert [p.outcome for p in parse_vllm_log([line])] == ["failed"]
 
