@@ -114,7 +114,7 @@ ROOT_CAUSE = re.compile(
     r"User-specified max_model_len \(\d+\) is greater than|"
     r"CUDA out of memory|OutOfMemoryError|NCCL error\b|"
     r"Timed out waiting for engine core processes to start|"
-    r"Timed out waiting for engines to send initial message|"
+    r"Timed out waiting for engines to send ?initial message|"  # vLLM printed "sendinitial"
     r"A worker died or was killed while executing a task by an unexpected system error"
 )
 # The multiproc executor's worker logs "WorkerProc failed to start." when its constructor raises
