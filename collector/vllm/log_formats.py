@@ -89,8 +89,9 @@ STOPPED = re.compile(
 # Root causes (specific) beat the generic "engine failed" lines for `error`. The KV-capacity
 # error said "models's max seq len" from 0.7.3 to 0.21, "model's" after, and V0 had its own.
 # Out of memory in the CUDA driver's wording ("CUDA error: out of memory", e.g. at CUDA graph
-# capture) as well as PyTorch allocator's; NCCL failing ("NCCL error: unhandled system error",
-# pynccl's RuntimeError and torch's "NCCL error in:") while the workers set up their groups.
+# capture) as well as PyTorch allocator's (on ROCm "HIP out of memory"); NCCL failing ("NCCL
+# error: unhandled system error", pynccl's RuntimeError and torch's "NCCL error in:") while the
+# workers set up their groups.
 # A CUDA fault is a root cause too, and kills a serving engine: the CUDA runtime's error as
 # PyTorch raises it ("RuntimeError: CUDA error: an illegal memory access was encountered",
 # torch.AcceleratorError from 2.8, vLLM's "Worker failed with error 'CUDA error: ...", the
@@ -112,7 +113,7 @@ ROOT_CAUSE = re.compile(
     r"Failed to load model - not enough GPU memory|"
     r"No CUDA GPUs are available|Current node has no GPU available|"
     r"User-specified max_model_len \(\d+\) is greater than|"
-    r"CUDA out of memory|OutOfMemoryError|NCCL error\b|"
+    r"(?:CUDA|HIP) out of memory|OutOfMemoryError|NCCL error\b|"
     r"Timed out waiting for engine core processes to start|"
     r"Timed out waiting for engines to send ?initial message|"  # vLLM printed "sendinitial"
     r"A worker died or was killed while executing a task by an unexpected system error"

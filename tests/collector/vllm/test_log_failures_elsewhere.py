@@ -18,3 +18,14 @@ def test_the_engines_initial_message_timeout_in_vllms_own_joined_words() -> None
     lines = _lines("v0.1x-ascend-3977-apiserver-engines-sendinitial-timeout")
     [plan] = parse_vllm_log(lines)
     assert (plan.outcome, plan.error) == ("failed", lines[-1])
+
+
+
+def test_rocms_allocator_running_out_is_a_root_cause() -> None:
+    # nlzy/vllm-gfx906#14: PyTorch's ROCm allocator says "HIP out of memory" where CUDA's
+    # says "CUDA out of memory" (the paste dropped "torch.OutOfMemoryError: " before it).
+    # Constructed: that record alone, cut from the line the paste joined it into.
+    [line] = _lines("v0.9-gfx906-14-hip-oom-joined-records")
+    oom = line[: line.index("environment-variables)") + len("environment-variables)")]
+    [plan] = parse_vllm_log([oom])
+    assert (plan.outcome, plan.error) == ("failed", oom)
