@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collector.vllm.log_parser import parse_vllm_log
 from tests.support.real_corpus import vllm_logs
+from tests.support.timing import fastest
 
 
 def _lines(stem: str) -> list[str]:
@@ -29,3 +30,27 @@ def test_rocms_allocator_running_out_is_a_root_cause() -> None:
     oom = line[: line.index("environment-variables)") + len("environment-variables)")]
     [plan] = parse_vllm_log([oom])
     assert (plan.outcome, plan.error) == ("failed", oom)
+
+
+def test_records_a_paste_joined_with_runs_of_spaces_are_read_one_by_one() -> None:
+    # nlzy/vllm-gfx906#14: the terminal copy joined the OOM and the engine's traceback header
+    # into one line, each record padded with spaces; the first is no shipper's prefix.
+    [line] = _lines("v0.9-gfx906-14-hip-oom-joined-records")
+    [plan] = parse_vllm_log([line])
+    assert plan.outcome == "failed"
+    assert plan.error is not None and plan.error.startswith("HIP out of memory. Tried to")
+    assert plan.error.endswith("environment-variables)")
+
+
+
+def test_joined_records_are_found_in_linear_time() -> None:
+    # Constructed: runs of spaces, each before a near-header or a header, against a line of
+    # the same length without them (no wall-clock limit: the machine is shared).
+    def cost(record: str) -> float:
+        line = record * (200_000 // len(record))
+        return fastest(lambda: parse_vllm_log([line]))
+
+    plain = "x" * 64
+    assert cost("x" + " " * 50 + "INFO 07-04 1") < 50 * cost(plain)
+    assert cost("x" + " " * 40 + "INFO 07-04 14:53:23 [a.py:1] y") < 50 * cost(plain)
+    assert cost("x" + " " * 20_000) < 50 * cost(plain)
