@@ -44,7 +44,8 @@ SPEC_CONFIG = re.compile(
 )
 # "GB" (0.5-0.8.2) and "GiB" both count bytes / 2**30: the figure is GiB either way.
 MODEL_LOAD = re.compile(rf"Model loading took {FLOAT} Gi?B(?: memory)? and {FLOAT} seconds")
-MODEL_LOAD_V0 = re.compile(rf"Loading model weights took {FLOAT} GB")
+# Gaudi's HPU model runner says "took in total 32.48 GiB of device memory (...)" (vllm-fork#488).
+MODEL_LOAD_V0 = re.compile(rf"Loading model weights took (?:in total )?{FLOAT} Gi?B")
 # V1 compiles the model (torch.compile, 0.7+) inside its profile and warmup run; its total
 # "torch.compile takes %.2f s in total" says "took" in later releases (0.19.2 does). The warmup
 # after the KV cache is sized (kernel_warmup.py: FlashInfer's autotune, in FlashInfer's words

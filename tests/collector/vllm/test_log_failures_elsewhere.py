@@ -54,3 +54,11 @@ def test_joined_records_are_found_in_linear_time() -> None:
     assert cost("x" + " " * 50 + "INFO 07-04 1") < 50 * cost(plain)
     assert cost("x" + " " * 40 + "INFO 07-04 14:53:23 [a.py:1] y") < 50 * cost(plain)
     assert cost("x" + " " * 20_000) < 50 * cost(plain)
+
+
+def test_the_hpu_runners_load_summary_states_the_weights_memory() -> None:
+    # HabanaAI/vllm-fork#488 (Gaudi 2): the HPU model runner's "Loading model weights took in
+    # total 32.48 GiB of device memory (...)" is V0's load line in its words.
+    lines = _lines("v0.6-habana-488-gaudi2-inc-fp8-ray-load")
+    [plan] = parse_vllm_log(lines)
+    assert (plan.model_load_gib, plan.model_load_s, plan.phase) == (32.48, None, "loading_weights")
