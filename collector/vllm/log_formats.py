@@ -145,6 +145,9 @@ CRASH = re.compile(
     r"Engine loop has died|EngineDeadError|EngineCore encountered a fatal error|"
     r"AsyncLLM output_handler failed|Engine background task failed|Engine iteration timed out"
 )
+# The shell's word for its foreground job dying of SIGKILL (mostly the kernel's OOM killer):
+# the server process is gone, whatever its engine was doing (dusty-nv/jetson-containers#795).
+KILLED = "Killed"
 TRACEBACK = "Traceback (most recent call last):"
 # The last line of a traceback: the exception, unindented.
 EXCEPTION = re.compile(

@@ -3,7 +3,8 @@
 - ``failed``: the start died before serving: a root cause (in any spelling vLLM used), the
   engine's generic failure lines, the engine never starting in time, a traceback in the API
   server ending in an exception, or the engine's own dying traceback (logged by its core.py)
-  while the start was under way, even without its header line.
+  while the start was under way, even without its header line; or the shell's "Killed" (the
+  process SIGKILLed, which crashes a server that was serving).
 - ``started``: serving: uvicorn's "Application startup complete", "Starting vLLM server on",
   a request answered 200, or the engine's periodic stats line (a captured log may lack the
   first).
@@ -215,6 +216,8 @@ def outcome_of(
         return None
     if _engine_died_starting(state, outcome, level, msg, clean, phase):
         return Outcome("failed", None)
+    if msg.strip() == fmt.KILLED and outcome in ("incomplete", "started"):
+        return Outcome("failed" if outcome == "incomplete" else "crashed", clean, root_cause=True)
     if (
         fmt.READY.search(msg)
         or fmt.SERVING.search(msg)

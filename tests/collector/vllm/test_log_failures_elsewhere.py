@@ -62,3 +62,20 @@ def test_the_hpu_runners_load_summary_states_the_weights_memory() -> None:
     lines = _lines("v0.6-habana-488-gaudi2-inc-fp8-ray-load")
     [plan] = parse_vllm_log(lines)
     assert (plan.model_load_gib, plan.model_load_s, plan.phase) == (32.48, None, "loading_weights")
+
+
+def test_the_shells_killed_is_the_process_dying() -> None:
+    # dusty-nv/jetson-containers#795 (Orin NX, unified memory): after the KV plan the shell
+    # reports "Killed" (SIGKILL, the kernel's OOM killer): the start died there.
+    lines = _lines("v0.6-jetson-795-orin-nx-gguf-kv-then-killed")
+    [plan] = parse_vllm_log(lines)
+    assert (plan.outcome, plan.error, plan.kv_cache_tokens) == ("failed", "Killed", 189376)
+    # Constructed around the real line: a server that was serving crashed; alone, or after
+    # a clean stop, it says nothing of a start.
+    serving = [lines[-2], "INFO:     Application startup complete.", "Killed"]
+    [plan] = parse_vllm_log(serving)
+    assert (plan.outcome, plan.error) == ("crashed", "Killed")
+    assert parse_vllm_log(["Killed"]) == []
+    stopped = [*serving[:2], "INFO:     Shutting down", "Killed"]
+    [plan] = parse_vllm_log(stopped)
+    assert (plan.outcome, plan.error) == ("started", None)
