@@ -180,8 +180,10 @@ STARTUP_FRAME = re.compile(
 # The engine's run_engine_core logs a traceback at ERROR only when the engine dies: a frame of
 # it while the start has not served is a failed start, even where the capture lost its header
 # ("EngineCore failed to start.") and its exception. Its logger is core.py ("[core.py:1142]",
-# "[v1/engine/core.py:718]" with DEBUG paths).
-ENGINE_LOGGED = re.compile(r"[\[/]core\.py:\d+\\?\]")
+# "[v1/engine/core.py:718]" with DEBUG paths). A V1 worker's busy loop (multiproc_executor.py,
+# "WorkerProc hit an exception.") runs the engine's startup calls until the server serves: its
+# traceback then fails the start too (intel/llm-scaler#382, cut before its startup frames).
+ENGINE_LOGGED = re.compile(r"[\[/](?:core|multiproc_executor)\.py:\d+\\?\]")
 # The server process's own top frame: its CLI's main ("vllm serve") or the old module entry
 # ("python -m vllm.entrypoints.openai.api_server"). A traceback reaching it was uncaught: that
 # process is dying.

@@ -176,9 +176,9 @@ def _guess_corrected(state: OutcomeState, msg: str, error: str | None) -> Outcom
 def _engine_died_starting(
     state: OutcomeState, outcome: str, level: str | None, msg: str, clean: str, phase: str | None
 ) -> bool:
-    """A frame of the engine's dying traceback (``ENGINE_LOGGED``, at ERROR) or of the server
-    process's uncaught one (``SERVER_TOP``) while its start was under way: the start failed;
-    the traceback's exception line, if captured, is its error."""
+    """A frame of the engine's or a worker's traceback (``ENGINE_LOGGED``, at ERROR) or of the
+    server process's uncaught one (``SERVER_TOP``) while its start was under way: the start
+    failed; the traceback's exception line, if captured, is its error."""
     if outcome != "incomplete" or phase not in fmt.STARTING:
         return False
     if not fmt.FRAME.match(msg.lstrip(" ")):

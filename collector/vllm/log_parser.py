@@ -259,6 +259,8 @@ class VllmLogParser(ProfilingLog):
         self._config(plan, msg, ctx, facts)
         self._drafter(plan, msg, ctx, facts)
         m = fmt.MODEL_LOAD.search(msg) or fmt.MODEL_LOAD_V0.search(msg)
+        if m and plan.phase is None:  # a capture that begins at the weights' load line
+            self._enter(plan, "loading_weights", ctx, facts)
         if m and plan.model_load_gib is None:
             self._set(plan, "model_load_gib", float(m.group(1)), ctx, facts)
             if m.re is fmt.MODEL_LOAD:

@@ -79,3 +79,18 @@ def test_the_shells_killed_is_the_process_dying() -> None:
     stopped = [*serving[:2], "INFO:     Shutting down", "Killed"]
     [plan] = parse_vllm_log(stopped)
     assert (plan.outcome, plan.error) == ("started", None)
+
+
+def test_a_workers_busy_loop_raising_while_its_start_is_under_way_failed_it() -> None:
+    # intel/llm-scaler#382 (0.14, two Arc B70): the capture begins at the weights' load line,
+    # then rank 0's busy loop raises ("WorkerProc hit an exception.", logged by
+    # multiproc_executor.py) during the profile run; cut before its startup frames. The busy
+    # loop runs the engine's startup calls until the server serves: the start failed.
+    lines = _lines("v0.14-llmscaler-382-b70-worker-exception-profiling")
+    [plan] = parse_vllm_log(lines)
+    assert plan.phases[0]["phase"] == "loading_weights"
+    assert (plan.outcome, plan.error) == ("failed", None)
+    # Constructed: the same traceback once the server serves decides nothing.
+    served = [lines[0], "INFO:     Application startup complete.", *lines[3:]]
+    [plan] = parse_vllm_log(served)
+    assert plan.outcome == "started"
