@@ -44,7 +44,8 @@ SPEC_CONFIG = re.compile(
 )
 # "GB" (0.5-0.8.2) and "GiB" both count bytes / 2**30: the figure is GiB either way.
 MODEL_LOAD = re.compile(rf"Model loading took {FLOAT} Gi?B(?: memory)? and {FLOAT} seconds")
-MODEL_LOAD_V0 = re.compile(rf"Loading model weights took {FLOAT} GB")
+# Gaudi's HPU model runner says "took in total 32.48 GiB of device memory (...)" (vllm-fork#488).
+MODEL_LOAD_V0 = re.compile(rf"Loading model weights took (?:in total )?{FLOAT} Gi?B")
 # V1 compiles the model (torch.compile, 0.7+) inside its profile and warmup run; its total
 # "torch.compile takes %.2f s in total" says "took" in later releases (0.19.2 does). The warmup
 # after the KV cache is sized (kernel_warmup.py: FlashInfer's autotune, in FlashInfer's words
@@ -89,8 +90,9 @@ STOPPED = re.compile(
 # Root causes (specific) beat the generic "engine failed" lines for `error`. The KV-capacity
 # error said "models's max seq len" from 0.7.3 to 0.21, "model's" after, and V0 had its own.
 # Out of memory in the CUDA driver's wording ("CUDA error: out of memory", e.g. at CUDA graph
-# capture) as well as PyTorch allocator's; NCCL failing ("NCCL error: unhandled system error",
-# pynccl's RuntimeError and torch's "NCCL error in:") while the workers set up their groups.
+# capture) as well as PyTorch allocator's (on ROCm "HIP out of memory"); NCCL failing ("NCCL
+# error: unhandled system error", pynccl's RuntimeError and torch's "NCCL error in:") while the
+# workers set up their groups.
 # A CUDA fault is a root cause too, and kills a serving engine: the CUDA runtime's error as
 # PyTorch raises it ("RuntimeError: CUDA error: an illegal memory access was encountered",
 # torch.AcceleratorError from 2.8, vLLM's "Worker failed with error 'CUDA error: ...", the
@@ -112,9 +114,9 @@ ROOT_CAUSE = re.compile(
     r"Failed to load model - not enough GPU memory|"
     r"No CUDA GPUs are available|Current node has no GPU available|"
     r"User-specified max_model_len \(\d+\) is greater than|"
-    r"CUDA out of memory|OutOfMemoryError|NCCL error\b|"
+    r"(?:CUDA|HIP) out of memory|OutOfMemoryError|NCCL error\b|"
     r"Timed out waiting for engine core processes to start|"
-    r"Timed out waiting for engines to send initial message|"
+    r"Timed out waiting for engines to send ?initial message|"  # vLLM printed "sendinitial"
     r"A worker died or was killed while executing a task by an unexpected system error"
 )
 # The multiproc executor's worker logs "WorkerProc failed to start." when its constructor raises
@@ -143,6 +145,9 @@ CRASH = re.compile(
     r"Engine loop has died|EngineDeadError|EngineCore encountered a fatal error|"
     r"AsyncLLM output_handler failed|Engine background task failed|Engine iteration timed out"
 )
+# The shell's word for its foreground job dying of SIGKILL (mostly the kernel's OOM killer):
+# the server process is gone, whatever its engine was doing (dusty-nv/jetson-containers#795).
+KILLED = "Killed"
 TRACEBACK = "Traceback (most recent call last):"
 # The last line of a traceback: the exception, unindented.
 EXCEPTION = re.compile(
@@ -175,8 +180,10 @@ STARTUP_FRAME = re.compile(
 # The engine's run_engine_core logs a traceback at ERROR only when the engine dies: a frame of
 # it while the start has not served is a failed start, even where the capture lost its header
 # ("EngineCore failed to start.") and its exception. Its logger is core.py ("[core.py:1142]",
-# "[v1/engine/core.py:718]" with DEBUG paths).
-ENGINE_LOGGED = re.compile(r"[\[/]core\.py:\d+\\?\]")
+# "[v1/engine/core.py:718]" with DEBUG paths). A V1 worker's busy loop (multiproc_executor.py,
+# "WorkerProc hit an exception.") runs the engine's startup calls until the server serves: its
+# traceback then fails the start too (intel/llm-scaler#382, cut before its startup frames).
+ENGINE_LOGGED = re.compile(r"[\[/](?:core|multiproc_executor)\.py:\d+\\?\]")
 # The server process's own top frame: its CLI's main ("vllm serve") or the old module entry
 # ("python -m vllm.entrypoints.openai.api_server"). A traceback reaching it was uncaught: that
 # process is dying.

@@ -35,6 +35,13 @@ HEADER = re.compile(
     r"(?P<date>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+"
     r"\\?\[?(?P<src>[\w./-]+:\d+)\\?\]\s?(?P<msg>.*)$"
 )
+# Where a paste joined records into one line, padding each with a run of spaces (a terminal
+# copy, nlzy/vllm-gfx906#14): the run right before a header (its tag, level and time). Only a
+# run's first space may start the match, so a long run is scanned once.
+JOINED = re.compile(
+    r"(?<=\S)\s{2,}(?=(?:\([\w.:-]+ pid=\d+\)\s+)?"
+    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d)"
+)
 TAG_ONLY = re.compile(r"\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s?(?P<msg>.*)$")
 # vLLM's own process tags, whatever their fields: V1's worker "(VllmWorker rank=7 pid=N)", a
 # Ray worker's "(RayWorkerWrapper pid=N, ip=...)" printed inside the engine's tag.
@@ -52,6 +59,11 @@ class VllmLine:
     clean: str
     # The "(EngineCore_DP0 pid=N)" tag ("" without one): engines' tracebacks interleave.
     proc: str = ""
+
+
+def records(line: str) -> list[str]:
+    """The records a line holds: one, unless a paste joined several (``JOINED``)."""
+    return JOINED.split(line)
 
 
 def split_vllm_line(line: str) -> VllmLine:

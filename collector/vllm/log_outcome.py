@@ -3,7 +3,8 @@
 - ``failed``: the start died before serving: a root cause (in any spelling vLLM used), the
   engine's generic failure lines, the engine never starting in time, a traceback in the API
   server ending in an exception, or the engine's own dying traceback (logged by its core.py)
-  while the start was under way, even without its header line.
+  while the start was under way, even without its header line; or the shell's "Killed" (the
+  process SIGKILLed, which crashes a server that was serving).
 - ``started``: serving: uvicorn's "Application startup complete", "Starting vLLM server on",
   a request answered 200, or the engine's periodic stats line (a captured log may lack the
   first).
@@ -178,9 +179,9 @@ def _guess_corrected(state: OutcomeState, msg: str, error: str | None) -> Outcom
 def _engine_died_starting(
     state: OutcomeState, outcome: str, level: str | None, msg: str, clean: str, phase: str | None
 ) -> bool:
-    """A frame of the engine's dying traceback (``ENGINE_LOGGED``, at ERROR) or of the server
-    process's uncaught one (``SERVER_TOP``) while its start was under way: the start failed;
-    the traceback's exception line, if captured, is its error."""
+    """A frame of the engine's or a worker's traceback (``ENGINE_LOGGED``, at ERROR) or of the
+    server process's uncaught one (``SERVER_TOP``) while its start was under way: the start
+    failed; the traceback's exception line, if captured, is its error."""
     if outcome != "incomplete" or phase not in fmt.STARTING:
         return False
     if not fmt.FRAME.match(msg.lstrip(" ")):
@@ -218,6 +219,8 @@ def outcome_of(
         return None
     if _engine_died_starting(state, outcome, level, msg, clean, phase):
         return Outcome("failed", None)
+    if msg.strip() == fmt.KILLED and outcome in ("incomplete", "started"):
+        return Outcome("failed" if outcome == "incomplete" else "crashed", clean, root_cause=True)
     if (
         fmt.READY.search(msg)
         or fmt.SERVING.search(msg)

@@ -23,7 +23,7 @@ from collector.vllm.log_config import (
     config_fields,
 )
 from collector.vllm.log_facts import Ctx, VllmFact
-from collector.vllm.log_lines import VllmLine, split_vllm_line
+from collector.vllm.log_lines import VllmLine, records, split_vllm_line
 from collector.vllm.log_memory import ProfilingLog
 from collector.vllm.log_outcome import (
     OutcomeState,
@@ -94,6 +94,9 @@ class VllmLogParser(ProfilingLog):
         self._line_count += 1
         if line_no is None:
             line_no = self._line_count
+        return [fact for record in records(line) for fact in self._record(record, ts, line_no)]
+
+    def _record(self, line: str, ts: float | None, line_no: int) -> list[VllmFact]:
         config, self._engine_config = self._engine_config, None
         if not line.strip():
             return []
@@ -256,6 +259,8 @@ class VllmLogParser(ProfilingLog):
         self._config(plan, msg, ctx, facts)
         self._drafter(plan, msg, ctx, facts)
         m = fmt.MODEL_LOAD.search(msg) or fmt.MODEL_LOAD_V0.search(msg)
+        if m and plan.phase is None:  # a capture that begins at the weights' load line
+            self._enter(plan, "loading_weights", ctx, facts)
         if m and plan.model_load_gib is None:
             self._set(plan, "model_load_gib", float(m.group(1)), ctx, facts)
             if m.re is fmt.MODEL_LOAD:

@@ -1,0 +1,96 @@
+"""How a start fails in the words other platforms, shells and vLLM's own typos give it: read
+from real logs in other projects' trackers (``tests/fixtures/real/vllm``)."""
+
+from __future__ import annotations
+
+from collector.vllm.log_parser import parse_vllm_log
+from tests.support.real_corpus import vllm_logs
+from tests.support.timing import fastest
+
+
+def _lines(stem: str) -> list[str]:
+    [log] = [log for log in vllm_logs() if log.path.stem == stem]
+    return log.lines
+
+
+def test_the_engines_initial_message_timeout_in_vllms_own_joined_words() -> None:
+    # vllm-project/vllm-ascend#3977: core_client's two literals join without a space
+    # ("...to send" "initial message..."): the API server gave up on its engines.
+    lines = _lines("v0.1x-ascend-3977-apiserver-engines-sendinitial-timeout")
+    [plan] = parse_vllm_log(lines)
+    assert (plan.outcome, plan.error) == ("failed", lines[-1])
+
+
+
+def test_rocms_allocator_running_out_is_a_root_cause() -> None:
+    # nlzy/vllm-gfx906#14: PyTorch's ROCm allocator says "HIP out of memory" where CUDA's
+    # says "CUDA out of memory" (the paste dropped "torch.OutOfMemoryError: " before it).
+    # Constructed: that record alone, cut from the line the paste joined it into.
+    [line] = _lines("v0.9-gfx906-14-hip-oom-joined-records")
+    oom = line[: line.index("environment-variables)") + len("environment-variables)")]
+    [plan] = parse_vllm_log([oom])
+    assert (plan.outcome, plan.error) == ("failed", oom)
+
+
+def test_records_a_paste_joined_with_runs_of_spaces_are_read_one_by_one() -> None:
+    # nlzy/vllm-gfx906#14: the terminal copy joined the OOM and the engine's traceback header
+    # into one line, each record padded with spaces; the first is no shipper's prefix.
+    [line] = _lines("v0.9-gfx906-14-hip-oom-joined-records")
+    [plan] = parse_vllm_log([line])
+    assert plan.outcome == "failed"
+    assert plan.error is not None and plan.error.startswith("HIP out of memory. Tried to")
+    assert plan.error.endswith("environment-variables)")
+
+
+
+def test_joined_records_are_found_in_linear_time() -> None:
+    # Constructed: runs of spaces, each before a near-header or a header, against a line of
+    # the same length without them (no wall-clock limit: the machine is shared).
+    def cost(record: str) -> float:
+        line = record * (200_000 // len(record))
+        return fastest(lambda: parse_vllm_log([line]))
+
+    plain = "x" * 64
+    assert cost("x" + " " * 50 + "INFO 07-04 1") < 50 * cost(plain)
+    assert cost("x" + " " * 40 + "INFO 07-04 14:53:23 [a.py:1] y") < 50 * cost(plain)
+    assert cost("x" + " " * 20_000) < 50 * cost(plain)
+
+
+def test_the_hpu_runners_load_summary_states_the_weights_memory() -> None:
+    # HabanaAI/vllm-fork#488 (Gaudi 2): the HPU model runner's "Loading model weights took in
+    # total 32.48 GiB of device memory (...)" is V0's load line in its words.
+    lines = _lines("v0.6-habana-488-gaudi2-inc-fp8-ray-load")
+    [plan] = parse_vllm_log(lines)
+    assert (plan.model_load_gib, plan.model_load_s, plan.phase) == (32.48, None, "loading_weights")
+
+
+def test_the_shells_killed_is_the_process_dying() -> None:
+    # dusty-nv/jetson-containers#795 (Orin NX, unified memory): after the KV plan the shell
+    # reports "Killed" (SIGKILL, the kernel's OOM killer): the start died there.
+    lines = _lines("v0.6-jetson-795-orin-nx-gguf-kv-then-killed")
+    [plan] = parse_vllm_log(lines)
+    assert (plan.outcome, plan.error, plan.kv_cache_tokens) == ("failed", "Killed", 189376)
+    # Constructed around the real line: a server that was serving crashed; alone, or after
+    # a clean stop, it says nothing of a start.
+    serving = [lines[-2], "INFO:     Application startup complete.", "Killed"]
+    [plan] = parse_vllm_log(serving)
+    assert (plan.outcome, plan.error) == ("crashed", "Killed")
+    assert parse_vllm_log(["Killed"]) == []
+    stopped = [*serving[:2], "INFO:     Shutting down", "Killed"]
+    [plan] = parse_vllm_log(stopped)
+    assert (plan.outcome, plan.error) == ("started", None)
+
+
+def test_a_workers_busy_loop_raising_while_its_start_is_under_way_failed_it() -> None:
+    # intel/llm-scaler#382 (0.14, two Arc B70): the capture begins at the weights' load line,
+    # then rank 0's busy loop raises ("WorkerProc hit an exception.", logged by
+    # multiproc_executor.py) during the profile run; cut before its startup frames. The busy
+    # loop runs the engine's startup calls until the server serves: the start failed.
+    lines = _lines("v0.14-llmscaler-382-b70-worker-exception-profiling")
+    [plan] = parse_vllm_log(lines)
+    assert plan.phases[0]["phase"] == "loading_weights"
+    assert (plan.outcome, plan.error) == ("failed", None)
+    # Constructed: the same traceback once the server serves decides nothing.
+    served = [lines[0], "INFO:     Application startup complete.", *lines[3:]]
+    [plan] = parse_vllm_log(served)
+    assert plan.outcome == "started"
