@@ -45,7 +45,12 @@ _GSP_FAMILIES: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ),
     (
         "boot",
-        re.compile(r"WPR2|_?kgspBoot\w*|(?i:GFW[_ ]?boot)|\bboot(?:ing)? GSP|GSP-RM\b.*\bboot"),
+        # Hopper+ boot GSP-RM through the FSP: "FSP command timed out", "Timed out waiting for
+        # FSP command queue to be empty" (the command dump after them has no failure word)
+        re.compile(
+            r"WPR2|_?kgspBoot\w*|(?i:GFW[_ ]?boot)|\bboot(?:ing)? GSP|GSP-RM\b.*\bboot|"
+            r"\bFSP command\b"
+        ),
         True,
     ),
 )
@@ -73,6 +78,7 @@ def may_be_gsp(t: str) -> bool:
         or "WPR2" in t
         or "GFW" in t
         or "Gfw" in t
+        or "FSP" in t
     )
 
 

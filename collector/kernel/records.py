@@ -63,9 +63,9 @@ def _json_message(line: str) -> str | None:
         obj = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(obj, dict):
-        return None
-    msg = obj.get("MESSAGE")
+    if not isinstance(obj, dict) or "MESSAGE" not in obj:
+        return None  # another tool's JSON log, no journal entry: read the line as text
+    msg = obj["MESSAGE"]
     if isinstance(msg, list):  # journald exports non-UTF-8 / non-printable values as bytes
         try:
             return bytes(int(b) & 0xFF for b in msg).decode("utf-8", "replace")

@@ -169,6 +169,22 @@ def test_journal_json_byte_array_message() -> None:
     assert events[1]["text"].startswith("NVRM: nvCheckOkFailedNoLog")
 
 
+def test_a_json_line_that_is_no_journal_entry_is_read_as_its_text(tmp_path: Path) -> None:
+    """A JSON log of another tool (a health monitor quoting the journal's ``MESSAGE=`` field,
+    NVIDIA/NVSentinel#1475, shortened here) is no journal entry: read as text, as ingest reads
+    each line, not dropped. A journal entry with an empty message stays empty."""
+    log = tmp_path / "monitor.log"
+    log.write_text(
+        '{"time":"2026-07-10T08:41:31.076382647Z","level":"INFO","msg":"Attempting to send '
+        'health event","module":"syslog-health-monitor","events":{"events":[{"message":'
+        '"MESSAGE=NVRM: Xid (PCI:000b:00:00): 13, pid=3737626, name=xid_trigger, Graphics '
+        'Exception: ChID 000a, Class 0000c6c0, Offset 00000510, Data 0017e2ac"}]}}\n'
+        '{"MESSAGE": "", "SYSLOG_IDENTIFIER": "kernel", "NVRM": "Xid (PCI:0000:01:00): 79"}\n'
+    )  # constructed: the second line is a journal entry whose message is empty
+    [event] = inspect_kernel_log(log)
+    assert (event["kind"], event["xid"], event["line_no"]) == ("xid", 13, 1)
+
+
 def test_vllm_json_keys_exact() -> None:
     result = inspect_vllm_log(VLLM / "v0.33.0_restart_fail_then_start.log")
     assert list(result) == ["starts", "hang_signals"]

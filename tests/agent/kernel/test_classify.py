@@ -349,6 +349,27 @@ def test_gsp_failure_families(line: str, family: str, device: str | None) -> Non
     assert event is not None and (event.kind, event.code, event.device) == ("gsp", family, device)
 
 
+def test_fsp_boot_command_timeouts_are_a_failed_gsp_boot_and_its_dump_is_not() -> None:
+    """Hopper and later boot GSP-RM through the FSP: its command timing out is the boot failing
+    (real lines: NVIDIA/nvtrust#58, #77, open-gpu-kernel-modules#729); the command dump after it
+    and FSP debug-state lines are the report, not events."""
+    for line in (
+        "[  445.525805] NVRM: kfspPollForResponse_IMPL: FSP command timed out",
+        "[  279.949523] NVRM: kfspPollForQueueEmpty_IMPL: Timed out waiting for FSP command queue "
+        "to be empty.",
+    ):
+        event = classify_kernel_line(line)
+        assert event is not None and (event.kind, event.code) == ("gsp", "boot")
+    for line in (
+        "[  445.525810] NVRM: kfspSendBootCommands_GH100: Sent following content to FSP:",
+        "[  445.525812] NVRM: kfspSendBootCommands_GH100: version=0x1, size=0x35c, "
+        "gspFmcSysmemOffset=0x125380000",
+        "[  279.949534] NVRM: kfspDumpDebugState_GH100: NV_PFSP_FALCON_COMMON_SCRATCH_GROUP_2(0) "
+        "= 0x9f",
+    ):
+        assert classify_kernel_line(line) is None
+
+
 def test_a_crashcat_fault_line_without_the_nvrm_tag() -> None:
     """The CrashCat report prints its fault line bare; the frames around it keep NVRM."""
     for line in (
