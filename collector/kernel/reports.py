@@ -8,7 +8,8 @@ two entries per verdict; switches that report at once interleave their lines. A 
 report of its own switch and SXid whose verdict came last, while it is near (``SXID_GAP``
 records since that report's previous line) and, for a Severity line, of its link. A dump before
 any such verdict is a report whose verdict the capture cut off: its own occurrence, as bad as
-its switch's next verdict of the same SXid says if that follows near it.
+its Severity line says (the driver's own verdict), else as its switch's next verdict of the
+same SXid says if that follows near it.
 
 The driver's "GPU <address>: GPU has fallen off the bus." comes right after the Xid 79 it
 restates (the corpus: the next record, 4-9 us later; NVIDIA's ``osinit.c`` logs one right after
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from agent.kernel.event import KernelEvent
+from agent.kernel.nvidia import sxid_verdict
 
 # Records from one line of an SXid report to the next: switches reporting at once put their
 # lines between (three in gpud's README: four records, with its quote's blank '>' lines); an
@@ -32,7 +34,6 @@ SXID_GAP = 16
 FALL_RECORDS = 3
 FALL_SECONDS = 1.0
 _SXID_DUMP = ("Severity ", "Data {")
-_VERDICTS = ("fatal", "non-fatal")
 _LINK = re.compile(r"\bLink (\d{1,4})\b")
 _INSTANCE = re.compile(r"^Severity \d{1,3} Engine instance (\d{1,4})\b")
 # The time a line's prefix gives: the kernel's monotonic "[  65.315783]", else a clock.
@@ -57,7 +58,7 @@ class _Report:
     index: int
     record: int
     link: int | None
-    verdict: bool  # started by its verdict line (else a dump whose verdict was cut off)
+    verdict: bool  # says how bad it is: its verdict line, or a dump's Severity line
 
 
 @dataclass
@@ -124,9 +125,9 @@ class Reports:
         key = (event.pci, event.code)
         report = self._sxid.get(key)
         near = report is not None and record - report.record <= SXID_GAP
+        said = sxid_verdict(event.detail)
         if not (event.detail or "").startswith(_SXID_DUMP):  # a verdict: a new report
-            said = (event.detail or "").split(",", 1)[0].strip().lower()
-            if report is not None and near and not report.verdict and said in _VERDICTS:
+            if report is not None and near and not report.verdict and said is not None:
                 self._give_verdict(report.index, event, said)
             self._sxid[key] = _Report(len(self.events), record, _number(_LINK, event.detail), True)
             return False
@@ -137,7 +138,7 @@ class Reports:
         if report is not None and near and report.link is None:  # a verdict naming no link
             report.record, report.link = record, instance
             return True
-        self._sxid[key] = _Report(len(self.events), record, instance, False)
+        self._sxid[key] = _Report(len(self.events), record, instance, said is not None)
         return False
 
     def _give_verdict(self, index: int, verdict: KernelEvent, said: str) -> None:
