@@ -33,7 +33,7 @@ SXID_GAP = 16
 # Records and seconds from an Xid 79 to the driver's fall line restating it.
 FALL_RECORDS = 3
 FALL_SECONDS = 1.0
-_SXID_DUMP = ("Severity ", "Data {")
+SXID_DUMP = ("Severity ", "Data {")
 _LINK = re.compile(r"\bLink (\d{1,4})\b")
 _INSTANCE = re.compile(r"^Severity \d{1,3} Engine instance (\d{1,4})\b")
 # The time a line's prefix gives: the kernel's monotonic "[  65.315783]", else a clock.
@@ -99,12 +99,18 @@ def _soon_after(first: tuple[str, float] | None, then: tuple[str, float] | None)
     return 0 <= delta <= FALL_SECONDS
 
 
-class Reports:
-    """The events of one saved log as they are read (``add``), each report counted once."""
+Stamp = tuple[str, float]
 
-    def __init__(self, lines: Sequence[str]) -> None:
+
+class Reports:
+    """The events of one saved log as they are read (``add``), each report counted once.
+    ``stamps``: each line's time where the caller knows it (a record's kernel time), instead of
+    the time its prefix says."""
+
+    def __init__(self, lines: Sequence[str], stamps: Sequence[Stamp | None] | None = None) -> None:
         self.events: list[LogEvent] = []
         self._lines = lines
+        self._stamps = stamps
         self._xid79: dict[str | None, _Xid79] = {}
         self._sxid: dict[tuple[str | None, str | None], _Report] = {}
 
@@ -117,16 +123,20 @@ class Reports:
         elif event.kind == "bus_off" and self._restates_xid79(record, found):
             return
         elif event.kind == "xid" and event.code == "79":
-            stamp = _stamp(self._lines[found.line_no - 1])
-            self._xid79[event.device] = _Xid79(record, stamp)
+            self._xid79[event.device] = _Xid79(record, self._stamp_of(found.line_no))
         self.events.append(found)
+
+    def _stamp_of(self, line_no: int) -> Stamp | None:
+        if self._stamps is not None:
+            return self._stamps[line_no - 1]
+        return _stamp(self._lines[line_no - 1])
 
     def _sxid_joins(self, record: int, event: KernelEvent) -> bool:
         key = (event.pci, event.code)
         report = self._sxid.get(key)
         near = report is not None and record - report.record <= SXID_GAP
         said = sxid_verdict(event.detail)
-        if not (event.detail or "").startswith(_SXID_DUMP):  # a verdict: a new report
+        if not (event.detail or "").startswith(SXID_DUMP):  # a verdict: a new report
             if report is not None and near and not report.verdict and said is not None:
                 self._give_verdict(report.index, event, said)
             self._sxid[key] = _Report(len(self.events), record, _number(_LINK, event.detail), True)
@@ -158,7 +168,7 @@ class Reports:
         xid = self._xid79.get(found.event.device)
         if xid is None or xid.restated or record - xid.record > FALL_RECORDS:
             return False
-        if not _soon_after(xid.stamp, _stamp(self._lines[found.line_no - 1])):
+        if not _soon_after(xid.stamp, self._stamp_of(found.line_no)):
             return False
         xid.restated = True
         return True
