@@ -231,16 +231,18 @@ def test_another_gpus_fall_still_alerts(hooked: Collector) -> None:
 
 
 def test_a_fall_line_minutes_after_the_xid_79_is_another_fall(hooked: Collector) -> None:
-    """Constructed timing around real lines: the same GPU's fall line as the next record but
-    three minutes after its Xid 79 and fall line is not their restatement: it alerts."""
+    """Constructed timing around real lines: the same GPU's fall line as the next record, but
+    three minutes after its Xid 79 (or after the Xid 79 and the fall line restating it), is
+    not a restatement: another fall, and it alerts."""
     (xid, fall), gpu = FALLS["t450s"]
     later = (fall[0], fall[1] + 180 * 10**6)
-    for cut, batches in cuts([xid, fall, later]):
-        send(hooked, cut, batches)
-        assert alerts(hooked, cut) == [
-            ("xid", "79", gpu, "fatal", True),
-            ("bus_off", "79", gpu, "fatal", True),
-        ], cut
+    for name, recs in (("next", [xid, later]), ("third", [xid, fall, later])):
+        for cut, batches in cuts(recs):
+            send(hooked, f"{name}-{cut}", batches)
+            assert alerts(hooked, f"{name}-{cut}") == [
+                ("xid", "79", gpu, "fatal", True),
+                ("bus_off", "79", gpu, "fatal", True),
+            ], (name, cut)
 
 
 def test_a_replayed_batch_never_alerts_again(eager: Collector) -> None:
