@@ -81,14 +81,15 @@ def eager(db_url: str) -> Iterator[Collector]:
     yield from hooked_collector(db_url, kernel_alert_cooldown_s=0)
 
 
-_TOKENS: dict[tuple[int, str], str] = {}
+_TOKENS: dict[tuple[str, str], str] = {}  # (database, host): each test has its own database
 
 
 def send(c: Collector, host: str, batches: list[list[tuple[str, int]]], seq0: int = 1) -> None:
     """Post the records in these batches from ``host`` (registered on first use)."""
-    token = _TOKENS.get((id(c), host))
+    key = (c.settings.db_url, host)
+    token = _TOKENS.get(key)
     if token is None:
-        token = _TOKENS[(id(c), host)] = c.add_host(host)
+        token = _TOKENS[key] = c.add_host(host)
     seq = seq0
     for batch in batches:
         lines = []
