@@ -42,6 +42,11 @@ _SXID = re.compile(
     r"(?:,\s*(?P<rest>.*))?"
 )
 _SXID_LINK = re.compile(r"\bLink (?P<link>\d+)\b")
+# The dump of an SXid's error entry (_nvswitch_dump_error_entry) prints the entry's
+# NVSWITCH_ERROR_SEVERITY_TYPE: NONFATAL = 0, FATAL = 1 (ctrl_dev_nvswitch.h), the driver's
+# own verdict on the error, as its verdict line ("Fatal, ..." / "Non-fatal, ...") says it.
+_SXID_SEVERITY = re.compile(r"Severity (?P<n>\d{1,3}) Engine instance\b")
+_SXID_SEVERITIES = {"0": "non-fatal", "1": "fatal"}
 _BUS_OFF_PCI = re.compile(rf"\bGPU (?:at )?(?:PCI:)?(?P<pci>{_BDF})")
 _NV_ERR = re.compile(r"\bNV_ERR_[A-Z0-9_]+")
 # The status an NV_ASSERT_OK/NV_CHECK_OK failed with, as nvstatuscodes prints it: "desc [NAME]"
@@ -144,12 +149,23 @@ def _classify_xid(text: str) -> KernelEvent | None:
     )
 
 
+def sxid_verdict(rest: str | None) -> str | None:
+    """'fatal' or 'non-fatal' as an SXid line's text after its code says it: its verdict line,
+    or its dump's Severity line; None for a line that says neither (the Data dump)."""
+    rest = (rest or "").strip()
+    verdict = rest.split(",", 1)[0].strip().lower()
+    if verdict in ("fatal", "non-fatal"):
+        return verdict
+    m = _SXID_SEVERITY.match(rest)
+    return _SXID_SEVERITIES.get(m.group("n")) if m else None
+
+
 def _classify_sxid(text: str) -> KernelEvent | None:
     m = _SXID.search(text)
     if m is None:
         return None
     rest = (m.group("rest") or "").strip()
-    verdict = rest.split(",", 1)[0].strip().lower()
+    verdict = sxid_verdict(rest)
     if verdict == "fatal":
         advice = ("fatal", "reboot")
     elif verdict == "non-fatal":

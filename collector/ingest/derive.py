@@ -21,6 +21,7 @@ from collector import db
 from collector.kernel.attribution import Site, attribute_reports, site_of
 from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER
 from collector.kernel.records import read_kernel_log
+from collector.kernel.restated import NewRecord, fold_restatements, kernel_usec
 from collector.kernel.store import NewKernelEvent, store_kernel_events
 from collector.kernel.vllm_context import recorrelate_around
 from collector.models import KERNEL_SOURCES, HostEvent, Line, VllmStart
@@ -99,13 +100,13 @@ def derive_from_batch(
                 site = site_of(text)
                 if site is not None:
                     sites.append((line["ts"], *site))
-    classified += pstore_events(pstore)
+    whole = pstore_events(pstore)
     vllm_samples = [s for s in batch.samples if s.vllm]
     derived = Derived()
-    if sites and not (classified or vllm_lines or vllm_samples):
+    if sites and not (classified or whole or vllm_lines or vllm_samples):
         attribute_reports(session, host_id=host_id, boot_pk=boot_pk, sites=sites)
         return derived
-    if not (classified or vllm_lines or vllm_samples):
+    if not (classified or whole or vllm_lines or vllm_samples):
         return derived
     states = states or VllmStates()
     state = states.host(host_id)
@@ -121,6 +122,7 @@ def derive_from_batch(
                 boot_pk=boot_pk,
                 received_at=received_at,
                 hits=classified,
+                whole=whole,
                 escalate_after=escalate_after,
             )
             attribute_reports(session, host_id=host_id, boot_pk=boot_pk, sites=sites)
@@ -174,18 +176,22 @@ def _kernel_events(
     boot_pk: int,
     received_at: float,
     hits: Sequence[tuple[WireLine, KernelEvent]],
+    whole: Sequence[tuple[WireLine, KernelEvent]] = (),
     escalate_after: int = DEFAULT_ESCALATE_AFTER,
 ) -> list[NewKernelEvent]:
-    """The classified lines this batch stored (not its duplicates) as stored events."""
-    ids = stored_line_ids(
-        session, boot_pk=boot_pk, received_at=received_at, seqs=[ln["seq"] for ln, _ in hits]
-    )
-    stored = [
-        (found[0], found[1], event)
+    """The classified lines this batch stored (not its duplicates) as stored events, less the
+    lines restating a report already counted (``restated``); ``whole``: events of files read
+    whole (pstore), each report already counted once."""
+    seqs = [ln["seq"] for ln, _ in (*hits, *whole)]
+    ids = stored_line_ids(session, boot_pk=boot_pk, received_at=received_at, seqs=seqs)
+    # None: a duplicate (replay, or the same record over another channel)
+    new = [
+        NewRecord(*found, line.get("kseq"), kernel_usec(line.get("fields")), line["text"], event)
         for line, event in hits
-        # None: a duplicate (replay, or the same record over another channel)
         if (found := ids.get(line["seq"])) is not None
     ]
+    stored = fold_restatements(session, boot_pk=boot_pk, records=new)
+    stored += [(*found, event) for line, event in whole if (found := ids.get(line["seq"]))]
     return store_kernel_events(
         session, host_id=host_id, boot_pk=boot_pk, hits=stored, escalate_after=escalate_after
     )

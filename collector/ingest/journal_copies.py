@@ -12,12 +12,13 @@ the (host, ts) index, in a window wide enough for the two hosts' clocks to disag
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from collector.kernel.restated import kernel_usec
 from collector.models import Line
 from collector.schemas import WireLine
 
@@ -33,17 +34,6 @@ RecordKey = tuple[int, str]  # (kernel usec, stored text)
 class StoredCopy(NamedTuple):
     id: int
     channels: int
-
-
-def kernel_usec(fields: Mapping[str, Any] | None) -> int | None:
-    """The kernel's monotonic usec of a stored or wire record, whichever channel wrote it."""
-    if not fields:
-        return None
-    value = fields.get("_SOURCE_MONOTONIC_TIMESTAMP", fields.get("usec"))
-    try:
-        return None if value is None else int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def unkeyed_kernel_usec(line: WireLine) -> int | None:

@@ -8,7 +8,8 @@ two entries per verdict; switches that report at once interleave their lines. A 
 report of its own switch and SXid whose verdict came last, while it is near (``SXID_GAP``
 records since that report's previous line) and, for a Severity line, of its link. A dump before
 any such verdict is a report whose verdict the capture cut off: its own occurrence, as bad as
-its switch's next verdict of the same SXid says if that follows near it.
+its Severity line says (the driver's own verdict), else as its switch's next verdict of the
+same SXid says if that follows near it.
 
 The driver's "GPU <address>: GPU has fallen off the bus." comes right after the Xid 79 it
 restates (the corpus: the next record, 4-9 us later; NVIDIA's ``osinit.c`` logs one right after
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from agent.kernel.event import KernelEvent
+from agent.kernel.nvidia import sxid_verdict
 
 # Records from one line of an SXid report to the next: switches reporting at once put their
 # lines between (three in gpud's README: four records, with its quote's blank '>' lines); an
@@ -31,8 +33,7 @@ SXID_GAP = 16
 # Records and seconds from an Xid 79 to the driver's fall line restating it.
 FALL_RECORDS = 3
 FALL_SECONDS = 1.0
-_SXID_DUMP = ("Severity ", "Data {")
-_VERDICTS = ("fatal", "non-fatal")
+SXID_DUMP = ("Severity ", "Data {")
 _LINK = re.compile(r"\bLink (\d{1,4})\b")
 _INSTANCE = re.compile(r"^Severity \d{1,3} Engine instance (\d{1,4})\b")
 # The time a line's prefix gives: the kernel's monotonic "[  65.315783]", else a clock.
@@ -57,7 +58,7 @@ class _Report:
     index: int
     record: int
     link: int | None
-    verdict: bool  # started by its verdict line (else a dump whose verdict was cut off)
+    verdict: bool  # says how bad it is: its verdict line, or a dump's Severity line
 
 
 @dataclass
@@ -98,12 +99,18 @@ def _soon_after(first: tuple[str, float] | None, then: tuple[str, float] | None)
     return 0 <= delta <= FALL_SECONDS
 
 
-class Reports:
-    """The events of one saved log as they are read (``add``), each report counted once."""
+Stamp = tuple[str, float]
 
-    def __init__(self, lines: Sequence[str]) -> None:
+
+class Reports:
+    """The events of one saved log as they are read (``add``), each report counted once.
+    ``stamps``: each line's time where the caller knows it (a record's kernel time), instead of
+    the time its prefix says."""
+
+    def __init__(self, lines: Sequence[str], stamps: Sequence[Stamp | None] | None = None) -> None:
         self.events: list[LogEvent] = []
         self._lines = lines
+        self._stamps = stamps
         self._xid79: dict[str | None, _Xid79] = {}
         self._sxid: dict[tuple[str | None, str | None], _Report] = {}
 
@@ -116,17 +123,21 @@ class Reports:
         elif event.kind == "bus_off" and self._restates_xid79(record, found):
             return
         elif event.kind == "xid" and event.code == "79":
-            stamp = _stamp(self._lines[found.line_no - 1])
-            self._xid79[event.device] = _Xid79(record, stamp)
+            self._xid79[event.device] = _Xid79(record, self._stamp_of(found.line_no))
         self.events.append(found)
+
+    def _stamp_of(self, line_no: int) -> Stamp | None:
+        if self._stamps is not None:
+            return self._stamps[line_no - 1]
+        return _stamp(self._lines[line_no - 1])
 
     def _sxid_joins(self, record: int, event: KernelEvent) -> bool:
         key = (event.pci, event.code)
         report = self._sxid.get(key)
         near = report is not None and record - report.record <= SXID_GAP
-        if not (event.detail or "").startswith(_SXID_DUMP):  # a verdict: a new report
-            said = (event.detail or "").split(",", 1)[0].strip().lower()
-            if report is not None and near and not report.verdict and said in _VERDICTS:
+        said = sxid_verdict(event.detail)
+        if not (event.detail or "").startswith(SXID_DUMP):  # a verdict: a new report
+            if report is not None and near and not report.verdict and said is not None:
                 self._give_verdict(report.index, event, said)
             self._sxid[key] = _Report(len(self.events), record, _number(_LINK, event.detail), True)
             return False
@@ -137,7 +148,7 @@ class Reports:
         if report is not None and near and report.link is None:  # a verdict naming no link
             report.record, report.link = record, instance
             return True
-        self._sxid[key] = _Report(len(self.events), record, instance, False)
+        self._sxid[key] = _Report(len(self.events), record, instance, said is not None)
         return False
 
     def _give_verdict(self, index: int, verdict: KernelEvent, said: str) -> None:
@@ -157,7 +168,7 @@ class Reports:
         xid = self._xid79.get(found.event.device)
         if xid is None or xid.restated or record - xid.record > FALL_RECORDS:
             return False
-        if not _soon_after(xid.stamp, _stamp(self._lines[found.line_no - 1])):
+        if not _soon_after(xid.stamp, self._stamp_of(found.line_no)):
             return False
         xid.restated = True
         return True

@@ -17,13 +17,14 @@ from typing import Any
 from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
-from agent.kernel.classify import KernelEvent, classify_kernel_line
+from agent.kernel.classify import classify_kernel_line
 from collector import db
 from collector.hosts.registry import UNKNOWN_BOOT, boot_pk
 from collector.ingest.rows import LINE_COLUMNS, line_row
 from collector.kernel.alerting import enqueue_kernel_events
 from collector.kernel.attribution import Site, attribute_reports, site_of
 from collector.kernel.occurrences import DEFAULT_ESCALATE_AFTER
+from collector.kernel.restated import NewRecord, fold_restatements
 from collector.kernel.store import store_kernel_events
 from collector.models import CHANNEL_NETCONSOLE, Host, NetconsoleDatagram, NetconsoleStats
 from collector.netconsole.fit import record_fields, storable
@@ -203,7 +204,7 @@ class NetconsoleStore:
         A record the agent brought first already has its event (the unique ``line_id``
         skips it), so a record arriving by both channels is one event.
         """
-        groups: dict[tuple[int, int], list[tuple[int, float, KernelEvent]]] = {}
+        groups: dict[tuple[int, int], list[NewRecord]] = {}
         boot_ids: dict[tuple[int, int], str | None] = {}
         keyed = stored_keyed_lines(session, [h for h in hits if h.rec.record.kseq is not None])
         for hit in hits:
@@ -215,12 +216,15 @@ class NetconsoleStore:
             )
             if stored is not None:
                 key = (hit.host.id, hit.boot_pk)
-                groups.setdefault(key, []).append((*stored, hit.event))
+                record = NewRecord(*stored, r.kseq, r.usec, r.text, hit.event)
+                groups.setdefault(key, []).append(record)
                 boot_ids[key] = hit.boot_id
         now = from_epoch(self._clock())
         for (host_id, boot), found in groups.items():
+            # a record restating a report already counted (either channel's) is no event
+            new = fold_restatements(session, boot_pk=boot, records=found)
             events = store_kernel_events(
-                session, host_id=host_id, boot_pk=boot, hits=found, escalate_after=self._escalate
+                session, host_id=host_id, boot_pk=boot, hits=new, escalate_after=self._escalate
             )
             if events and self._settings is not None:
                 enqueue_kernel_events(

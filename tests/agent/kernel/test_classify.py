@@ -269,6 +269,32 @@ def test_sxid_lines() -> None:
     assert benign is not None and (benign.severity, benign.action) == ("warning", "none")
 
 
+def test_an_sxid_dumps_severity_is_the_drivers_verdict() -> None:
+    # _nvswitch_dump_error_entry prints "Severity %d" of NVSWITCH_ERROR_SEVERITY_TYPE:
+    # NONFATAL = 0, FATAL = 1 (open-gpu-kernel-modules, ctrl_dev_nvswitch.h). Real lines:
+    # nvtrust#124's non-fatal link error, NVSentinel's test data.
+    nonfatal = classify_kernel_line(
+        "[   38.180708] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Severity 0 Engine "
+        "instance 44 Sub-engine instance 00"
+    )
+    assert nonfatal is not None and (nonfatal.kind, nonfatal.code) == ("sxid", "22013")
+    assert (nonfatal.severity, nonfatal.action) == ("warning", "none")
+    assert nonfatal.meaning == "NVSwitch 3 error 22013 (non-fatal)"
+    fatal = classify_kernel_line(
+        "[38889.018130] nvidia-nvswitch0: SXid (PCI:0000:c3:00.0): 12033, Severity 1 Engine "
+        "instance 00 Sub-engine instance 00"
+    )
+    assert fatal is not None and (fatal.severity, fatal.action) == ("fatal", "reboot")
+    assert fatal.meaning == "NVSwitch 0 error 12033 (fatal)"
+    # The register dump says no verdict: the kind's default.
+    data = classify_kernel_line(
+        "[   38.183583] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Data {0x0000002c, "
+        "0x0000002c, 0x00000000, 0x0000002c, 0x80005302, 0x00000000, 0x00000000, 0x00000000, "
+        "0x00000000}"
+    )
+    assert data is not None and (data.severity, data.meaning) == ("error", "NVSwitch 3 error 22013")
+
+
 def test_bus_off_forms() -> None:
     event = classify_kernel_line("NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus.")
     assert event is not None and (event.kind, event.pci) == ("bus_off", "0000:2b:00.0")

@@ -134,6 +134,8 @@ def test_an_sxid_report_is_its_verdict_lines_event() -> None:
     assert (data.event.kind, data.event.code) == ("sxid", "12028")
     sentinel = read_kernel_log(_real("nvsentinel-sxid-lines.txt"))
     assert [e.event.code for e in sentinel][-2:] == ["20009", "12033"]  # another switch's
+    # that one a dump whose Severity 1 is the driver's verdict: fatal (ctrl_dev_nvswitch.h)
+    assert (sentinel[-1].event.severity, sentinel[-1].event.action) == ("fatal", "reboot")
 
 
 def test_interleaved_switches_each_dump_joins_its_own_switchs_report() -> None:

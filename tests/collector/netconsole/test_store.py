@@ -365,6 +365,44 @@ def test_a_kernel_record_from_both_channels_is_one_kernel_event(
     wait_until(lambda: len(kernel_events(c)) == 2, "the second event")
 
 
+@pytest.mark.parametrize("first", ["udp", "http"])
+def test_a_fall_line_after_its_xid_79_is_one_fault_over_both_channels(
+    nc_hooked: Collector, first: str
+) -> None:
+    """The driver's "GPU has fallen off the bus." right after the Xid 79 of its GPU restates
+    it (real lines: tests/fixtures/real/kernel/t450s-...-across-boots.txt, 9 us apart):
+    whichever channel brings either record first, one event and one alert."""
+    c = nc_hooked
+    token = add_nc_host(c)
+    agent_batch(c, token, [])
+    xid = (
+        "NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, "
+        "GPU has fallen off the bus."
+    )
+    fall = "NVRM: GPU 0000:01:00.0: GPU has fallen off the bus."
+
+    def live(kseq: int, text: str) -> dict[str, Any]:
+        usec = {"_SOURCE_MONOTONIC_TIMESTAMP": str(1_000_000 + kseq)}  # as ext() stamps it
+        return {**kline(kseq, kseq, text), "fields": usec}
+
+    datagrams = [ext(k, body(t.encode(), msgid=k)) for k, t in ((900, xid), (901, fall))]
+    if first == "udp":
+        send(c, datagrams)
+        wait_until(lambda: len(nc_lines(c)) == 2, "the netconsole records")
+        agent_batch(c, token, [live(900, xid), live(901, fall)])
+    else:
+        agent_batch(c, token, [live(900, xid)])
+        send(c, datagrams)
+        wait_until(lambda: any(x.netconsole_received_at for x in nc_lines(c)), "the merge")
+        agent_batch(c, token, [live(901, fall)])
+    with session(c) as s:
+        wait_until(lambda: all(x.channels == 3 for x in nc_lines(c)), "both channels' copies")
+        assert [(e.kind, e.code) for e in s.scalars(select(KernelEventRow))] == [("xid", "79")]
+    assert [a.dedup_key.rsplit(":", 1)[0] for a in kernel_alerts(c)] == [
+        "kernel.event:xid:79:0000:01:00"
+    ]
+
+
 def test_a_plain_netconsole_line_is_classified_too(nc: Collector) -> None:
     token = add_nc_host(nc)
     agent_batch(nc, token, [])
