@@ -62,8 +62,17 @@ class VllmLine:
 
 
 def records(line: str) -> list[str]:
-    """The records a line holds: one, unless a paste joined several (``JOINED``)."""
-    return JOINED.split(line)
+    """The records a line holds: one, unless a paste joined several (``JOINED``). A run right
+    after a process tag pads that tag from its own header (Ray's, vLLM's): no record ends there.
+    """
+    out, start = [], 0
+    for m in JOINED.finditer(line):
+        before = ANSI.sub("", line[max(m.start() - TAGS_REACH, start) : m.start()])
+        if TAGS_BEFORE.search(before) is None:
+            out.append(line[start : m.start()])
+            start = m.end()
+    out.append(line[start:])
+    return out
 
 
 def split_vllm_line(line: str) -> VllmLine:

@@ -3,6 +3,7 @@ from real logs in other projects' trackers (``tests/fixtures/real/vllm``)."""
 
 from __future__ import annotations
 
+from collector.vllm.log_lines import records, split_vllm_line
 from collector.vllm.log_parser import parse_vllm_log
 from tests.support.real_corpus import vllm_logs
 from tests.support.timing import fastest
@@ -94,3 +95,16 @@ def test_a_workers_busy_loop_raising_while_its_start_is_under_way_failed_it() ->
     served = [lines[0], "INFO:     Application startup complete.", *lines[3:]]
     [plan] = parse_vllm_log(served)
     assert plan.outcome == "started"
+
+
+def test_a_process_tag_padded_before_its_header_stays_with_it() -> None:
+    # Constructed: Ray's tag (ray-project/ray#59778's form) padded with spaces before vLLM's
+    # header is one record, not a joined paste: the header keeps its tag.
+    line = (
+        "(RayWorkerWrapper pid=2361)    "
+        "INFO 12-29 02:06:07 [gpu_model_runner.py:3659] Model loading took 2.5355 GiB memory "
+        "and 1.469344 seconds"
+    )
+    assert records(line) == [line]
+    assert split_vllm_line(line).proc == "RayWorkerWrapper pid=2361"
+
