@@ -1,7 +1,8 @@
 """Understand vLLM's own log: per server start, the phase timeline and the startup memory plan.
 
 The formats it follows are in ``log_formats`` (0.5 → today), how a start ends in
-``log_outcome``, its profiling figures in ``log_memory`` (with tensor parallelism every rank
+``log_outcome``, the settings its lines state in ``log_settings``, its profiling figures in
+``log_memory`` (with tensor parallelism every rank
 prints its own and vLLM sizes every rank to the smallest, so the plan keeps the minimum).
 Incremental: feed lines as they arrive from a live stream.
 """
@@ -14,17 +15,9 @@ from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
-from collector.vllm.log_config import (
-    ENGINE_CONFIG,
-    FIRST_STATED,
-    GPU_UTILIZATION,
-    MAX_MODEL_LEN,
-    WRAPPED_CONFIG,
-    config_fields,
-)
+from collector.vllm.log_config import ENGINE_CONFIG, WRAPPED_CONFIG, config_fields
 from collector.vllm.log_facts import Ctx, VllmFact
 from collector.vllm.log_lines import VllmLine, records, split_vllm_line
-from collector.vllm.log_memory import ProfilingLog
 from collector.vllm.log_outcome import (
     OutcomeState,
     hang_signal,
@@ -33,6 +26,7 @@ from collector.vllm.log_outcome import (
     opens_start,
     outcome_of,
 )
+from collector.vllm.log_settings import StartSettingsLog
 from collector.vllm.log_stats import spec_fields, stats_fields
 from collector.vllm.plan import StartupPlan, plan_state
 
@@ -40,7 +34,7 @@ PHASES = VLLM_PHASES  # shared with the agent (its guard can act only in given p
 __all__ = ["PHASES", "VllmFact", "VllmLogParser", "parse_vllm_log"]
 
 
-class VllmLogParser(ProfilingLog):
+class VllmLogParser(StartSettingsLog):
     """Incremental parser for one vLLM log stream (one host/container)."""
 
     def __init__(self) -> None:
@@ -202,12 +196,6 @@ class VllmLogParser(ProfilingLog):
         self._state.awaiting_error = error is None
         return facts
 
-    def _start_settings(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
-        """What a start line (or its wrapped rest) states: the block size, config, drafter."""
-        self._block_size(plan, msg)
-        self._config(plan, msg, ctx, facts)
-        self._drafter(plan, msg, ctx, facts)
-
     def _wrapped(self, config: str, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]) -> bool:
         """This line is the engine's config line going on (a paste wrapped it): the line is
         read again whole, so a value or a name cut in two reads right."""
@@ -217,38 +205,6 @@ class VllmLogParser(ProfilingLog):
         self._engine_config = config + parsed.msg
         self._start_settings(plan, self._engine_config, ctx, facts)
         return True
-
-    def _block_size(self, plan: StartupPlan, msg: str) -> None:
-        m = fmt.BLOCK_SIZE.search(msg)
-        if m:
-            plan.block_size = int(m.group(1) or m.group(2))
-
-    def _config(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
-        """The serving configuration a start line states; the engine's line, later, refines
-        the args (its resolved dtype and max model len), except where the first word stands
-        (``FIRST_STATED``). The first "Using max model len" line is the target model's: a
-        drafter's config (EAGLE, MTP, a draft model) follows it with its own length. A memory
-        line's utilization, rounded (V0's 0.88 for 0.875), only fills one the args left unsaid."""
-        resolves_len = MAX_MODEL_LEN.search(msg) is not None
-        restated = GPU_UTILIZATION.search(msg) is not None
-        for name, value in config_fields(msg).items():
-            current = getattr(plan, name)
-            first = name in FIRST_STATED or (
-                (name == "max_model_len" and resolves_len and plan.model_len_resolved)
-                or (name == "gpu_memory_utilization" and restated)
-            )
-            if current != value and (current is None or not first):
-                self._set(plan, name, value, ctx, facts)
-        plan.model_len_resolved = plan.model_len_resolved or resolves_len
-
-    def _drafter(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
-        """A drafter's load line, an MTP architecture, or a speculative config (also in the
-        start's own lines: the non-default args and the engine's config line)."""
-        if fmt.DRAFTER.search(msg) or fmt.SPEC_CONFIG.search(msg):
-            if fmt.DRAFTER_LOAD.search(msg):
-                self._enter(plan, "loading_drafter", ctx, facts)
-            if not plan.drafter_loaded:
-                self._set(plan, "drafter_loaded", True, ctx, facts)
 
     def _plan_line(
         self, plan: StartupPlan, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]
