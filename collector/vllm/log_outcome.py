@@ -4,7 +4,8 @@
   engine's generic failure lines, the engine never starting in time, a traceback in the API
   server ending in an exception, or the engine's own dying traceback (logged by its core.py)
   while the start was under way, even without its header line; or the shell's "Killed" (the
-  process SIGKILLed, which crashes a server that was serving).
+  process SIGKILLed, which crashes a server that was serving) where it comes from the stream
+  vLLM's own lines come from (a compose stream or a journal interleaves other processes').
 - ``started``: serving: uvicorn's "Application startup complete", "Starting vLLM server on",
   a request answered 200, or the engine's periodic stats line (a captured log may lack the
   first).
@@ -203,9 +204,11 @@ def outcome_of(
     proc: str = "",
     error: str | None = None,
     phase: str | None = None,
+    server: bool = True,
 ) -> Outcome | None:
     """The outcome a line moves the start to (``outcome``: where it is now, ``error`` its
-    error so far, ``phase`` its phase), else None."""
+    error so far, ``phase`` its phase; ``server``: the line comes from the server's stream),
+    else None."""
     if outcome == "started" and phase == "stopped":
         # After a clean stop an error or a worker's exit is teardown's ("CUDA error: driver
         # shutting down" from a destructor run after the CUDA runtime unloaded), no crash.
@@ -219,7 +222,7 @@ def outcome_of(
         return None
     if _engine_died_starting(state, outcome, level, msg, clean, phase):
         return Outcome("failed", None)
-    if msg.strip() == fmt.KILLED and outcome in ("incomplete", "started"):
+    if msg.strip() == fmt.KILLED and server and outcome in ("incomplete", "started"):
         return Outcome("failed" if outcome == "incomplete" else "crashed", clean, root_cause=True)
     if (
         fmt.READY.search(msg)

@@ -45,6 +45,8 @@ class VllmLogParser(StartSettingsLog):
         self._early_backend: str | None = None
         # The engine's config line so far, while the next line may be a paste's wrap of it.
         self._engine_config: str | None = None
+        # The writer vLLM's own lines come from, as a shipper names it (``VllmLine.source``).
+        self._source = ""
 
     def snapshot(self) -> dict[str, Any]:
         """What the next line's parsing depends on, as JSON: the current start (the earlier
@@ -57,6 +59,7 @@ class VllmLogParser(StartSettingsLog):
             "outcome": asdict(self._state),
             "early_backend": self._early_backend,
             "engine_config": self._engine_config,
+            "source": self._source,
         }
 
     @classmethod
@@ -70,6 +73,7 @@ class VllmLogParser(StartSettingsLog):
         parser._state = OutcomeState(**snapshot["outcome"])
         parser._early_backend = snapshot.get("early_backend")
         parser._engine_config = snapshot.get("engine_config")
+        parser._source = snapshot.get("source", "")
         return parser
 
     def plans(self) -> list[StartupPlan]:
@@ -95,6 +99,8 @@ class VllmLogParser(StartSettingsLog):
         if not line.strip():
             return []
         parsed = split_vllm_line(line)
+        if parsed.level or parsed.proc:
+            self._source = parsed.source
         msg = parsed.msg
         facts: list[VllmFact] = []
         ctx = (ts, line_no, parsed.log_time)
@@ -256,6 +262,7 @@ class VllmLogParser(StartSettingsLog):
             proc=parsed.proc,
             error=plan.error,
             phase=plan.phase,
+            server=parsed.source == self._source,
         )
         if result is None:
             return

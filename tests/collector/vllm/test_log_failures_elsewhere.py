@@ -97,6 +97,23 @@ def test_a_workers_busy_loop_raising_while_its_start_is_under_way_failed_it() ->
     assert plan.outcome == "started"
 
 
+def test_killed_counts_only_from_the_servers_own_stream() -> None:
+    # Constructed around the real lines of dusty-nv/jetson-containers#795: a compose stream or a
+    # journal interleaves other processes' output; the shell's "Killed" is the server's only
+    # where it comes from the stream vLLM's own lines come from.
+    lines = _lines("v0.6-jetson-795-orin-nx-gguf-kv-then-killed")
+    compose = [f"vllm-1  | {line}" for line in lines[:-1]]
+    [plan] = parse_vllm_log([*compose, "bench-1  | Killed"])
+    assert (plan.outcome, plan.error) == ("incomplete", None)
+    [plan] = parse_vllm_log([*compose, "vllm-1  | Killed"])
+    assert (plan.outcome, plan.error) == ("failed", "Killed")
+    journal = [f"Jan 23 07:34:26 orin vllm[812]: {line}" for line in lines[:-1]]
+    [plan] = parse_vllm_log([*journal, "Jan 23 07:34:27 orin client[950]: Killed"])
+    assert (plan.outcome, plan.error) == ("incomplete", None)
+    [plan] = parse_vllm_log([*journal, "Jan 23 07:34:27 orin vllm[812]: Killed"])
+    assert (plan.outcome, plan.error) == ("failed", "Killed")
+
+
 def test_a_process_tag_padded_before_its_header_stays_with_it() -> None:
     # Constructed: Ray's tag (ray-project/ray#59778's form) padded with spaces before vLLM's
     # header is one record, not a joined paste: the header keeps its tag.
