@@ -263,6 +263,7 @@ class VllmLogParser(StartSettingsLog):
             error=plan.error,
             phase=plan.phase,
             server=parsed.source == self._source,
+            ready=plan.init_engine_s is not None,
         )
         if result is None:
             return

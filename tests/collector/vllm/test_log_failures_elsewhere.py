@@ -125,3 +125,46 @@ def test_a_process_tag_padded_before_its_header_stays_with_it() -> None:
     assert records(line) == [line]
     assert split_vllm_line(line).proc == "RayWorkerWrapper pid=2361"
 
+# intel/llm-scaler#382's first line, and a worker's busy-loop traceback through a step
+# (vllm-project/vllm#43042, lines verbatim, cut where the excerpt ends).
+_LOADED = (
+    "(Worker_TP0 pid=1681) INFO 04-25 19:53:57 [gpu_model_runner.py:3908] Model loading took "
+    "17.17 GiB memory and 700.122302 seconds"
+)
+_STEP_RAISED = [
+    "(Worker_TP0 pid=2019) ERROR 05-12 09:17:24 [multiproc_executor.py:932] Traceback (most "
+    "recent call last):",
+    '(Worker_TP0 pid=2019) ERROR 05-12 09:17:24 [multiproc_executor.py:932]   File "/usr/local/'
+    'python3.11.10/lib/python3.11/site-packages/vllm/v1/executor/multiproc_executor.py", line '
+    "927, in worker_busy_loop",
+    "(Worker_TP0 pid=2019) ERROR 05-12 09:17:24 [multiproc_executor.py:932]     output = "
+    "func(*args, **kwargs)",
+    '(Worker_TP0 pid=2019) ERROR 05-12 09:17:24 [multiproc_executor.py:932]   File "/usr/local/'
+    'python3.11.10/lib/python3.11/site-packages/vllm/v1/worker/worker_base.py", line 332, in '
+    "execute_model",
+]
+
+
+def test_a_workers_busy_loop_raising_in_a_step_crashed_a_running_engine() -> None:
+    # Constructed from real lines: an offline LLM() job never prints a serving line, so its
+    # start stays under way; a worker's traceback through execute_model is a step's: the
+    # engine was running, it crashed (no failed start).
+    [plan] = parse_vllm_log([_LOADED, *_STEP_RAISED])
+    assert (plan.outcome, plan.error) == ("crashed", None)
+
+
+def test_a_workers_busy_loop_raising_after_the_engine_is_ready_crashed_it() -> None:
+    # Constructed from real lines: the engine's init total (LMCache/LMCache#1740) says the
+    # engine is ready; a worker's busy-loop traceback after it (intel/llm-scaler#382's, cut
+    # before its frames say where) is a running engine's, then the job's prompts (lmflow#942).
+    init = (
+        "(EngineCore_DP0 pid=1021360) INFO 10-08 06:08:17 [core.py:218] init engine (profile, "
+        "create kv cache, warmup model) took 13.90 seconds"
+    )
+    bar = (
+        "Processed prompts: 0it [00:00, ?it/s, est. speed input: 0.00 toks/s, output: 0.00 "
+        "toks/s]"
+    )
+    worker = _lines("v0.14-llmscaler-382-b70-worker-exception-profiling")[3:]
+    [plan] = parse_vllm_log([_LOADED, init, bar, *worker])
+    assert plan.outcome == "crashed"
