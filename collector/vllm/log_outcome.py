@@ -91,6 +91,20 @@ def hang_signal(msg: str, phase: str | None = None) -> str | None:
     return None
 
 
+def quiet_while_starting(msg: str) -> bool:
+    """A hang signal no phase of a start under way makes a hang (the shared-memory line, Ray's
+    ``GetTimeoutError``): before any start, what the capture shows next tells."""
+    for _name, pattern, quiet_in in fmt.HANG_SIGNALS:
+        if pattern.search(msg):
+            return quiet_in >= fmt.STARTING
+    return False
+
+
+def opens_under_way(msg: str) -> bool:
+    """A line of a start past its beginning (``UNDER_WAY``)."""
+    return any(p.search(msg) for p in fmt.UNDER_WAY)
+
+
 _OPENERS = (
     fmt.DRAFTER,  # detected or loaded only while a start loads its weights
     fmt.MODEL_LOAD,

@@ -17,6 +17,7 @@ from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
 from collector.vllm.log_config import ENGINE_CONFIG, WRAPPED_CONFIG, config_fields
 from collector.vllm.log_facts import Ctx, VllmFact
+from collector.vllm.log_held import HOLD_LINES, HOLD_S, HeldSignals
 from collector.vllm.log_lines import VllmLine, records, split_vllm_line
 from collector.vllm.log_outcome import (
     OutcomeState,
@@ -24,6 +25,7 @@ from collector.vllm.log_outcome import (
     is_exception,
     loose_traceback,
     opens_start,
+    opens_under_way,
     outcome_of,
 )
 from collector.vllm.log_settings import StartSettingsLog
@@ -31,7 +33,7 @@ from collector.vllm.log_stats import spec_fields, stats_fields
 from collector.vllm.plan import StartupPlan, plan_state
 
 PHASES = VLLM_PHASES  # shared with the agent (its guard can act only in given phases)
-__all__ = ["PHASES", "VllmFact", "VllmLogParser", "parse_vllm_log"]
+__all__ = ["HOLD_LINES", "HOLD_S", "PHASES", "VllmFact", "VllmLogParser", "parse_vllm_log"]
 
 
 class VllmLogParser(StartSettingsLog):
@@ -47,6 +49,9 @@ class VllmLogParser(StartSettingsLog):
         self._engine_config: str | None = None
         # The writer vLLM's own lines come from, as a shipper names it (``VllmLine.source``).
         self._source = ""
+        # Quiet-while-starting signals seen before any start (``log_held``).
+        self._held = HeldSignals()
+        self._ref: int | None = None  # the caller's reference for the line being read
 
     def snapshot(self) -> dict[str, Any]:
         """What the next line's parsing depends on, as JSON: the current start (the earlier
@@ -60,6 +65,7 @@ class VllmLogParser(StartSettingsLog):
             "early_backend": self._early_backend,
             "engine_config": self._engine_config,
             "source": self._source,
+            "held": self._held.state(),
         }
 
     @classmethod
@@ -74,6 +80,7 @@ class VllmLogParser(StartSettingsLog):
         parser._early_backend = snapshot.get("early_backend")
         parser._engine_config = snapshot.get("engine_config")
         parser._source = snapshot.get("source", "")
+        parser._held = HeldSignals(snapshot.get("held"))
         return parser
 
     def plans(self) -> list[StartupPlan]:
@@ -86,13 +93,36 @@ class VllmLogParser(StartSettingsLog):
         return self._plans[-1] if self._plans else None
 
     def feed(
-        self, line: str, ts: float | None = None, line_no: int | None = None
+        self,
+        line: str,
+        ts: float | None = None,
+        line_no: int | None = None,
+        ref: int | None = None,
     ) -> list[VllmFact]:
-        """Parse one log line; return the facts it adds (empty for most lines)."""
+        """Parse one log line; return the facts it adds (empty for most lines). ``ref``: the
+        caller's own reference for the line (a held hang signal's fact carries its line's)."""
         self._line_count += 1
         if line_no is None:
             line_no = self._line_count
-        return [fact for record in records(line) for fact in self._record(record, ts, line_no)]
+        self._ref = ref
+        return [fact for record in records(line) for fact in self._settled(record, ts, line_no)]
+
+    def finish(self) -> list[VllmFact]:
+        """The input ended (a saved log's end): the signals still held are hang signals."""
+        return self._held.release(self._dropped)
+
+    def _settled(self, record: str, ts: float | None, line_no: int) -> list[VllmFact]:
+        """A record's facts, after the held signals where this record settles them: the first
+        start opened (mid-start: dropped), or none came in time (released)."""
+        held = bool(self._held)
+        facts = self._record(record, ts, line_no)
+        if not held:
+            return facts
+        if self.current is not None and opens_under_way(split_vllm_line(record).msg):
+            self._held.drop()
+        elif self.current is not None or self._held.due(self._line_count, ts):
+            return self._held.release(self._dropped) + facts
+        return facts
 
     def _record(self, line: str, ts: float | None, line_no: int) -> list[VllmFact]:
         config, self._engine_config = self._engine_config, None
@@ -115,7 +145,9 @@ class VllmLogParser(StartSettingsLog):
         signal = hang_signal(msg, phase)
         if signal is not None:
             data = {"signal": signal, "phase": phase, "line": parsed.clean}
-            facts.append(self._fact("hang_signal", data, ctx))
+            fact = self._fact("hang_signal", data, ctx)
+            fact.ref = self._ref
+            facts.extend(self._held.admit(fact, msg, self._line_count, self.current is not None))
 
         if fmt.START_MARK.search(msg):
             self._early_backend = None  # chosen by an earlier run
@@ -276,4 +308,5 @@ def parse_vllm_log(lines: Iterable[str]) -> list[StartupPlan]:
     parser = VllmLogParser()
     for line in lines:
         parser.feed(line)
+    parser.finish()
     return parser.plans()
