@@ -38,7 +38,8 @@ def inspect_vllm_log(path: str | Path) -> dict[str, list[dict[str, Any]]]:
 def read_vllm_log(path: str | Path) -> tuple[list[StartupPlan], list[dict[str, Any]]]:
     """Every start's whole plan and the hang signals. A leading block of ``#`` comment lines
     (an annotated capture's header: no vLLM line starts so) is not log: its prose quoting an
-    error would become the start's error."""
+    error would become the start's error. A signal held from before the first start
+    (``log_held``) is reported at its own line, in no start."""
     parser = VllmLogParser()
     signals = []
     text = Path(path).read_text(encoding="utf-8", errors="replace")
@@ -49,8 +50,10 @@ def read_vllm_log(path: str | Path) -> tuple[list[StartupPlan], list[dict[str, A
             continue
         for fact in parser.feed(line, line_no=line_no):
             if fact.kind == "hang_signal":
-                start = len(parser.plans()) or None
-                signals.append({"line_no": line_no, "start": start, **fact.data})
+                start = None if fact.held else len(parser.plans()) or None
+                signals.append({"line_no": fact.line_no, "start": start, **fact.data})
+    for fact in parser.finish():
+        signals.append({"line_no": fact.line_no, "start": None, **fact.data})
     return parser.plans(), signals
 
 

@@ -28,6 +28,10 @@ class VllmFact:
     ts: float | None
     line_no: int | None
     plan_index: int
+    # The caller's own reference for the line that said it (the live path's line id).
+    ref: int | None = None
+    # A hang signal held from before the first start, released later (``log_held``).
+    held: bool = False
 
 
 class FactLog:

@@ -80,6 +80,19 @@ CAPTURE = re.compile(
 CAPTURE_DONE = re.compile(rf"Graph capturing finished in {FLOAT} secs?(?:, took {FLOAT} GiB)?")
 POOL = re.compile(rf"CUDA graph pool memory: {FLOAT} GiB \(actual\), {FLOAT} GiB \(estimated\)")
 INIT_ENGINE = re.compile(rf"init engine \(profile, create kv cache, warmup model\) took {FLOAT}")
+# Lines of a start past its beginning (its weights loaded or loading, its compile, profile,
+# capture, drafter, init total): a capture that opens at one joined a start under way.
+UNDER_WAY = (
+    DRAFTER,
+    MODEL_LOAD,
+    MODEL_LOAD_V0,
+    LOAD_UNDER_WAY,
+    re.compile(r"Loading weights took"),
+    PROFILING,
+    CAPTURE,
+    POOL,
+    INIT_ENGINE,
+)
 SERVING = re.compile(r"Starting vLLM (?:API )?server|Uvicorn running on ")
 # A request answered: the server is serving whatever the captured log lacks before it.
 ANSWERED = re.compile(r'"(?:GET|POST) /v1/\S+ HTTP/1\.\d" 200')

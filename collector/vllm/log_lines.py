@@ -21,12 +21,15 @@ ANSI = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]")
 # "service  | ", and the "2025-06-27 12:57:51,690 - name - INFO - " of a Python logger re-logging
 # the server's output, and the journal's "Aug 19 18:34:30 host vllm[8707]: " (its month in the
 # locale's language; after a `short-iso` stamp "host docker[3764470]: "). Peeled off the front, so
-# an error keeps only vLLM's own text and a traceback's frames keep their indent.
+# an error keeps only vLLM's own text and a traceback's frames keep their indent. The journal's
+# identifier and compose's service name the process that wrote the line (``VllmLine.source``):
+# such a stream interleaves other processes' lines with the server's.
 WRAPPER = re.compile(
     r"(?:[^\W\d_]{3,4}\.? [ \d]?\d \d\d:\d\d:\d\d(?:\.\d+)?"
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)) \S+ [\w.@/-]+\[\d+\]: |"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d))"
+    r" \S+ (?P<unit>[\w.@/-]+)\[\d+\]: |"
     r"[>▌▍▎▏][ \t]?|\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\]?[ \t]|"
-    r"[ \t]*\|[ \t]|\w[\w.-]*\s+\|(?: |$)|"
+    r"[ \t]*\|[ \t]|(?P<service>\w[\w.-]*)\s+\|(?: |$)|"
     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - "
 )
 HEADER = re.compile(
@@ -59,11 +62,22 @@ class VllmLine:
     clean: str
     # The "(EngineCore_DP0 pid=N)" tag ("" without one): engines' tracebacks interleave.
     proc: str = ""
+    # The writer a shipper's wrapper names: compose's service, the journal's identifier.
+    source: str = ""
 
 
 def records(line: str) -> list[str]:
-    """The records a line holds: one, unless a paste joined several (``JOINED``)."""
-    return JOINED.split(line)
+    """The records a line holds: one, unless a paste joined several (``JOINED``). A run right
+    after a process tag pads that tag from its own header (Ray's, vLLM's): no record ends there.
+    """
+    out, start = [], 0
+    for m in JOINED.finditer(line):
+        before = ANSI.sub("", line[max(m.start() - TAGS_REACH, start) : m.start()])
+        if TAGS_BEFORE.search(before) is None:
+            out.append(line[start : m.start()])
+            start = m.end()
+    out.append(line[start:])
+    return out
 
 
 def split_vllm_line(line: str) -> VllmLine:
@@ -74,20 +88,21 @@ def split_vllm_line(line: str) -> VllmLine:
     stamp) is not vLLM's text. Without either, only the wrappers (``WRAPPER``, the journal's
     prefix among them) go, since nothing else says where such a prefix ends."""
     clean = ANSI.sub("", line).rstrip("\r\n").rstrip()
-    end = 0  # each wrapper matched where the last ended, the line cut once: not quadratic
+    end, source = 0, ""  # each wrapper matched where the last ended, the line cut once
     while m := WRAPPER.match(clean, end):
         end = m.end()
+        source = m.group("unit") or m.group("service") or source
     clean = clean[end:]
     m = HEADER.search(clean)
     if m:
         proc = f"{m.group('proc')} pid={m.group('pid')}" if m.group("proc") else ""
         msg = m.group("msg")
-        return VllmLine(m.group("level"), m.group("date"), msg, _from_tags(clean, m), proc)
+        return VllmLine(m.group("level"), m.group("date"), msg, _from_tags(clean, m), proc, source)
     t = TAG_ONLY.search(clean)
     if t:
         proc = f"{t.group('proc')} pid={t.group('pid')}"
-        return VllmLine(None, None, t.group("msg"), _from_tags(clean, t), proc)
-    return VllmLine(None, None, clean, clean)
+        return VllmLine(None, None, t.group("msg"), _from_tags(clean, t), proc, source)
+    return VllmLine(None, None, clean, clean, source=source)
 
 
 def _from_tags(clean: str, m: re.Match[str]) -> str:

@@ -4,7 +4,8 @@
   engine's generic failure lines, the engine never starting in time, a traceback in the API
   server ending in an exception, or the engine's own dying traceback (logged by its core.py)
   while the start was under way, even without its header line; or the shell's "Killed" (the
-  process SIGKILLed, which crashes a server that was serving).
+  process SIGKILLed, which crashes a server that was serving) where it comes from the stream
+  vLLM's own lines come from (a compose stream or a journal interleaves other processes').
 - ``started``: serving: uvicorn's "Application startup complete", "Starting vLLM server on",
   a request answered 200, or the engine's periodic stats line (a captured log may lack the
   first).
@@ -73,6 +74,9 @@ class OutcomeState:
     # traceback pasted without its header: ``failed`` is a guess a running frame or a crash
     # line corrects.
     guessed: bool = False
+    # The start failed on a traceback's frame alone (its exception not yet read): a step's
+    # frame further down says the engine was running.
+    frame_failed: bool = False
 
 
 def hang_signal(msg: str, phase: str | None = None) -> str | None:
@@ -85,6 +89,20 @@ def hang_signal(msg: str, phase: str | None = None) -> str | None:
         if pattern.search(msg):
             return None if phase in quiet_in else name
     return None
+
+
+def quiet_while_starting(msg: str) -> bool:
+    """A hang signal no phase of a start under way makes a hang (the shared-memory line, Ray's
+    ``GetTimeoutError``): before any start, what the capture shows next tells."""
+    for _name, pattern, quiet_in in fmt.HANG_SIGNALS:
+        if pattern.search(msg):
+            return quiet_in >= fmt.STARTING
+    return False
+
+
+def opens_under_way(msg: str) -> bool:
+    """A line of a start past its beginning (``UNDER_WAY``)."""
+    return any(p.search(msg) for p in fmt.UNDER_WAY)
 
 
 _OPENERS = (
@@ -176,21 +194,39 @@ def _guess_corrected(state: OutcomeState, msg: str, error: str | None) -> Outcom
     return Outcome("crashed", error, root_cause=True)
 
 
-def _engine_died_starting(
-    state: OutcomeState, outcome: str, level: str | None, msg: str, clean: str, phase: str | None
-) -> bool:
+def _engine_died(
+    state: OutcomeState,
+    outcome: str,
+    level: str | None,
+    msg: str,
+    clean: str,
+    phase: str | None,
+    ready: bool,
+    error: str | None,
+) -> Outcome | None:
     """A frame of the engine's or a worker's traceback (``ENGINE_LOGGED``, at ERROR) or of the
     server process's uncaught one (``SERVER_TOP``) while its start was under way: the start
-    failed; the traceback's exception line, if captured, is its error."""
-    if outcome != "incomplete" or phase not in fmt.STARTING:
-        return False
+    failed; the traceback's exception line, if captured, is its error. The engine's or a
+    worker's is a running engine's once the engine is ready (``ready``: its init total
+    printed) or where its frame is a step's (``RUNNING_FRAME``): it crashed. An offline job
+    prints no serving line, so only these tell its start from its run."""
     if not fmt.FRAME.match(msg.lstrip(" ")):
-        return False
+        return None
     engine = level == "ERROR" and fmt.ENGINE_LOGGED.search(clean) is not None
+    running = engine and (ready or fmt.RUNNING_FRAME.search(msg) is not None)
+    if running and (
+        (outcome == "incomplete" and phase in fmt.STARTING)
+        or (outcome == "failed" and state.frame_failed and error is None)
+    ):
+        state.in_traceback = True
+        return Outcome("crashed", None)
+    if outcome != "incomplete" or phase not in fmt.STARTING:
+        return None
     if not engine and fmt.SERVER_TOP.search(msg) is None:
-        return False
+        return None
     state.in_traceback = True
-    return True
+    state.frame_failed = True
+    return Outcome("failed", None)
 
 
 def outcome_of(
@@ -203,9 +239,12 @@ def outcome_of(
     proc: str = "",
     error: str | None = None,
     phase: str | None = None,
+    server: bool = True,
+    ready: bool = False,
 ) -> Outcome | None:
     """The outcome a line moves the start to (``outcome``: where it is now, ``error`` its
-    error so far, ``phase`` its phase), else None."""
+    error so far, ``phase`` its phase; ``server``: the line comes from the server's stream;
+    ``ready``: the engine printed its init total), else None."""
     if outcome == "started" and phase == "stopped":
         # After a clean stop an error or a worker's exit is teardown's ("CUDA error: driver
         # shutting down" from a destructor run after the CUDA runtime unloaded), no crash.
@@ -217,9 +256,10 @@ def outcome_of(
         return fatal
     if is_source_line(msg):
         return None
-    if _engine_died_starting(state, outcome, level, msg, clean, phase):
-        return Outcome("failed", None)
-    if msg.strip() == fmt.KILLED and outcome in ("incomplete", "started"):
+    died = _engine_died(state, outcome, level, msg, clean, phase, ready, error)
+    if died is not None:
+        return died
+    if msg.strip() == fmt.KILLED and server and outcome in ("incomplete", "started"):
         return Outcome("failed" if outcome == "incomplete" else "crashed", clean, root_cause=True)
     if (
         fmt.READY.search(msg)

@@ -1,7 +1,8 @@
 """Understand vLLM's own log: per server start, the phase timeline and the startup memory plan.
 
 The formats it follows are in ``log_formats`` (0.5 → today), how a start ends in
-``log_outcome``, its profiling figures in ``log_memory`` (with tensor parallelism every rank
+``log_outcome``, the settings its lines state in ``log_settings``, its profiling figures in
+``log_memory`` (with tensor parallelism every rank
 prints its own and vLLM sizes every rank to the smallest, so the plan keeps the minimum).
 Incremental: feed lines as they arrive from a live stream.
 """
@@ -14,33 +15,28 @@ from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
-from collector.vllm.log_config import (
-    ENGINE_CONFIG,
-    FIRST_STATED,
-    GPU_UTILIZATION,
-    MAX_MODEL_LEN,
-    WRAPPED_CONFIG,
-    config_fields,
-)
+from collector.vllm.log_config import ENGINE_CONFIG, WRAPPED_CONFIG, config_fields
 from collector.vllm.log_facts import Ctx, VllmFact
+from collector.vllm.log_held import HOLD_LINES, HOLD_S, HeldSignals
 from collector.vllm.log_lines import VllmLine, records, split_vllm_line
-from collector.vllm.log_memory import ProfilingLog
 from collector.vllm.log_outcome import (
     OutcomeState,
     hang_signal,
     is_exception,
     loose_traceback,
     opens_start,
+    opens_under_way,
     outcome_of,
 )
+from collector.vllm.log_settings import StartSettingsLog
 from collector.vllm.log_stats import spec_fields, stats_fields
 from collector.vllm.plan import StartupPlan, plan_state
 
 PHASES = VLLM_PHASES  # shared with the agent (its guard can act only in given phases)
-__all__ = ["PHASES", "VllmFact", "VllmLogParser", "parse_vllm_log"]
+__all__ = ["HOLD_LINES", "HOLD_S", "PHASES", "VllmFact", "VllmLogParser", "parse_vllm_log"]
 
 
-class VllmLogParser(ProfilingLog):
+class VllmLogParser(StartSettingsLog):
     """Incremental parser for one vLLM log stream (one host/container)."""
 
     def __init__(self) -> None:
@@ -51,6 +47,11 @@ class VllmLogParser(ProfilingLog):
         self._early_backend: str | None = None
         # The engine's config line so far, while the next line may be a paste's wrap of it.
         self._engine_config: str | None = None
+        # The writer vLLM's own lines come from, as a shipper names it (``VllmLine.source``).
+        self._source = ""
+        # Quiet-while-starting signals seen before any start (``log_held``).
+        self._held = HeldSignals()
+        self._ref: int | None = None  # the caller's reference for the line being read
 
     def snapshot(self) -> dict[str, Any]:
         """What the next line's parsing depends on, as JSON: the current start (the earlier
@@ -63,6 +64,8 @@ class VllmLogParser(ProfilingLog):
             "outcome": asdict(self._state),
             "early_backend": self._early_backend,
             "engine_config": self._engine_config,
+            "source": self._source,
+            "held": self._held.state(),
         }
 
     @classmethod
@@ -76,6 +79,8 @@ class VllmLogParser(ProfilingLog):
         parser._state = OutcomeState(**snapshot["outcome"])
         parser._early_backend = snapshot.get("early_backend")
         parser._engine_config = snapshot.get("engine_config")
+        parser._source = snapshot.get("source", "")
+        parser._held = HeldSignals(snapshot.get("held"))
         return parser
 
     def plans(self) -> list[StartupPlan]:
@@ -88,19 +93,44 @@ class VllmLogParser(ProfilingLog):
         return self._plans[-1] if self._plans else None
 
     def feed(
-        self, line: str, ts: float | None = None, line_no: int | None = None
+        self,
+        line: str,
+        ts: float | None = None,
+        line_no: int | None = None,
+        ref: int | None = None,
     ) -> list[VllmFact]:
-        """Parse one log line; return the facts it adds (empty for most lines)."""
+        """Parse one log line; return the facts it adds (empty for most lines). ``ref``: the
+        caller's own reference for the line (a held hang signal's fact carries its line's)."""
         self._line_count += 1
         if line_no is None:
             line_no = self._line_count
-        return [fact for record in records(line) for fact in self._record(record, ts, line_no)]
+        self._ref = ref
+        return [fact for record in records(line) for fact in self._settled(record, ts, line_no)]
+
+    def finish(self) -> list[VllmFact]:
+        """The input ended (a saved log's end): the signals still held are hang signals."""
+        return self._held.release(self._dropped)
+
+    def _settled(self, record: str, ts: float | None, line_no: int) -> list[VllmFact]:
+        """A record's facts, after the held signals where this record settles them: the first
+        start opened (mid-start: dropped), or none came in time (released)."""
+        held = bool(self._held)
+        facts = self._record(record, ts, line_no)
+        if not held:
+            return facts
+        if self.current is not None and opens_under_way(split_vllm_line(record).msg):
+            self._held.drop()
+        elif self.current is not None or self._held.due(self._line_count, ts):
+            return self._held.release(self._dropped) + facts
+        return facts
 
     def _record(self, line: str, ts: float | None, line_no: int) -> list[VllmFact]:
         config, self._engine_config = self._engine_config, None
         if not line.strip():
             return []
         parsed = split_vllm_line(line)
+        if parsed.level or parsed.proc:
+            self._source = parsed.source
         msg = parsed.msg
         facts: list[VllmFact] = []
         ctx = (ts, line_no, parsed.log_time)
@@ -115,7 +145,9 @@ class VllmLogParser(ProfilingLog):
         signal = hang_signal(msg, phase)
         if signal is not None:
             data = {"signal": signal, "phase": phase, "line": parsed.clean}
-            facts.append(self._fact("hang_signal", data, ctx))
+            fact = self._fact("hang_signal", data, ctx)
+            fact.ref = self._ref
+            facts.extend(self._held.admit(fact, msg, self._line_count, self.current is not None))
 
         if fmt.START_MARK.search(msg):
             self._early_backend = None  # chosen by an earlier run
@@ -202,12 +234,6 @@ class VllmLogParser(ProfilingLog):
         self._state.awaiting_error = error is None
         return facts
 
-    def _start_settings(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
-        """What a start line (or its wrapped rest) states: the block size, config, drafter."""
-        self._block_size(plan, msg)
-        self._config(plan, msg, ctx, facts)
-        self._drafter(plan, msg, ctx, facts)
-
     def _wrapped(self, config: str, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]) -> bool:
         """This line is the engine's config line going on (a paste wrapped it): the line is
         read again whole, so a value or a name cut in two reads right."""
@@ -217,38 +243,6 @@ class VllmLogParser(ProfilingLog):
         self._engine_config = config + parsed.msg
         self._start_settings(plan, self._engine_config, ctx, facts)
         return True
-
-    def _block_size(self, plan: StartupPlan, msg: str) -> None:
-        m = fmt.BLOCK_SIZE.search(msg)
-        if m:
-            plan.block_size = int(m.group(1) or m.group(2))
-
-    def _config(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
-        """The serving configuration a start line states; the engine's line, later, refines
-        the args (its resolved dtype and max model len), except where the first word stands
-        (``FIRST_STATED``). The first "Using max model len" line is the target model's: a
-        drafter's config (EAGLE, MTP, a draft model) follows it with its own length. A memory
-        line's utilization, rounded (V0's 0.88 for 0.875), only fills one the args left unsaid."""
-        resolves_len = MAX_MODEL_LEN.search(msg) is not None
-        restated = GPU_UTILIZATION.search(msg) is not None
-        for name, value in config_fields(msg).items():
-            current = getattr(plan, name)
-            first = name in FIRST_STATED or (
-                (name == "max_model_len" and resolves_len and plan.model_len_resolved)
-                or (name == "gpu_memory_utilization" and restated)
-            )
-            if current != value and (current is None or not first):
-                self._set(plan, name, value, ctx, facts)
-        plan.model_len_resolved = plan.model_len_resolved or resolves_len
-
-    def _drafter(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
-        """A drafter's load line, an MTP architecture, or a speculative config (also in the
-        start's own lines: the non-default args and the engine's config line)."""
-        if fmt.DRAFTER.search(msg) or fmt.SPEC_CONFIG.search(msg):
-            if fmt.DRAFTER_LOAD.search(msg):
-                self._enter(plan, "loading_drafter", ctx, facts)
-            if not plan.drafter_loaded:
-                self._set(plan, "drafter_loaded", True, ctx, facts)
 
     def _plan_line(
         self, plan: StartupPlan, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]
@@ -300,6 +294,8 @@ class VllmLogParser(ProfilingLog):
             proc=parsed.proc,
             error=plan.error,
             phase=plan.phase,
+            server=parsed.source == self._source,
+            ready=plan.init_engine_s is not None,
         )
         if result is None:
             return
@@ -312,4 +308,5 @@ def parse_vllm_log(lines: Iterable[str]) -> list[StartupPlan]:
     parser = VllmLogParser()
     for line in lines:
         parser.feed(line)
+    parser.finish()
     return parser.plans()

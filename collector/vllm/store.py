@@ -108,16 +108,18 @@ def store_vllm_lines(
     start = session.get(VllmStart, stream.start_id) if stream.start_id is not None else None
     events: list[HostEvent] = []
     for line_id, ts, text in lines:
-        for fact in stream.parser.feed(text, ts):
+        for fact in stream.parser.feed(text, ts, ref=line_id):
             if fact.kind in STAT_EVENT_KINDS:
                 data = {**fact.data, "line_id": line_id}
                 events.append(
                     HostEvent(host_id=host_id, ts=ts, kind=STAT_EVENT_KINDS[fact.kind], data=data)
                 )
                 continue
-            if fact.kind == "hang_signal":
-                data = {**fact.data, "start_id": stream.start_id, "line_id": line_id}
-                events.append(HostEvent(host_id=host_id, ts=ts, kind=HANG_SIGNAL, data=data))
+            if fact.kind == "hang_signal":  # one held from before any start: at its own line
+                start_id = None if fact.held else stream.start_id
+                data = {**fact.data, "start_id": start_id, "line_id": fact.ref}
+                at = ts if fact.ts is None else fact.ts
+                events.append(HostEvent(host_id=host_id, ts=at, kind=HANG_SIGNAL, data=data))
                 continue
             if fact.kind == "server_start":
                 start = VllmStart(

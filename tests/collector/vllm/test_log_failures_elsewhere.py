@@ -3,6 +3,7 @@ from real logs in other projects' trackers (``tests/fixtures/real/vllm``)."""
 
 from __future__ import annotations
 
+from collector.vllm.log_lines import records, split_vllm_line
 from collector.vllm.log_parser import parse_vllm_log
 from tests.support.real_corpus import vllm_logs
 from tests.support.timing import fastest
@@ -94,3 +95,76 @@ def test_a_workers_busy_loop_raising_while_its_start_is_under_way_failed_it() ->
     served = [lines[0], "INFO:     Application startup complete.", *lines[3:]]
     [plan] = parse_vllm_log(served)
     assert plan.outcome == "started"
+
+
+def test_killed_counts_only_from_the_servers_own_stream() -> None:
+    # Constructed around the real lines of dusty-nv/jetson-containers#795: a compose stream or a
+    # journal interleaves other processes' output; the shell's "Killed" is the server's only
+    # where it comes from the stream vLLM's own lines come from.
+    lines = _lines("v0.6-jetson-795-orin-nx-gguf-kv-then-killed")
+    compose = [f"vllm-1  | {line}" for line in lines[:-1]]
+    [plan] = parse_vllm_log([*compose, "bench-1  | Killed"])
+    assert (plan.outcome, plan.error) == ("incomplete", None)
+    [plan] = parse_vllm_log([*compose, "vllm-1  | Killed"])
+    assert (plan.outcome, plan.error) == ("failed", "Killed")
+    journal = [f"Jan 23 07:34:26 orin vllm[812]: {line}" for line in lines[:-1]]
+    [plan] = parse_vllm_log([*journal, "Jan 23 07:34:27 orin client[950]: Killed"])
+    assert (plan.outcome, plan.error) == ("incomplete", None)
+    [plan] = parse_vllm_log([*journal, "Jan 23 07:34:27 orin vllm[812]: Killed"])
+    assert (plan.outcome, plan.error) == ("failed", "Killed")
+
+
+def test_a_process_tag_padded_before_its_header_stays_with_it() -> None:
+    # Constructed: Ray's tag (ray-project/ray#59778's form) padded with spaces before vLLM's
+    # header is one record, not a joined paste: the header keeps its tag.
+    line = (
+        "(RayWorkerWrapper pid=2361)    "
+        "INFO 12-29 02:06:07 [gpu_model_runner.py:3659] Model loading took 2.5355 GiB memory "
+        "and 1.469344 seconds"
+    )
+    assert records(line) == [line]
+    assert split_vllm_line(line).proc == "RayWorkerWrapper pid=2361"
+
+# intel/llm-scaler#382's first line, and a worker's busy-loop traceback through a step
+# (vllm-project/vllm#43042, lines verbatim, cut where the excerpt ends).
+_LOADED = (
+    "(Worker_TP0 pid=1681) INFO 04-25 19:53:57 [gpu_model_runner.py:3908] Model loading took "
+    "17.17 GiB memory and 700.122302 seconds"
+)
+_STEP_RAISED = [
+    "(Worker_TP0 pid=2019) ERROR 05-12 09:17:24 [multiproc_executor.py:932] Traceback (most "
+    "recent call last):",
+    '(Worker_TP0 pid=2019) ERROR 05-12 09:17:24 [multiproc_executor.py:932]   File "/usr/local/'
+    'python3.11.10/lib/python3.11/site-packages/vllm/v1/executor/multiproc_executor.py", line '
+    "927, in worker_busy_loop",
+    "(Worker_TP0 pid=2019) ERROR 05-12 09:17:24 [multiproc_executor.py:932]     output = "
+    "func(*args, **kwargs)",
+    '(Worker_TP0 pid=2019) ERROR 05-12 09:17:24 [multiproc_executor.py:932]   File "/usr/local/'
+    'python3.11.10/lib/python3.11/site-packages/vllm/v1/worker/worker_base.py", line 332, in '
+    "execute_model",
+]
+
+
+def test_a_workers_busy_loop_raising_in_a_step_crashed_a_running_engine() -> None:
+    # Constructed from real lines: an offline LLM() job never prints a serving line, so its
+    # start stays under way; a worker's traceback through execute_model is a step's: the
+    # engine was running, it crashed (no failed start).
+    [plan] = parse_vllm_log([_LOADED, *_STEP_RAISED])
+    assert (plan.outcome, plan.error) == ("crashed", None)
+
+
+def test_a_workers_busy_loop_raising_after_the_engine_is_ready_crashed_it() -> None:
+    # Constructed from real lines: the engine's init total (LMCache/LMCache#1740) says the
+    # engine is ready; a worker's busy-loop traceback after it (intel/llm-scaler#382's, cut
+    # before its frames say where) is a running engine's, then the job's prompts (lmflow#942).
+    init = (
+        "(EngineCore_DP0 pid=1021360) INFO 10-08 06:08:17 [core.py:218] init engine (profile, "
+        "create kv cache, warmup model) took 13.90 seconds"
+    )
+    bar = (
+        "Processed prompts: 0it [00:00, ?it/s, est. speed input: 0.00 toks/s, output: 0.00 "
+        "toks/s]"
+    )
+    worker = _lines("v0.14-llmscaler-382-b70-worker-exception-profiling")[3:]
+    [plan] = parse_vllm_log([_LOADED, init, bar, *worker])
+    assert plan.outcome == "crashed"

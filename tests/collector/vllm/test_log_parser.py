@@ -239,7 +239,7 @@ def test_max_model_len_warning_is_not_a_failure() -> None:
 def _feed(lines: list[str]) -> tuple[VllmLogParser, list]:
     parser = VllmLogParser()
     facts = [fact for n, line in enumerate(lines) for fact in parser.feed(line, ts=float(n))]
-    return parser, facts
+    return parser, facts + parser.finish()  # the input ends: held signals are released
 
 
 def test_tensor_parallel_ranks_that_disagree_plan_with_the_smallest() -> None:

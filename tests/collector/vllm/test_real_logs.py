@@ -16,13 +16,8 @@ MIN_SCORE = 0.98
 
 def parse(lines: list[str]) -> tuple[list, list[str]]:
     parser = VllmLogParser()
-    signals = [
-        fact.data["signal"]
-        for line in lines
-        for fact in parser.feed(line)
-        if fact.kind == "hang_signal"
-    ]
-    return parser.plans(), signals
+    facts = [fact for line in lines for fact in parser.feed(line)] + parser.finish()
+    return parser.plans(), [fact.data["signal"] for fact in facts if fact.kind == "hang_signal"]
 
 
 def test_the_corpus_is_real_and_spans_versions() -> None:
