@@ -21,7 +21,7 @@ from collector.ingest.rows import LINE_COLUMNS, line_row
 from collector.models import Line
 from collector.schemas import truncate_line
 from collector.vllm.log_parser import VllmLogParser
-from collector.vllm.store import VllmStream
+from collector.vllm.store import VllmStream, store_held_signals
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,12 @@ class LineSink:
                 log.exception("storing matrix server lines failed")
 
     def close(self) -> None:
+        """Store what is buffered; the output ended, so the signals the parser still holds
+        (from before any start) are hang signals now."""
         self._stop.set()
         self._thread.join()
         self.flush()
+        with self._flush_lock, session_scope(self._factory) as session:
+            store_held_signals(
+                session, host_id=self._host_id, stream=self._stream, now=self._clock()
+            )

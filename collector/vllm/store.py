@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from collector.models import HostEvent, Line, VllmPhase, VllmStart, fits
 from collector.vllm.log_config import CONFIG_FIELDS
+from collector.vllm.log_facts import VllmFact
 from collector.vllm.log_parser import VllmLogParser
 from collector.vllm.plan import PLAN_FIELDS, StartupPlan
 
@@ -115,11 +116,8 @@ def store_vllm_lines(
                     HostEvent(host_id=host_id, ts=ts, kind=STAT_EVENT_KINDS[fact.kind], data=data)
                 )
                 continue
-            if fact.kind == "hang_signal":  # one held from before any start: at its own line
-                start_id = None if fact.held else stream.start_id
-                data = {**fact.data, "start_id": start_id, "line_id": fact.ref}
-                at = ts if fact.ts is None else fact.ts
-                events.append(HostEvent(host_id=host_id, ts=at, kind=HANG_SIGNAL, data=data))
+            if fact.kind == "hang_signal":
+                events.append(_hang_signal(host_id, fact, ts, stream.start_id))
                 continue
             if fact.kind == "server_start":
                 start = VllmStart(
@@ -156,6 +154,27 @@ def store_vllm_lines(
         sync_start(row, plan)
     session.add_all(events)
     return events
+
+
+def store_held_signals(
+    session: Session, *, host_id: int, stream: VllmStream, now: float
+) -> list[HostEvent]:
+    """The stream ended (a matrix server's output closed): the hang signals its parser still
+    held, from before any start, stored at their own lines (``now`` for one without a time)."""
+    events = [
+        _hang_signal(host_id, fact, now, stream.start_id)
+        for fact in stream.parser.finish()
+        if fact.kind == "hang_signal"
+    ]
+    session.add_all(events)
+    return events
+
+
+def _hang_signal(host_id: int, fact: VllmFact, ts: float, start_id: int | None) -> HostEvent:
+    """A hang signal's event; one held from before any start is at its own line and time."""
+    data = {**fact.data, "start_id": None if fact.held else start_id, "line_id": fact.ref}
+    at = ts if fact.ts is None else fact.ts
+    return HostEvent(host_id=host_id, ts=at, kind=HANG_SIGNAL, data=data)
 
 
 def _storable(value: Any) -> Any:

@@ -112,3 +112,42 @@ def test_matrix_server_lines_are_vllm_starts_of_the_host(collector: Collector) -
     assert len(doc["plans"]) == 2
     assert doc["plan"]["started_ts"] == T0 + 1001
     assert doc["plans"][1]["outcome"] == "started"
+
+
+SHM_WAIT = (  # club-3090#138: the engine's line, printed before any start line
+    "(EngineCore pid=151) INFO 05-20 20:35:51 [shm_broadcast.py:681] No available shared "
+    "memory broadcast block found in 60 seconds. This typically happens when some processes "
+    "are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache "
+    "quantization)."
+)
+
+
+def test_a_hang_signal_held_when_the_server_output_ends_is_stored_at_its_line(
+    collector: Collector,
+) -> None:
+    """Output that ends before any start line: the signal the parser held (it could not tell
+    a hang from workers still starting) is a hang signal once the output has ended."""
+    c = collector
+    token = c.add_host("spark-01")
+    batch = {"host": "spark-01", "boot_id": BOOT, "agent": {"version": "test", "pid": 1}}
+    r = c.client.post(  # the host's boot
+        INGEST_PATH, content=json.dumps(batch), headers={"Authorization": f"Bearer {token}"}
+    )
+    assert r.status_code == 200, r.text
+    sink = sink_for(c, run=3, start=T0)
+    sink.callback("stdout")(SHM_WAIT)
+    sink.flush()
+    signals = c.client.get(
+        "/api/v1/hosts/spark-01/events", params={"kind": "vllm_hang_signal"}, headers=c.admin
+    ).json()["events"]
+    assert signals == []  # held: a start could still show the workers were starting
+    sink.close()
+    (signal,) = c.client.get(
+        "/api/v1/hosts/spark-01/events", params={"kind": "vllm_hang_signal"}, headers=c.admin
+    ).json()["events"]
+    factory = c.client.app.state.sessionmaker  # type: ignore[attr-defined]
+    with db.session_scope(factory) as s:
+        line_id = s.scalars(select(Line.id).where(Line.source == "vllm")).one()
+    assert signal["ts"] == T0 + 1
+    assert signal["data"]["line_id"] == line_id
+    assert signal["data"]["start_id"] is None
