@@ -564,6 +564,22 @@ def test_the_oom_invokers_name_may_hold_a_space() -> None:
     assert worker is not None and worker.process == "kworker/u16:3"  # constructed
 
 
+def test_a_quote_mark_before_the_oom_invoker_is_no_part_of_its_name() -> None:
+    # A mail quoting the bare message (linux-mm, Andrew Morton's reply of 7 Nov 2007,
+    # https://lore.kernel.org/all/20071107102016.e9d24b0c.akpm@linux-foundation.org/): the
+    # quote's '> ' is short enough to pass for the start of a 15-character name.
+    quoted = classify_kernel_line(
+        "> python invoked oom-killer: gfp_mask=0x1201d2, order=0, oomkilladj=0"
+    )
+    assert quoted is not None and quoted.process == "python"
+    # a page's rendering artefact, as the corpus keeps them (constructed from the line above)
+    listed = classify_kernel_line("- python invoked oom-killer: gfp_mask=0x1201d2, order=0")
+    assert listed is not None and listed.process == "python"
+    # a name that starts with punctuation keeps it (constructed: systemd's "(sd-pam)")
+    sd_pam = classify_kernel_line("(sd-pam) invoked oom-killer: gfp_mask=0x1201d2, order=0")
+    assert sd_pam is not None and sd_pam.process == "(sd-pam)"
+
+
 def test_gpu_fault_kinds() -> None:
     assert {"xid", "sxid", "nv_err", "gsp", "uvm", "bus_off"} == GPU_FAULT_KINDS
 
