@@ -396,6 +396,18 @@ def test_fsp_boot_command_timeouts_are_a_failed_gsp_boot_and_its_dump_is_not() -
         assert classify_kernel_line(line) is None
 
 
+def test_the_fsp_queue_timeout_in_590_drivers_words_is_the_same_failed_boot() -> None:
+    """open-gpu-kernel-modules 590.44.01 renamed kfspPollForQueueEmpty's "Timed out waiting for
+    FSP command queue to be empty." to kfspPollForCanSend's "Timed out waiting for FSP queues
+    to be empty." (src/nvidia/src/kernel/gpu/fsp/kern_fsp.c). Constructed from that source."""
+    line = (
+        "[  279.949523] NVRM: kfspPollForCanSend_IMPL: Timed out waiting for FSP queues to be "
+        "empty."
+    )
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("gsp", "boot")
+
+
 def test_a_crashcat_fault_line_without_the_nvrm_tag() -> None:
     """The CrashCat report prints its fault line bare; the frames around it keep NVRM."""
     for line in (
