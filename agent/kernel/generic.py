@@ -30,9 +30,10 @@ _RCU_STALL = re.compile(r"\brcu_\w+ (?:self-)?detected (?:expedited )?stalls?\b"
 # older kernels: "Out of memory: Kill process 456 (python) score 50 or sacrifice child"
 _OOM_KILLED = re.compile(r"Kill(?:ed)? process (?P<pid>\d+)(?:, UID \d+,)? \((?P<comm>[^)]*)\)")
 # The invoker's name is up to 15 characters and may hold spaces ("GC Thread#9"): the whole of
-# a message that starts with it; behind a prefix left on the line, the word before the verb.
+# a message that starts with it; behind a prefix left on the line (a quote's "> ", a page's
+# "- "), the word before the verb.
 _OOM_INVOKED = re.compile(
-    r"^(?P<comm>[^\s\[\]](?:[^\[\]:]|:(?! )){0,14}?) invoked oom-killer:"
+    r"^(?![^\w\s]{1,3} )(?P<comm>[^\s\[\]](?:[^\[\]:]|:(?! )){0,14}?) invoked oom-killer:"
     r"|(?:^|\s)(?P<word>\S+) invoked oom-killer:"
 )
 # "python3: page allocation failure: order:4, mode:...", 2.6: "swapper: page allocation failure.

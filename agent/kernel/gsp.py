@@ -46,10 +46,11 @@ _GSP_FAMILIES: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     (
         "boot",
         # Hopper+ boot GSP-RM through the FSP: "FSP command timed out", "Timed out waiting for
-        # FSP command queue to be empty" (the command dump after them has no failure word)
+        # FSP command queue to be empty", 590+: "... FSP queues to be empty" (the command dump
+        # after them has no failure word)
         re.compile(
             r"WPR2|_?kgspBoot\w*|(?i:GFW[_ ]?boot)|\bboot(?:ing)? GSP|GSP-RM\b.*\bboot|"
-            r"\bFSP command\b"
+            r"\bFSP (?:command|queues)\b"
         ),
         True,
     ),

@@ -46,6 +46,17 @@ _ANYWHERE = (_PRIO, _KMSG, _DECODE, _CRI, _CALLER)
 _TIMES = (_BRACKET_TIME, _ISO, _SYSLOG)
 
 
+def opens_record(line: str) -> bool:
+    """The line, however indented, starts with what only a record's first line carries: a time
+    (dmesg's, the journal's, syslog's) or a raw kmsg header. A continuation (dmesg's or the
+    journal's later lines of a message, a kmsg dictionary line) never does."""
+    text = line.lstrip(" \t")
+    m = _PRIO.match(text)  # pstore, dmesg -r: "<4>[  12.345678] ..."
+    if m:
+        text = text[m.end() :]
+    return any(pattern.match(text) for pattern in (_KMSG, *_TIMES))
+
+
 def kernel_message(line: str) -> str:
     """The kernel message of one log line, every known prefix removed (leading spaces of a
     stack-trace frame are kept)."""

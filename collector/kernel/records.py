@@ -18,7 +18,7 @@ from typing import Any
 from agent.kernel.classify import classify_kernel_line
 from agent.kernel.event import KernelEvent
 from agent.kernel.generic import frame_module, oops_site
-from agent.kernel.prefix import kernel_message
+from agent.kernel.prefix import kernel_message, opens_record
 from collector.kernel.reports import LogEvent, Reports
 from collector.models import KernelAction, Severity
 from collector.schemas import OutModel
@@ -83,7 +83,7 @@ def kernel_records(lines: Sequence[str]) -> Iterator[tuple[int, str]]:
     for index, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")
         indent = len(line) - len(line.lstrip(" \t"))
-        deeper = indent > margin
+        deeper = indent > margin and not opens_record(line)  # not a paste under its last line
         if deeper and start is not None and not relayed and not frame_module(line):
             parts.append(line.strip())
             continue

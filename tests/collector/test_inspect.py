@@ -124,6 +124,37 @@ def test_a_paste_indented_as_a_whole_keeps_each_line_a_record(tmp_path: Path) ->
     assert events[0]["pid"] == 25629 and len(events[1]["text"].splitlines()) == 1
 
 
+def test_an_indented_line_with_its_own_time_is_a_record_not_a_continuation(
+    tmp_path: Path,
+) -> None:
+    """A continuation (dmesg's, the journal's, a kmsg dictionary line) never carries a time of
+    its own: an indented line that does is the next record, however deep. Constructed sequence
+    of real lines (the corpus' hung-tasks-4x-5x-wordings.txt: an unindented capture's last
+    line, then raspberrypi/linux#2557's report pasted four spaces deep); before, the paste was
+    one record with that last line, its hung task's event on line 1."""
+    log = tmp_path / "paste.txt"
+    log.write_text(
+        "[81770.156539] [<c0882f18>] (__schedule) from [<c0883858>] (schedule+0x64/0xe4)\n"
+        "    May 17 18:48:11 kernel: [ 6141.921740] INFO: task kworker/u8:0:5 blocked for "
+        "more than 120 seconds.\n"
+        "    May 17 18:48:11 kernel: [ 6141.921764]       Tainted: G         C      "
+        "4.14.17-v7+ #1090\n"
+    )
+    [event] = inspect_kernel_log(log)
+    assert (event["line_no"], event["kind"], event["pid"]) == (2, "hung_task", 5)
+    assert "INFO: task kworker/u8:0:5 blocked" in event["text"]
+    assert len(event["text"].splitlines()) == 1
+    # constructed: a kmsg record pasted as deep; its dictionary line still continues it
+    kmsg = tmp_path / "kmsg.txt"
+    kmsg.write_text(
+        "[81770.156539] [<c0882f18>] (__schedule) from [<c0883858>] (schedule+0x64/0xe4)\n"
+        "    6,339,5140900,-;NVRM: Xid (PCI:0000:01:00): 79, pid=1, GPU has fallen off the bus.\n"
+        "     SUBSYSTEM=pci\n"
+    )
+    [xid] = inspect_kernel_log(kmsg)
+    assert xid["line_no"] == 2 and xid["text"].splitlines()[1:] == ["SUBSYSTEM=pci"]
+
+
 def test_a_wall_broadcast_event_is_on_its_kernel_line(tmp_path: Path) -> None:
     """syslogd's heading is no part of the kernel line it relays: the event is on its own
     line, with its own text (tenstorrent/tt-metal#20143)."""

@@ -396,6 +396,18 @@ def test_fsp_boot_command_timeouts_are_a_failed_gsp_boot_and_its_dump_is_not() -
         assert classify_kernel_line(line) is None
 
 
+def test_the_fsp_queue_timeout_in_590_drivers_words_is_the_same_failed_boot() -> None:
+    """open-gpu-kernel-modules 590.44.01 renamed kfspPollForQueueEmpty's "Timed out waiting for
+    FSP command queue to be empty." to kfspPollForCanSend's "Timed out waiting for FSP queues
+    to be empty." (src/nvidia/src/kernel/gpu/fsp/kern_fsp.c). Constructed from that source."""
+    line = (
+        "[  279.949523] NVRM: kfspPollForCanSend_IMPL: Timed out waiting for FSP queues to be "
+        "empty."
+    )
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("gsp", "boot")
+
+
 def test_a_crashcat_fault_line_without_the_nvrm_tag() -> None:
     """The CrashCat report prints its fault line bare; the frames around it keep NVRM."""
     for line in (
@@ -562,6 +574,22 @@ def test_the_oom_invokers_name_may_hold_a_space() -> None:
     assert quoted is not None and quoted.process == "pgcenter"
     worker = classify_kernel_line("kworker/u16:3 invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL)")
     assert worker is not None and worker.process == "kworker/u16:3"  # constructed
+
+
+def test_a_quote_mark_before_the_oom_invoker_is_no_part_of_its_name() -> None:
+    # A mail quoting the bare message (linux-mm, Andrew Morton's reply of 7 Nov 2007,
+    # https://lore.kernel.org/all/20071107102016.e9d24b0c.akpm@linux-foundation.org/): the
+    # quote's '> ' is short enough to pass for the start of a 15-character name.
+    quoted = classify_kernel_line(
+        "> python invoked oom-killer: gfp_mask=0x1201d2, order=0, oomkilladj=0"
+    )
+    assert quoted is not None and quoted.process == "python"
+    # a page's rendering artefact, as the corpus keeps them (constructed from the line above)
+    listed = classify_kernel_line("- python invoked oom-killer: gfp_mask=0x1201d2, order=0")
+    assert listed is not None and listed.process == "python"
+    # a name that starts with punctuation keeps it (constructed: systemd's "(sd-pam)")
+    sd_pam = classify_kernel_line("(sd-pam) invoked oom-killer: gfp_mask=0x1201d2, order=0")
+    assert sd_pam is not None and sd_pam.process == "(sd-pam)"
 
 
 def test_gpu_fault_kinds() -> None:
