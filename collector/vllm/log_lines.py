@@ -45,6 +45,14 @@ JOINED = re.compile(
     r"(?<=\S)\s{2,}(?=(?:\([\w.:-]+ pid=\d+\)\s+)?"
     r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d)"
 )
+# A tqdm bar redrawn with no newline, a record glued right after its "]" ("... 1/83 [00:00<00:43,
+# 1.90it/s](Worker_TP1 pid=N) INFO ..."): two records, the bar's (a capture's, a load's) and the
+# record's. The count starts a number ("(?<!\d)") and the bracket ends at the first "[" or "]",
+# so each is scanned once.
+GLUED_BAR = re.compile(
+    r"(?<!\d)\d+/(?:\d+|\?) \[[^\[\]]*\]"
+    r"(?=\([\w.:-]+ pid=\d+\)|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:)"
+)
 TAG_ONLY = re.compile(r"\((?P<proc>[\w.:-]+) pid=(?P<pid>\d+)\)\s?(?P<msg>.*)$")
 # vLLM's own process tags, whatever their fields: V1's worker "(VllmWorker rank=7 pid=N)", a
 # Ray worker's "(RayWorkerWrapper pid=N, ip=...)" printed inside the engine's tag.
@@ -67,9 +75,19 @@ class VllmLine:
 
 
 def records(line: str) -> list[str]:
-    """The records a line holds: one, unless a paste joined several (``JOINED``). A run right
-    after a process tag pads that tag from its own header (Ray's, vLLM's): no record ends there.
+    """The records a line holds: one, unless a paste joined several (``JOINED``) or a progress
+    bar has a record glued after it (``GLUED_BAR``). A run right after a process tag pads that
+    tag from its own header (Ray's, vLLM's): no record ends there.
     """
+    out, start = [], 0
+    for bar in GLUED_BAR.finditer(line):
+        out.extend(_joined(line[start : bar.end()]))
+        start = bar.end()
+    return out + _joined(line[start:])
+
+
+def _joined(line: str) -> list[str]:
+    """The records a paste joined into ``line``, each padded with a run of spaces."""
     out, start = [], 0
     for m in JOINED.finditer(line):
         before = ANSI.sub("", line[max(m.start() - TAGS_REACH, start) : m.start()])

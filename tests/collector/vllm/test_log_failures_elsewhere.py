@@ -57,6 +57,32 @@ def test_joined_records_are_found_in_linear_time() -> None:
     assert cost("x" + " " * 20_000) < 50 * cost(plain)
 
 
+def test_a_progress_bar_with_a_record_glued_after_it_is_read_as_both() -> None:
+    # vllm-project/vllm#46933: tqdm redraws its bar with no newline, so the worker's next record
+    # lands right after the bar's "]": the capture bar opens the start, the record stays whole.
+    lines = _lines("v0.2x-vllm-46933-offload-capture-bar-glued-shm")
+    glued = lines[1]
+    cut = glued.index("(Worker_TP1 ")
+    assert records(glued) == [glued[:cut], glued[cut:]]
+    [plan] = parse_vllm_log(lines)
+    assert [p["phase"] for p in plan.phases] == ["capturing_cuda_graphs"]
+    # Constructed: a "]" that ends no bar keeps its record whole.
+    line = "[model.py:12](EngineCore_DP0 pid=1) INFO 06-27 19:50:00 [a.py:1] x"
+    assert records(line) == [line]
+
+
+def test_glued_progress_bars_are_found_in_linear_time() -> None:
+    # Constructed: the bar's count and bracket repeated without an end, or without a tag after.
+    def cost(record: str) -> float:
+        line = record * (200_000 // len(record))
+        return fastest(lambda: records(line))
+
+    plain = "x" * 64
+    assert cost("1" * 30 + "/") < 50 * cost(plain)
+    assert cost("| 1/83 [00:00<00:43, ") < 50 * cost(plain)
+    assert cost("1/8 [a](Worker_TP1 pid=") < 50 * cost(plain)
+
+
 def test_the_hpu_runners_load_summary_states_the_weights_memory() -> None:
     # HabanaAI/vllm-fork#488 (Gaudi 2): the HPU model runner's "Loading model weights took in
     # total 32.48 GiB of device memory (...)" is V0's load line in its words.
