@@ -18,7 +18,7 @@ from agent.kernel.event import (
     SEVERITIES,
     KernelEvent,
 )
-from agent.kernel.generic import classify_generic
+from agent.kernel.generic import SERROR_NEEDLE, classify_generic
 from agent.kernel.ghes import NEEDLE as GHES_NEEDLE
 from agent.kernel.ghes import classify_ghes
 from agent.kernel.iommu import NEEDLES as IOMMU_NEEDLES
@@ -54,6 +54,7 @@ _PRECHECK = (
     "cma_alloc",
     "[#",
     "Kernel panic",
+    SERROR_NEEDLE,
     "@ pc:0x",
     AER_NEEDLE,
     GHES_NEEDLE,

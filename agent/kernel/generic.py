@@ -1,12 +1,21 @@
 """The kernel's own freeze precursors and crashes: soft/hard/workqueue lockups, hung tasks, RCU
 stalls, OOM kills (every wording since 2.6), allocation failures (page, vmalloc, CMA) and
-stalls, and oops / BUG / general protection fault / panic as one kind, ``oops``.
+stalls, and oops / BUG / general protection fault / arm64 SError / panic as one kind, ``oops``.
 
 An oops prints many lines; the event is the die line (``Oops: 0000 [#1] SMP``,
 ``general protection fault ...: 0000 [#1]``, ``Internal error: Oops: ... [#1]``), printed once
 per oops, and a panic that is not the consequence of one (nor of a fatal firmware-reported
 hardware error, which ``ghes`` counts). The module an oops happened in is on
 its ``RIP:`` (x86) or ``pc :`` (arm64) line: ``oops_site`` reads it.
+
+An arm64 asynchronous external abort the CPU cannot contain is reported by
+``arm64_serror_panic`` (``arch/arm64/kernel/traps.c``; ``do_serror`` itself in 4.14-4.15) as
+"SError Interrupt on CPU<n>, code 0x<ESR> -- <class>" (ESR ``%08x``, ``%016lx`` since 5.19),
+its registers, then "Kernel panic - not syncing: Asynchronous SError Interrupt": the SError
+line is the event (``oops``/``serror``), so a capture cut after it still names the fault. The
+panic restates it (``collector.kernel.reports`` folds it); alone, it is a panic. The kernel
+prints no line for the SErrors it survives (RAS corrected or restartable ones), and vendor
+kernels' own SError lines ("CPU0: SError detected, ...") are no event.
 """
 
 from __future__ import annotations
@@ -52,6 +61,12 @@ _CMA_FAIL = re.compile(
 # The die line: "<what>: <error code> [#<n>]"
 _DIE = re.compile(r"(?P<what>[A-Za-z][^\[]*?):? (?:[0-9a-fA-F]{4,16} )?\[#(?P<n>\d+)\]")
 _PANIC = re.compile(r"Kernel panic - not syncing: ?(?P<why>.*)")
+SERROR_NEEDLE = "SError Interrupt on CPU"
+_SERROR = re.compile(
+    r"SError Interrupt on CPU(?P<cpu>\d{1,5}), code 0x(?P<esr>[0-9a-fA-F]{1,16}) -- "
+)
+# what nmi_panic() says right after the SError line (4.14-4.15: panic())
+SERROR_PANIC = "Asynchronous SError Interrupt"
 # "RIP: 0010:nvidia_vma_access+0x1b/0x350 [nvidia]", old "RIP: 0010:[<ff..>]  [<ff..>] f+0x16/0x20",
 # arm64 "pc : _nv012345rm+0x1c/0x60 [nvidia]"; newer kernels add a build id: "[nvidia 150ac0...]"
 _SITE = re.compile(
@@ -97,11 +112,30 @@ def _classify_oops(text: str) -> KernelEvent | None:
     return None
 
 
+def _serror(text: str) -> KernelEvent | None:
+    m = _SERROR.search(text)
+    if m is None:
+        return None
+    esr = m.group("esr").lstrip("0") or "0"
+    return make_event(
+        "oops",
+        code="serror",
+        meaning=f"{OOPS_MEANINGS['serror']} (CPU {m.group('cpu')}, ESR 0x{esr})",
+        detail=text.strip(),
+    )
+
+
+def restates_serror(event: KernelEvent) -> bool:
+    """The panic ``arm64_serror_panic`` prints after its SError line."""
+    return event.kind == "oops" and event.code == "panic" and SERROR_PANIC in (event.detail or "")
+
+
 OOPS_MEANINGS = {
     "oops": "kernel oops: the kernel hit a fault it cannot handle",
     "bug": "kernel BUG: a kernel assertion failed",
     "gpf": "general protection fault in the kernel",
     "panic": "kernel panic: the kernel stopped",
+    "serror": "arm64 SError: an asynchronous external abort the kernel cannot survive",
 }
 
 
@@ -226,6 +260,8 @@ def classify_generic(text: str) -> KernelEvent | None:
         event = _classify_oops(text)
         if event is not None:
             return event
+    if SERROR_NEEDLE in text:
+        return _serror(text)
     if "lockup" in text or "LOCKUP" in text:
         event = _lockup(text)
         if event is not None:

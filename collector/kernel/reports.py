@@ -1,6 +1,6 @@
 """A saved log's events with each multi-line report counted once, and only lines of the same
 report joined: an NVSwitch SXid's verdict and its dump, an Xid 79 and the driver's own "GPU has
-fallen off the bus." line after it.
+fallen off the bus." line after it, an arm64 SError line and the panic after it.
 
 The NVSwitch driver prints an SXid's verdict ("22013, Non-fatal, Link 44 ...") and then its
 error entry's dump ("22013, Severity 0 Engine instance 44 ...", "22013, Data {...}"), sometimes
@@ -15,6 +15,12 @@ The driver's "GPU <address>: GPU has fallen off the bus." comes right after the 
 restates (the corpus: the next record, 4-9 us later; NVIDIA's ``osinit.c`` logs one right after
 the other). A fall line further than ``FALL_RECORDS`` records from an Xid 79 of its GPU, or
 whose kernel time is not within ``FALL_SECONDS`` after the Xid's (another boot), is another fall.
+
+arm64's "SError Interrupt on CPU<n>, code ..." line is followed, after the CPU's registers, by
+"Kernel panic - not syncing: Asynchronous SError Interrupt" (``arm64_serror_panic``; the corpus:
+17-22 records and 67-168 us later). The first such panic within ``SERROR_RECORDS`` records and
+``SERROR_SECONDS`` after an SError line restates it; one further away, in another boot, or with
+no SError line before it (lost, or cut off) is a panic of its own.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from agent.kernel.event import KernelEvent
+from agent.kernel.generic import SERROR_NEEDLE, restates_serror
 from agent.kernel.nvidia import sxid_verdict
 
 # Records from one line of an SXid report to the next: switches reporting at once put their
@@ -33,6 +40,11 @@ SXID_GAP = 16
 # Records and seconds from an Xid 79 to the driver's fall line restating it.
 FALL_RECORDS = 3
 FALL_SECONDS = 1.0
+# Records and seconds from an SError line to its panic: the registers are 11-16 records
+# (2 or 3 per line), with the CPU, Tainted, Hardware name, Workqueue, pstate, pc, lr, sp and pmr
+# lines and another CPU's lines between; a slow serial console spreads them over a second.
+SERROR_RECORDS = 32
+SERROR_SECONDS = 2.0
 SXID_DUMP = ("Severity ", "Data {")
 _LINK = re.compile(r"\bLink (\d{1,4})\b")
 _INSTANCE = re.compile(r"^Severity \d{1,3} Engine instance (\d{1,4})\b")
@@ -62,8 +74,9 @@ class _Report:
 
 
 @dataclass
-class _Xid79:
-    """An Xid 79 whose GPU's fall line may follow: its record and its line's time."""
+class _Lead:
+    """A report's first line whose restatement may follow (an Xid 79's fall line, an SError
+    line's panic): its record and its line's time."""
 
     record: int
     stamp: tuple[str, float] | None
@@ -75,9 +88,9 @@ def _number(pattern: re.Pattern[str], text: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _stamp(line: str) -> tuple[str, float] | None:
-    """The kernel's monotonic time in the line's prefix (before ``NVRM``), else its clock."""
-    head = line[: line.find("NVRM")][:256] if "NVRM" in line else ""
+def _stamp(line: str, tag: str) -> tuple[str, float] | None:
+    """The kernel's monotonic time in the line's prefix (before ``tag``), else its clock."""
+    head = line[: line.find(tag)][:256] if tag in line else ""
     m = _MONOTONIC.search(head)
     if m:
         return "monotonic", float(m.group(1))
@@ -87,8 +100,10 @@ def _stamp(line: str) -> tuple[str, float] | None:
     return None
 
 
-def _soon_after(first: tuple[str, float] | None, then: tuple[str, float] | None) -> bool:
-    """``then`` is at most ``FALL_SECONDS`` after ``first`` (or neither line says when)."""
+def _soon_after(
+    first: tuple[str, float] | None, then: tuple[str, float] | None, seconds: float
+) -> bool:
+    """``then`` is at most ``seconds`` after ``first`` (or neither line says when)."""
     if first is None or then is None:
         return first is then
     if first[0] != then[0]:
@@ -96,7 +111,7 @@ def _soon_after(first: tuple[str, float] | None, then: tuple[str, float] | None)
     delta = then[1] - first[1]
     if first[0] == "clock":
         delta %= _DAY  # a report across midnight
-    return 0 <= delta <= FALL_SECONDS
+    return 0 <= delta <= seconds
 
 
 Stamp = tuple[str, float]
@@ -111,7 +126,8 @@ class Reports:
         self.events: list[LogEvent] = []
         self._lines = lines
         self._stamps = stamps
-        self._xid79: dict[str | None, _Xid79] = {}
+        self._xid79: dict[str | None, _Lead] = {}
+        self._serror: _Lead | None = None
         self._sxid: dict[tuple[str | None, str | None], _Report] = {}
 
     def add(self, record: int, found: LogEvent) -> None:
@@ -123,13 +139,17 @@ class Reports:
         elif event.kind == "bus_off" and self._restates_xid79(record, found):
             return
         elif event.kind == "xid" and event.code == "79":
-            self._xid79[event.device] = _Xid79(record, self._stamp_of(found.line_no))
+            self._xid79[event.device] = _Lead(record, self._stamp_of(found.line_no, "NVRM"))
+        elif event.kind == "oops" and event.code == "serror":
+            self._serror = _Lead(record, self._stamp_of(found.line_no, SERROR_NEEDLE))
+        elif restates_serror(event) and self._restates_serror(record, found):
+            return
         self.events.append(found)
 
-    def _stamp_of(self, line_no: int) -> Stamp | None:
+    def _stamp_of(self, line_no: int, tag: str) -> Stamp | None:
         if self._stamps is not None:
             return self._stamps[line_no - 1]
-        return _stamp(self._lines[line_no - 1])
+        return _stamp(self._lines[line_no - 1], tag)
 
     def _sxid_joins(self, record: int, event: KernelEvent) -> bool:
         key = (event.pci, event.code)
@@ -168,7 +188,18 @@ class Reports:
         xid = self._xid79.get(found.event.device)
         if xid is None or xid.restated or record - xid.record > FALL_RECORDS:
             return False
-        if not _soon_after(xid.stamp, self._stamp_of(found.line_no)):
+        if not _soon_after(xid.stamp, self._stamp_of(found.line_no, "NVRM"), FALL_SECONDS):
             return False
         xid.restated = True
+        return True
+
+    def _restates_serror(self, record: int, found: LogEvent) -> bool:
+        """The panic restates the SError line just before it (one panic per SError line)."""
+        lead = self._serror
+        if lead is None or lead.restated or record - lead.record > SERROR_RECORDS:
+            return False
+        then = self._stamp_of(found.line_no, "Kernel panic")
+        if not _soon_after(lead.stamp, then, SERROR_SECONDS):
+            return False
+        lead.restated = True
         return True

@@ -656,7 +656,6 @@ def test_hard_lockups_of_every_watchdog(line: str, cpu: str) -> None:
         "mce: [Hardware Error]: Machine check events logged",
         "EDAC MC1: 1 CE memory scrubbing error on CPU_SrcID#1_Ha#0_Chan#0_DIMM#0 (channel:0)",
         "nvme nvme1: I/O 775 QID 2 timeout, aborting",
-        "SError Interrupt on CPU3, code 0xbe000011 -- SError",
     ],
 )
 def test_other_subsystems_hardware_errors_are_not_events(line: str) -> None:

@@ -203,3 +203,51 @@ def test_a_fall_of_another_boot_or_far_from_an_xid_79_is_its_own_event() -> None
         (1, "xid", "0000:01:00"),
         (2, "bus_off", "0000:01:00"),
     ]
+
+
+def test_an_serror_report_is_one_event_on_its_serror_line() -> None:
+    # arm64_serror_panic prints the SError line, the registers, then "Kernel panic - not
+    # syncing: Asynchronous SError Interrupt" (the corpus: 17-22 records, 67-168 us later):
+    # one fault, on its SError line, in the module its pc line names; the panic restates it.
+    def read(name: str) -> list[tuple[int, str, str | None, str | None]]:
+        found = read_kernel_log(_real(name))
+        return [(e.line_no, e.event.kind, e.event.code, e.event.module) for e in found]
+
+    assert read("lore-rockpro64-arm64-serror-panic-pcie-bus-scan.txt") == [
+        (1, "oops", "serror", None)
+    ]
+    assert read("lore-jetson-tx1-nouveau-6.3-arm64-serror-panic.txt") == [
+        (3, "oops", "serror", None)  # its pc is el1_interrupt: no module's
+    ]
+    assert read("lore-jetson-tx1-arm64-serror-rcu-stall-panic-quoted.txt") == [
+        (15, "rcu_stall", None, None),
+        (16, "oops", "serror", "pci_tegra"),
+    ]
+    # Excerpts cut after the SError line, and panics whose SError line they left out (the
+    # 5.18 SError line 4 records before the Raspberry Pi 5's panic is another boot's): each
+    # is its report's event.
+    assert [e[1:3] for e in read("arm64-oops-serror-panics.txt")][3:6] == [
+        ("oops", "panic"),
+        ("oops", "serror"),
+        ("oops", "serror"),
+    ]
+    assert read("arm64-oops-serror-panics.txt")[6][1:3] == ("oops", "panic")
+    assert read("tegra-serror-downstream-hook-lines-and-tx2-serror.txt") == [
+        (9, "oops", "serror", None)
+    ]
+
+
+def test_an_serror_panic_far_from_its_serror_line_is_its_own_event() -> None:
+    # Constructed from real lines: the RockPro64 report's SError line, then a stretch of gpud's
+    # kmsg chatter longer than any register dump, then its panic: two events. And the panic
+    # right after an SError line of another boot (its kernel time earlier): two events.
+    rock = _real("lore-rockpro64-arm64-serror-panic-pcie-bus-scan.txt")
+    chatter = _real("gpud-kmsg-benign.txt")[:40]
+    far = read_kernel_log([rock[0], *chatter, rock[22]])
+    assert [(e.line_no, e.event.code) for e in far] == [(1, "serror"), (42, "panic")]
+    jetson = _real("lore-jetson-tx1-nouveau-6.3-arm64-serror-panic.txt")
+    other_boot = read_kernel_log([jetson[2], rock[22]])  # 51.278556 s, then 1.240759 s
+    assert [e.event.code for e in other_boot] == ["serror", "panic"]
+    # the same report, once: one SError line restates one panic only
+    twice = read_kernel_log([rock[0], rock[22], rock[22]])
+    assert [(e.line_no, e.event.code) for e in twice] == [(1, "serror"), (3, "panic")]

@@ -296,3 +296,64 @@ def test_records_without_kernel_time_or_kmsg_seq_fold_too(eager: Collector) -> N
     post(eager, eager.add_host("catchup"), "catchup", lines=catchup)
     assert alerts(eager, "catchup") == [("xid", "79", gpu, "fatal", True)]
     assert events(eager, "catchup") == [("xid", "79", gpu, "fatal")]
+
+
+# arm64's fatal SError: its "SError Interrupt on CPU<n>" line is the event, and the
+# "Asynchronous SError Interrupt" panic arm64_serror_panic prints after the registers (here 22
+# records, 110 us later) restates it.
+ROCK = "lore-rockpro64-arm64-serror-panic-pcie-bus-scan.txt"
+SERROR = records(real_lines(ROCK))[:24]  # the SError line .. the panic's CPU line
+
+
+def oopses(c: Collector, host: str) -> list[tuple[str, str, str]]:
+    resp = c.client.get(f"/api/v1/hosts/{host}/events", params={"kind": "oops"}, headers=c.admin)
+    assert resp.status_code == 200, resp.text
+    return sorted((e["kind"], e["code"], e["severity"]) for e in resp.json()["events"])
+
+
+def test_an_serror_line_and_its_panic_are_one_alert(eager: Collector) -> None:
+    assert "SError Interrupt on CPU5" in SERROR[0][0]
+    assert SERROR[22][0] == "Kernel panic - not syncing: Asynchronous SError Interrupt"
+    for cut, batches in cuts(SERROR):
+        send(eager, cut, batches)
+        assert alerts(eager, cut) == [("oops", "serror", "", "fatal", True)], cut
+        assert oopses(eager, cut) == [("oops", "serror", "fatal")], cut
+        assert occurrences(eager, cut) == [("oops", "serror", "", 1, "fatal")], cut
+
+
+def test_an_serror_line_alone_alerts(eager: Collector) -> None:
+    """The host froze before the panic left it: the SError line (and its registers) alone."""
+    for name, recs in (("line", SERROR[:1]), ("registers", SERROR[:22])):
+        send(eager, name, [recs])
+        assert alerts(eager, name) == [("oops", "serror", "", "fatal", True)], name
+
+
+def test_an_serror_panic_alone_alerts(eager: Collector) -> None:
+    """Its SError line lost (another channel, a cut capture): the panic is the event."""
+    send(eager, "panic", [SERROR[22:]])
+    assert alerts(eager, "panic") == [("oops", "panic", "", "fatal", True)]
+    assert oopses(eager, "panic") == [("oops", "panic", "fatal")]
+
+
+def test_an_serror_panic_seconds_after_an_serror_line_is_another_fault(hooked: Collector) -> None:
+    """Constructed timing around real lines: the panic as the next record, but five seconds
+    after the SError line, is no restatement of it."""
+    line, panic = SERROR[0], SERROR[22]
+    later = (panic[0], line[1] + 5 * 10**6)
+    for cut, batches in cuts([line, later]):
+        send(hooked, cut, batches)
+        assert sorted(alerts(hooked, cut)) == [
+            ("oops", "panic", "", "fatal", True),
+            ("oops", "serror", "", "fatal", True),
+        ], cut
+
+
+def test_serror_lines_that_are_no_panic_stay_quiet(eager: Collector) -> None:
+    """NVIDIA's downstream kernel's 'CPUn: SError detected, ...' and its debugging's
+    'CPUn: SError: mpidr=...' lines: no event, no alert."""
+    raw = real_lines("tegra-serror-downstream-hook-lines-and-tx2-serror.txt")
+    quiet = [line for line in raw if "SError detected" in line or "SError: mpidr" in line]
+    assert len(quiet) == 9
+    send(eager, "tegra", [records(quiet)])
+    assert alerts(eager, "tegra") == []
+    assert oopses(eager, "tegra") == []
