@@ -22,7 +22,6 @@ def test_the_engines_initial_message_timeout_in_vllms_own_joined_words() -> None
     assert (plan.outcome, plan.error) == ("failed", lines[-1])
 
 
-
 def test_rocms_allocator_running_out_is_a_root_cause() -> None:
     # nlzy/vllm-gfx906#14: PyTorch's ROCm allocator says "HIP out of memory" where CUDA's
     # says "CUDA out of memory" (the paste dropped "torch.OutOfMemoryError: " before it).
@@ -41,7 +40,6 @@ def test_records_a_paste_joined_with_runs_of_spaces_are_read_one_by_one() -> Non
     assert plan.outcome == "failed"
     assert plan.error is not None and plan.error.startswith("HIP out of memory. Tried to")
     assert plan.error.endswith("environment-variables)")
-
 
 
 def test_joined_records_are_found_in_linear_time() -> None:
@@ -125,6 +123,7 @@ def test_a_process_tag_padded_before_its_header_stays_with_it() -> None:
     assert records(line) == [line]
     assert split_vllm_line(line).proc == "RayWorkerWrapper pid=2361"
 
+
 # intel/llm-scaler#382's first line, and a worker's busy-loop traceback through a step
 # (vllm-project/vllm#43042, lines verbatim, cut where the excerpt ends).
 _LOADED = (
@@ -162,8 +161,7 @@ def test_a_workers_busy_loop_raising_after_the_engine_is_ready_crashed_it() -> N
         "create kv cache, warmup model) took 13.90 seconds"
     )
     bar = (
-        "Processed prompts: 0it [00:00, ?it/s, est. speed input: 0.00 toks/s, output: 0.00 "
-        "toks/s]"
+        "Processed prompts: 0it [00:00, ?it/s, est. speed input: 0.00 toks/s, output: 0.00 toks/s]"
     )
     worker = _lines("v0.14-llmscaler-382-b70-worker-exception-profiling")[3:]
     [plan] = parse_vllm_log([_LOADED, init, bar, *worker])
