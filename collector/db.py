@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import CursorResult, Engine, Executable, Float, create_engine, event, text
+from sqlalchemy import CursorResult, Engine, Executable, Float, create_engine, event, inspect, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, OperationalError
@@ -29,6 +29,7 @@ from sqlalchemy.sql.expression import FunctionElement
 # collector.sqlite_tuning; callers know them as db.*.
 from collector.bulk import copy_rows as copy_rows
 from collector.bulk import insert_ignoring_duplicates as insert_ignoring_duplicates
+from collector.errors import NotFound
 from collector.sqlite_tuning import BUSY_TIMEOUT_MS as BUSY_TIMEOUT_MS
 from collector.sqlite_tuning import READ_ONLY, tune_sqlite
 from collector.sqlite_tuning import WriteLockBusy as WriteLockBusy
@@ -66,6 +67,18 @@ def make_engine(url: str, *, one_connection: bool = False) -> Engine:
         return engine
     engine = create_engine(url, pool_size=10, max_overflow=20)
     _ping_when_idle(engine)
+    return engine
+
+
+def existing_engine(url: str) -> Engine:
+    """An engine on a database ``migrate`` made, for the commands that only read one (``storage``,
+    ``guard show``): never creates an SQLite file; NotFound names the URL that has none."""
+    file = make_url(normalize_url(url)).database if not is_postgres_url(url) else None
+    engine = None if file and file != ":memory:" and not Path(file).is_file() else make_engine(url)
+    if engine is None or not inspect(engine).has_table("hosts"):
+        if engine is not None:
+            engine.dispose()
+        raise NotFound(f"no freezewatch database at {url} (pass --db or FREEZEWATCH_DB_URL)")
     return engine
 
 

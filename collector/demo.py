@@ -113,8 +113,9 @@ def campaign_plan(argv: list[str], url: str) -> str | None:
     name = _option(argv, "--host-name") or "the lab host"
     return (
         f"  {name}: a matrix campaign (2 profiles x 2 repetitions, a reboot before each start)"
-        " from ~15 s; the host freezes once during the second unit (~1.5 min in) and the run"
-        f" goes on; it ends after ~4 min with k-of-N verdicts on {url}/matrix\n"
+        " from the start (its first vLLM start ~15 s in); the host freezes once during the second"
+        " unit (~1 min in) and the run goes on; it ends after ~3 min with k-of-N verdicts on"
+        f" {url}/matrix\n"
     )
 
 
@@ -254,7 +255,7 @@ def run_demo(
         plan = "".join(plans)
         watch = (
             f"What you will see:\n{plan}  each freeze opens an incident on {url}/freezes; its"
-            " page names the soft lockup first.\n"
+            " page lists the kernel events before it, newest first.\n"
             if plan
             else ""
         )

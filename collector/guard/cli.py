@@ -55,7 +55,11 @@ def run_guard_cli(
             err.write(f"error: {exc.detail}\n")
             return 2
         out.write(f"rules: {json.dumps(parsed.summary())}\n")
-    engine = db.make_engine(settings.db_url)
+    try:
+        engine = db.existing_engine(settings.db_url)
+    except AppError as exc:
+        err.write(f"error: {exc.detail}\n")
+        return 1
     try:
         with db.session_scope(db.make_sessionmaker(engine)) as session:
             host = registry.get_host(session, name=args.name)

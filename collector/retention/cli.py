@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from sqlalchemy import select
 
 from collector import db
+from collector.errors import AppError
 from collector.models import Host
 from collector.retention.policy import defaults
 from collector.retention.prune import prune
@@ -41,7 +42,11 @@ def add_storage_parser(
 def run_storage_cli(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     settings = Settings(**({"db_url": args.db_url} if getattr(args, "db_url", None) else {}))
-    engine = db.make_engine(settings.db_url)
+    try:
+        engine = db.existing_engine(settings.db_url)
+    except AppError as exc:
+        sys.stderr.write(f"error: {exc.detail}\n")
+        return 1
     factory = db.make_sessionmaker(engine)
     now = time.time()
     try:

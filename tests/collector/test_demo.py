@@ -68,6 +68,9 @@ def test_campaign_plan_says_what_the_lab_host_runs_and_when() -> None:
     lab = ["/py", "-m", "tests.support.simlab_demo", "--host-name", "spark-lab"]
     plan = campaign_plan(lab, "http://127.0.0.1:8080")
     assert plan is not None and plan.startswith("  spark-lab: a matrix campaign")
-    assert "freezes once during the second unit (~1.5 min in)" in plan
+    # as the demo runs on a 2-core machine: a reboot at once, then ~40 s a unit
+    assert "from the start (its first vLLM start ~15 s in)" in plan
+    assert "freezes once during the second unit (~1 min in)" in plan
+    assert "it ends after ~3 min" in plan
     assert plan.endswith("k-of-N verdicts on http://127.0.0.1:8080/matrix\n")
     assert campaign_plan(["/py", "-m", "tests.support.simhost"], "http://x") is None

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -186,3 +187,12 @@ def test_demo_runs_a_campaign_through_reboots_and_a_freeze(tmp_path: Path) -> No
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
         wait_for(lambda: not session_members(proc.pid), "every child to exit", 15)
+    # Ctrl-C stops the lab host's agent as systemd would: it announces its stop on its boot, so
+    # the next demo (with CAMPAIGN=0 too) finds the host stopped, not silent with an incident.
+    with sqlite3.connect(data / "freezewatch.db") as conn:
+        announced = conn.execute(
+            "SELECT s.boot_id, h.current_boot_id FROM host_silences s"
+            " JOIN hosts h ON h.id = s.host_id WHERE h.name = ?",
+            (LAB,),
+        ).fetchall()
+    assert len(announced) == 1 and announced[0][0] == announced[0][1], announced

@@ -126,8 +126,19 @@ class LabHost:
     def close(self) -> None:
         self.stop_event.set()
         with self.lock:
+            self._stop_agent()
             self._kill_all()
         self.sshd.close()
+
+    def _stop_agent(self) -> None:
+        """Closing the lab is no crash: a running agent gets SIGTERM, as from systemd, and tells
+        the collector it stops (the host is `stopped`, not silent); a frozen host stays frozen."""
+        agent = self.agent
+        if agent is None or self.frozen or self.down or agent.poll() is not None:
+            return
+        agent.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            agent.wait(10)
 
     def __enter__(self) -> LabHost:
         return self.start()

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from collector import db
 from collector.cli import build_parser, main
@@ -88,3 +91,21 @@ def test_the_storage_command_prints_every_host_and_the_retention(db_url: str) ->
         if conn.dialect.name == "sqlite":  # --vacuum switched the file to incremental
             assert conn.exec_driver_sql("PRAGMA auto_vacuum").scalar() == 2
     engine.dispose()
+
+
+def test_storage_and_guard_show_refuse_a_database_that_is_not_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run from the wrong directory (or without --db after `make demo`), they say which URL has
+    no collector database instead of a traceback, and leave no empty SQLite file behind."""
+    missing = tmp_path / "freezewatch.db"
+    empty = tmp_path / "empty.db"
+    empty.touch()  # a file, but nothing migrated into it
+    for path in (missing, empty):
+        url = f"sqlite:///{path}"
+        for argv in (["storage"], ["storage", "--json"], ["guard", "show", "spark-01"]):
+            assert main(["--db", url, *argv]) == 1, argv
+            err = capsys.readouterr().err
+            assert f"error: no freezewatch database at {url}" in err, err
+            assert "Traceback" not in err
+    assert not missing.exists()
