@@ -128,9 +128,11 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         yield session
         session.commit()
     except BaseException:
-        session.rollback()
-        for undo in session.info.pop(AFTER_ROLLBACK, []):
-            undo()
+        try:
+            session.rollback()
+        finally:  # a rollback that fails (the connection lost) ends the transaction too
+            for undo in session.info.pop(AFTER_ROLLBACK, []):
+                undo()
         raise
     finally:
         callbacks = session.info.pop(AFTER_COMMIT, [])

@@ -92,7 +92,7 @@ def fold_restatements(session: Session, *, boot_pk: int, records: Sequence[NewRe
     if any(may_restate(r.event) for r in keyed):
         read.update(_read_keyed(session, boot_pk, keyed))
     if any(may_restate(r.event) for r in unkeyed):
-        window = [_Row(r.line_id, r.ts, r.usec, r.text) for r in unkeyed]
+        window = [StoredRecord(r.line_id, r.ts, r.usec, r.text) for r in unkeyed]
         read.update(_read(window, range(len(window)), {r.line_id: r.event for r in unkeyed}))
     out = []
     for r in records:
@@ -102,7 +102,7 @@ def fold_restatements(session: Session, *, boot_pk: int, records: Sequence[NewRe
     return out
 
 
-class _Row(NamedTuple):
+class StoredRecord(NamedTuple):
     """A record of the window read: its row, kernel usec and text."""
 
     line_id: int
@@ -124,16 +124,34 @@ def _read_keyed(
         )
         .order_by(Line.kseq)
     ).all()
-    window = [_Row(line_id, ts, kernel_usec(fields), text) for line_id, _, ts, fields, text in rows]
+    window = [
+        StoredRecord(line_id, ts, kernel_usec(fields), text)
+        for line_id, _, ts, fields, text in rows
+    ]
     places = [int(kseq) for _, kseq, _, _, _ in rows]
     return _read(window, places, {r.line_id: r.event for r in records})
 
 
+def counted_events(window: Sequence[StoredRecord]) -> list[KernelEvent]:
+    """The events of stored records (in kernel order), each report counted once: what the
+    live path stored for them (a matrix run's kernel counts)."""
+    return [found.event for found in _reports(window, range(len(window)), {}).events]
+
+
 def _read(
-    window: Sequence[_Row], places: Sequence[int], new: Mapping[int, KernelEvent]
+    window: Sequence[StoredRecord], places: Sequence[int], new: Mapping[int, KernelEvent]
 ) -> dict[int, KernelEvent | None]:
     """The event of each new record of ``window`` (records in kernel order, at ``places``) as
     the reading of the whole window gives it: None where it restates a report before it."""
+    reports = _reports(window, places, new)
+    counted = {found.line_no: found.event for found in reports.events}
+    return {row.line_id: counted.get(i + 1) for i, row in enumerate(window) if row.line_id in new}
+
+
+def _reports(
+    window: Sequence[StoredRecord], places: Sequence[int], new: Mapping[int, KernelEvent]
+) -> Reports:
+    """``window`` read as a saved log is; ``new``: the events of its new records, by line id."""
     usecs = [r.usec for r in window]
     if all(u is not None for u in usecs):
         stamps: list[Stamp | None] = [("monotonic", int(u or 0) / 1e6) for u in usecs]
@@ -144,5 +162,4 @@ def _read(
         event = new[row.line_id] if row.line_id in new else classify_kernel_line(row.text)
         if event is not None:
             reports.add(place, LogEvent(i + 1, row.text, event))
-    counted = {found.line_no: found.event for found in reports.events}
-    return {row.line_id: counted.get(i + 1) for i, row in enumerate(window) if row.line_id in new}
+    return reports

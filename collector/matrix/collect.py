@@ -12,8 +12,9 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from agent.kernel.classify import SEVERITIES, classify_kernel_line
+from agent.kernel.classify import SEVERITIES
 from agent.kernel.xid_catalog import ACTIONS
+from collector.kernel.restated import StoredRecord, counted_events, kernel_usec
 from collector.matrix.argv import describe_profile, profile_args, remote_argv
 from collector.matrix.gates import evaluate_gates
 from collector.matrix.results import STARTUP_PHASE, STARTUP_PLAN_KEYS, MatrixReport, ProfileReport
@@ -69,9 +70,12 @@ def kernel_findings(
     session: Session, *, host_id: int, start: float, end: float
 ) -> tuple[dict[str, int], dict[str, str] | None]:
     """Kernel events of the host (kmsg, netconsole, journal kernel facility) in [start, end]:
-    kind → count, and the worst severity and strongest action among them (None: no event)."""
-    rows = session.scalars(
-        select(Line.text).where(
+    kind → count, and the worst severity and strongest action among them (None: no event).
+    Each report counts once, as the live path stores its events (``restated``): an SError's
+    panic, an Xid 79's fall line, an SXid's dump add nothing."""
+    rows = session.execute(
+        select(Line.id, Line.ts, Line.fields, Line.text)
+        .where(
             Line.host_id == host_id,
             Line.ts >= start,
             Line.ts <= end,
@@ -80,20 +84,22 @@ def kernel_findings(
                 (Line.source == "journal") & (Line.facility == JOURNAL_KERNEL_FACILITY),
             ),
         )
+        .order_by(Line.ts, Line.id)
     )
-    counts: Counter[str] = Counter()
+    window: list[StoredRecord] = []
     seen: set[str] = set()
-    severity = action = None
-    for text in rows:
+    for line_id, ts, fields, text in rows:
         # The same record may arrive over kmsg and netconsole; count it once.
         if text in seen:
             continue
         seen.add(text)
-        event = classify_kernel_line(text)
-        if event is not None:
-            counts[event.kind] += 1
-            severity = max(severity or event.severity, event.severity, key=SEVERITIES.index)
-            action = max(action or event.action, event.action, key=ACTIONS.index)
+        window.append(StoredRecord(line_id, ts, kernel_usec(fields), text))
+    counts: Counter[str] = Counter()
+    severity = action = None
+    for event in counted_events(window):
+        counts[event.kind] += 1
+        severity = max(severity or event.severity, event.severity, key=SEVERITIES.index)
+        action = max(action or event.action, event.action, key=ACTIONS.index)
     advice = {"severity": severity, "action": action} if severity and action else None
     return dict(counts), advice
 

@@ -242,3 +242,25 @@ def test_after_rollback_runs_on_a_rollback_only(tmp_path: Path) -> None:
     with db.session_scope(factory) as session:
         pass  # a callback of a finished session never runs again
     assert undone == ["raised", "commit failed"]
+
+
+def test_after_rollback_runs_when_the_rollback_itself_fails() -> None:
+    """The connection lost at the commit, and its rollback failing too (constructed session):
+    the transaction is gone all the same, so the copy kept beside it must go."""
+
+    class Lost:
+        info: dict[str, Any] = {}
+
+        def commit(self) -> None:
+            raise OSError("server closed the connection unexpectedly")
+
+        def rollback(self) -> None:
+            raise OSError("the connection is closed")
+
+        def close(self) -> None:
+            pass
+
+    undone: list[str] = []
+    with pytest.raises(OSError, match="is closed"), db.session_scope(Lost) as session:  # type: ignore[arg-type]
+        db.after_rollback(session, lambda: undone.append("forgotten"))
+    assert undone == ["forgotten"]

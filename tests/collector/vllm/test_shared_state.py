@@ -22,6 +22,7 @@ from collector.vllm import state as vllm_state
 from tests.collector.conftest import Collector, make_collector
 from tests.collector.ingest.test_batch import batch, post
 from tests.collector.ingest.test_derive import MTP_LOG, events, vllm, vllm_lines, vllm_sample
+from tests.collector.kernel.test_restated import FALLS, TARGETS, alerts, kmsg, occurrences
 
 HOST = "spark-01"
 
@@ -197,3 +198,26 @@ def test_a_batch_rolled_back_after_its_state_was_saved_leaves_no_copy_ahead_of_t
 
 
 _collector = contextmanager(make_collector)
+
+
+def test_a_batch_stored_again_after_another_replica_alerts_once(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch that finds the row moved carries a kernel fault (gpud's real Xid 79 line): the
+    attempt rolled back takes its event, occurrence and queued webhooks with it, so the fault
+    is stored and alerted once."""
+    bodies = list(batches())
+    (xid, _fall), gpu = FALLS["gpud"]
+    with ExitStack() as stack:
+        a = stack.enter_context(_collector(db_url, webhook_urls=TARGETS, kernel_alert_cooldown_s=0))
+        b = stack.enter_context(_collector(db_url, webhook_urls=TARGETS, kernel_alert_cooldown_s=0))
+        token = a.add_host(HOST)
+        for body in bodies[:8]:
+            assert post(a, token, body).status_code == 200
+        assert post(b, token, bodies[8]).status_code == 200
+        faulty = {**bodies[9], "lines": [*bodies[9]["lines"], kmsg(5000, *xid)]}
+        with counting(monkeypatch) as counts:
+            assert post(a, token, faulty).status_code == 200
+        assert counts["attempts"] == 2  # found the row moved: stored again
+        assert alerts(a, HOST) == [("xid", "79", gpu, "fatal", True)]
+        assert occurrences(a, HOST) == [("xid", "79", gpu, 1, "fatal")]
