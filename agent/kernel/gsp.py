@@ -24,7 +24,7 @@ _GSP_FAMILIES: tuple[tuple[str, re.Pattern[str], bool], ...] = (
         "rpc_timeout",
         re.compile(
             r"GSP Timeout\b|Timeout after \d+s of waiting for RPC|(?i:rpc\w* timed ?out)|"
-            r"timed out waiting for RPC"
+            r"timed out waiting for RPC|GSP RPC timeout\b"
         ),
         False,
     ),

@@ -6,6 +6,7 @@ action), SXid (NVSwitch), GPU off the bus, ``NV_ERR_*`` and RM assertions, GSP f
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from agent.kernel.event import KernelEvent, make_event
 from agent.kernel.gsp import classify_gsp, may_be_gsp
@@ -220,6 +221,19 @@ def _classify_nv_err(text: str) -> KernelEvent | None:
     )
 
 
+def _gsp_assertion(text: str) -> KernelEvent | None:
+    """The GSP failure an RM assertion's message names, else None: 580 asserts "Assertion failed:
+    Back to back GSP RPC timeout detected! GPU marked for reset @ kernel_gsp.c:2387", a message in
+    place of a condition, and that family's advice (reset the GPU) is the one to give. Only the
+    message is read: the file it names (kernel_gsp.c) says nothing."""
+    cond = _ASSERT_COND.search(text)
+    said = cond.group("cond") if cond else ""
+    gsp = classify_gsp(said) if may_be_gsp(said) else None
+    if gsp is None or gsp.code == "error":
+        return None
+    return replace(gsp, device=gpu_device(text), detail=text.strip())
+
+
 def _classify_rc_watchdog(text: str) -> KernelEvent | None:
     m = _RC_WATCHDOG.search(text)
     if m is None:
@@ -260,6 +274,8 @@ def classify_nvidia(text: str) -> KernelEvent | None:
     if "NV_ERR_" in text or "Failed" in text:
         event = _classify_nv_err(text)
         if event is not None:
+            if event.code == "assertion":  # no status: its message may name a GSP failure
+                return _gsp_assertion(text) or event
             return event
     if ("NVRM" in text or "@ pc:0x" in text) and may_be_gsp(text):
         event = classify_gsp(text)

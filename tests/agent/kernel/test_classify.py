@@ -408,6 +408,26 @@ def test_the_fsp_queue_timeout_in_590_drivers_words_is_the_same_failed_boot() ->
     assert event is not None and (event.kind, event.code) == ("gsp", "boot")
 
 
+def test_an_assertion_whose_message_is_a_gsp_rpc_timeout_is_that_timeout() -> None:
+    """580's RM asserts with a message, not a condition, when GSP RPCs time out twice in a row
+    (issues 446/942): the GPU is marked for reset, which is the GSP family's advice, not an
+    assertion's. A condition that merely names an RPC stays an assertion."""
+    line = (
+        "192.168.11.119: kern: warning: [2026-04-22T21:30:51.526447914Z]: NVRM: "
+        "nvAssertFailedNoLog: Assertion failed: Back to back GSP RPC timeout detected! "
+        "GPU marked for reset @ kernel_gsp.c:2387"
+    )
+    event = classify_kernel_line(line)
+    assert event is not None
+    assert (event.kind, event.code, event.action) == ("gsp", "rpc_timeout", "reset_gpu")
+    assert event.detail is not None and event.detail.endswith("@ kernel_gsp.c:2387")
+    plain = (
+        "[38679.940939] NVRM: nvAssertFailedNoLog: Assertion failed: pRpc != NULL @ objvgpu.c:150"
+    )
+    event = classify_kernel_line(plain)
+    assert event is not None and (event.kind, event.code) == ("nv_err", "assertion")
+
+
 def test_a_crashcat_fault_line_without_the_nvrm_tag() -> None:
     """The CrashCat report prints its fault line bare; the frames around it keep NVRM."""
     for line in (
