@@ -176,13 +176,14 @@ EXCEPTION = re.compile(
 # startup steps (0.5 on: init_device, load_model, the memory profile, sizing the KV cache, the
 # warmup and CUDA graph capture) run only while its engine starts: a worker's traceback through
 # them ("WorkerProc hit an exception." in worker_busy_loop, V0's "Exception in worker") too. So
-# does the model loader building the model (a model's make_layers among its steps).
+# does the model loader building the model (a model's make_layers among its steps). Model runner
+# V2 captures through its cudagraph_utils' capture (vllm#48749).
 STARTUP_FRAME = re.compile(
     r"\bin (?:_initialize_kv_caches|from_vllm_config|from_engine_args|make_async_mp_client|"
     r"make_client|launch_core_engines|wait_for_engine_startup|run_server|init_device|load_model|"
     r"determine_available_memory|determine_num_available_blocks|profile_run|get_kv_cache_configs|"
-    r"_?check_enough_kv_cache_memory|compile_or_warm_up_model|capture_model|_?initialize_model|"
-    r"init_vllm_registered_model|make_layers)$|"
+    r"_?check_enough_kv_cache_memory|compile_or_warm_up_model|capture_model|capture|"
+    r"_?initialize_model|init_vllm_registered_model|make_layers)$|"
     r"\brun_server\(args\)|EngineCoreProc\(|\bexecutor_class\("
 )
 # A V1 worker runs execute_model and sample_tokens only for the engine's steps (its profile,
@@ -193,10 +194,11 @@ STARTUP_FRAME = re.compile(
 # The engine's run_engine_core logs a traceback at ERROR only when the engine dies: a frame of
 # it while the start has not served is a failed start, even where the capture lost its header
 # ("EngineCore failed to start.") and its exception. Its logger is core.py ("[core.py:1142]",
-# "[v1/engine/core.py:718]" with DEBUG paths). A V1 worker's busy loop (multiproc_executor.py,
+# "[v1/engine/core.py:718]" with DEBUG paths; "core.py:1231]" in the format of 0.1-0.5, which
+# some 2026 builds print again: vllm#48749, #54559). A V1 worker's busy loop (multiproc_executor.py,
 # "WorkerProc hit an exception.") runs the engine's startup calls until the server serves: its
 # traceback then fails the start too (intel/llm-scaler#382, cut before its startup frames).
-ENGINE_LOGGED = re.compile(r"[\[/](?:core|multiproc_executor)\.py:\d+\\?\]")
+ENGINE_LOGGED = re.compile(r"[\s\[/](?:core|multiproc_executor)\.py:\d+\\?\]")
 # The server process's own top frame: its CLI's main ("vllm serve") or the old module entry
 # ("python -m vllm.entrypoints.openai.api_server"). A traceback reaching it was uncaught: that
 # process is dying.

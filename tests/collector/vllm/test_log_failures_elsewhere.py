@@ -192,3 +192,24 @@ def test_a_workers_busy_loop_raising_after_the_engine_is_ready_crashed_it() -> N
     worker = _lines("v0.14-llmscaler-382-b70-worker-exception-profiling")[3:]
     [plan] = parse_vllm_log([_LOADED, init, bar, *worker])
     assert plan.outcome == "crashed"
+
+
+def test_model_runner_v2s_capture_frame_says_the_start_failed() -> None:
+    # vllm-project/vllm#48749: the engine's traceback, cut to frames only, through model runner
+    # V2's cudagraph_utils "in capture" (and the MTP speculator's prefill): CUDA graph capture
+    # runs only while the engine starts.
+    [plan] = parse_vllm_log(_lines("v0.2x-vllm-48749-mrv2-capture-frames-only"))
+    assert plan.outcome == "failed"
+
+
+def test_an_engine_frame_without_a_bracket_before_its_source_fails_the_start() -> None:
+    # vllm-project/vllm#48749 logs "ERROR 07-15 00:27:03 core.py:1231]" (no "[", the format of
+    # 0.1-0.5): its engine's frames fail a start under way. Constructed: a compile total from
+    # vllm#54559, in the same format, opens the start before those frames.
+    start = (
+        "(Worker_TP0_EP0 pid=356) INFO 08-31 11:34:51 monitor.py:53] "
+        "torch.compile took 40.21 s in total"
+    )
+    frames = _lines("v0.2x-vllm-48749-mrv2-capture-frames-only")
+    [plan] = parse_vllm_log([start, *frames])
+    assert plan.outcome == "failed"
