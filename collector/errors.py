@@ -9,6 +9,7 @@ class AppError(Exception):
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.detail = detail
+        self.headers: dict[str, str] = {}
 
 
 class NotFound(AppError):
@@ -39,3 +40,13 @@ class Unprocessable(AppError):
     """Well-formed, but the collector cannot act on it as things stand (e.g. no SSH)."""
 
     status_code = 422
+
+
+class Unavailable(AppError):
+    """Not done now, nothing changed: the same request later can succeed (``Retry-After``)."""
+
+    status_code = 503
+
+    def __init__(self, detail: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(detail)
+        self.headers["Retry-After"] = str(retry_after_s)

@@ -217,7 +217,9 @@ def create_app(
     async def app_error(request: Request, exc: AppError) -> Response:
         if isinstance(exc, AuthFailed) and pages.wants_html(request):
             return pages.login_redirect(request)
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+        return JSONResponse(
+            {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def request_invalid(request: Request, exc: RequestValidationError) -> Response:

@@ -3,12 +3,21 @@ what a host recorded is ``host_records``."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
 from collector import db
-from collector.deps import AdminDep, NetconsoleDep, NowDep, SessionDep, SettingsDep, SSHDep
+from collector.deps import (
+    AdminDep,
+    NetconsoleDep,
+    NowDep,
+    SessionDep,
+    SettingsDep,
+    SSHDep,
+    VllmStatesDep,
+)
 from collector.errors import BadRequest
 from collector.guard.report import GuardOut
 from collector.hosts import registry
@@ -152,8 +161,14 @@ def get_host(
 
 
 @router.delete("/{name}", status_code=204)
-def delete_host(name: HostName, session: SessionDep, _: AdminDep) -> None:
-    registry.delete_host(session, host=registry.get_host(session, name=name))
+def delete_host(
+    name: HostName, session: SessionDep, vllm_states: VllmStatesDep, _: AdminDep
+) -> None:
+    host = registry.get_host(session, name=name)
+    registry.delete_host(session, host=host)
+    # Its vLLM parser and hang detectors go with it: a host made again under the name (on
+    # SQLite perhaps under the same id) starts from nothing.
+    db.after_commit(session, partial(vllm_states.forget, host.id))
 
 
 @router.patch("/{name}")

@@ -30,7 +30,14 @@ from agent.wire import INGEST_PATH, MAX_BATCH_RECORDS
 from collector.auth import bearer_token, hash_token, host_for_token
 from collector.db import WriteLockBusy, read_scope, session_scope, write_now
 from collector.deps import Ingest, IngestDep, get_ingest
-from collector.errors import AppError, AuthFailed, BadRequest, Forbidden, PayloadTooLarge
+from collector.errors import (
+    AppError,
+    AuthFailed,
+    BadRequest,
+    Forbidden,
+    PayloadTooLarge,
+    Unavailable,
+)
 from collector.ingest.batch import ingest_batch
 from collector.ingest.tokens import TokenHost
 from collector.schemas import Batch, IngestResult
@@ -146,13 +153,23 @@ def _store(
     """``wait``: for SQLite's write lock as long as it takes; else ``WriteLockBusy`` at once,
     on the event loop's own connection (a pooled one could keep it waiting for the pool).
     A batch that met another process's vLLM state is stored again, once: the second time reads
-    the state under its lock, which no other process can move."""
+    the state under its lock, which no other process can move. Should it meet it moved again
+    anyway (the row deleted and made anew, or a bug), ``Unavailable``: a 503 the agent retries,
+    its transaction rolled back, nothing stored."""
     factory = app.factory if wait or app.inline_factory is None else app.inline_factory
     store = partial(_store_once, app, factory, host_id, token_hash, batch, received_at, wait)
     try:
         return store()
     except StaleState:
+        pass  # rolled back; the copy forgotten: again, from the row
+    try:
         return store()
+    except StaleState as exc:
+        log.warning("host %s: batch not stored, its vLLM state moved twice (%s)", host_id, exc)
+        raise Unavailable(
+            "batch not stored: the host's vLLM state moved under it twice (another collector"
+            " storing this host's batches at the same time); nothing was stored, send it again"
+        ) from None
 
 
 def _store_once(
@@ -198,7 +215,9 @@ class IngestLane:
         try:
             response = await answer(request, await get_ingest(request))
         except AppError as exc:
-            response = JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+            response = JSONResponse(
+                {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
+            )
         except BatchInvalid as exc:
             response = exc.response()
         await response(scope, receive, send)

@@ -10,7 +10,9 @@ its stored lines.
 A process that keeps finding the row where it left it (one collector, or a sticky proxy) stops
 reading and locking it first: it writes the row only if the version is still its own, and a
 batch that finds it moved is stored again from the row (``StaleState``). That read was a fifth
-of the collector's CPU for a host serving vLLM.
+of the collector's CPU for a host serving vLLM. Such a batch takes its row lock last, after
+what the batch implies; on PostgreSQL it never waits for a row another batch holds (that batch,
+having locked the row first, may be waiting for what this one wrote): held counts as moved.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Integer, bindparam, select, update
@@ -131,7 +134,7 @@ def save_shared(
             "last_sample_ts": dict(state.last_sample_ts),
             "unwatchable": sorted(state.unwatchable),
         }
-    if _SAVE[lines, samples].rowcount(session, **values) != 1:
+    if _SAVE[lines, samples](session).rowcount(session, **values) != 1:
         raise StaleState(f"host {row.host_id}: vLLM state moved past version {row.version}")
     state.version = row.version = row.version + 1
 
@@ -146,13 +149,21 @@ def _version(session: Session) -> Prepared:
     return Prepared(query.with_for_update() if db.is_postgres(session) else query)
 
 
-def _save(lines: bool, samples: bool) -> Prepared:
+def _save(lines: bool, samples: bool, session: Session) -> Prepared:
     moved = {"version": bindparam("version", type_=Integer)}
     for name, changed in (("stream", lines), ("hang", samples)):
         if changed:
             moved[name] = bindparam(name, type_=_TABLE.c[name].type)
     expected = _TABLE.c.version == bindparam("expected", type_=Integer)
-    return Prepared(update(_TABLE).where(_HOST, expected).values(**moved))
+    save = update(_TABLE).where(_HOST, expected)
+    if db.is_postgres(session):
+        # A batch that skipped the locked read has written what it implies (a vLLM start, a
+        # kernel occurrence) before this row; a replica holding the row may be waiting for
+        # those. Waiting for it in turn would deadlock: a row held elsewhere counts as moved.
+        # (A batch that read it under its lock holds it already: never skipped.)
+        free = select(_TABLE.c.host_id).where(_HOST).with_for_update(skip_locked=True)
+        save = save.where(_TABLE.c.host_id == free.scalar_subquery())
+    return Prepared(save.values(**moved))
 
 
 # Run on the driver, built once: every batch with vLLM content (every second from a host that
@@ -167,7 +178,11 @@ _CREATE = PerDialect(
     )
 )
 _BOTH = (False, True)
-_SAVE = {(lines, samples): _save(lines, samples) for lines in _BOTH for samples in _BOTH}
+_SAVE = {
+    (lines, samples): PerDialect(partial(_save, lines, samples))
+    for lines in _BOTH
+    for samples in _BOTH
+}
 
 
 def observe_samples(

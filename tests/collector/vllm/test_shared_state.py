@@ -221,3 +221,37 @@ def test_a_batch_stored_again_after_another_replica_alerts_once(
         assert counts["attempts"] == 2  # found the row moved: stored again
         assert alerts(a, HOST) == [("xid", "79", gpu, "fatal", True)]
         assert occurrences(a, HOST) == [("xid", "79", gpu, 1, "fatal")]
+
+
+def test_a_deleted_host_leaves_no_vllm_state_behind_and_one_made_again_starts_fresh(
+    db_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Deleting a host drops the process's copy of its parser and detectors; the host made
+    again under its name (on SQLite under the same id) derives what a new host derives."""
+    bodies = list(batches())
+    with ExitStack() as stack:
+        one = stack.enter_context(_collector(second_database(db_url, tmp_path, request)))
+        c = stack.enter_context(_collector(db_url))
+        states = c.client.app.state.vllm_states  # type: ignore[attr-defined]
+        token = c.add_host(HOST)
+        for body in bodies[:8]:
+            assert post(c, token, body).status_code == 200
+        gone = host_id(c)
+        old = states.host(gone)
+        assert old.version == 8 and old.stream is not None and old.detectors
+        assert c.client.delete(f"/api/v1/hosts/{HOST}", headers=c.admin).status_code == 204
+        assert states.host(gone) is not old
+        token, alone_token = c.add_host(HOST), one.add_host(HOST)
+        if db_url.startswith("sqlite"):
+            assert host_id(c) == gone  # the id handed out again
+        fresh = states.host(host_id(c))
+        assert (fresh.version, fresh.stream, fresh.detectors) == (-1, None, {})
+        for body in bodies:
+            assert post(c, token, body).status_code == 200
+            assert post(one, alone_token, body).status_code == 200
+        assert without_line_ids(derived(c)) == without_line_ids(derived(one))
+
+
+def host_id(c: Collector) -> int:
+    with db.session_scope(c.client.app.state.sessionmaker) as session:  # type: ignore[attr-defined]
+        return session.scalars(select(Host.id).where(Host.name == HOST)).one()
