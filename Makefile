@@ -77,6 +77,7 @@ bench: venv
 	$(PY) bench/agent_overhead.py
 	$(PY) bench/agent_overhead.py --lines-per-s 10
 	$(PY) bench/agent_overhead.py --guard
+	$(PY) bench/agent_wakeups.py
 	$(PY) bench/wakeup.py
 	$(PY) bench/burst.py --db sqlite,postgres,null
 	$(PY) bench/guard.py

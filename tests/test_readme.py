@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from agent.config import OPTIONS
 from agent.guard.rules import parse_config
 from agent.guard.rulesfile import parse_document
 from collector.api.deploy import DeployIn
@@ -22,8 +23,10 @@ from collector.api.matrix import RunRequest
 from collector.api.webhooks import WebhookIn
 from collector.hosts.config import HostPatch, PowerControl
 from collector.matrix.spec import parse_spec_text, validate_spec
+from collector.settings import Settings
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 FENCES = re.findall(r"^```([\w-]*)\n(.*?)^```", README, re.S | re.M)
 GUARD_HEADER = "# /etc/freezewatch/guard.yaml"
 # Inline spans that show a shape in prose (fields of a payload or an answer), not a body.
@@ -132,3 +135,21 @@ def test_the_argv_and_flags_in_the_readme_commands_parse() -> None:
         "actions": [parse_document(a, name="--guard-action") for a in actions],
     }
     assert len(parse_config(flags).rules) == len(rules)
+
+
+def test_every_variable_the_readme_names_is_read() -> None:
+    """A FREEZEWATCH_* name in the README is a collector setting, an agent flag's variable or
+    what the guard's command action is given; `FREEZEWATCH_RETAIN_*`-style prefixes aside."""
+    named = set(re.findall(r"\bFREEZEWATCH_[A-Z0-9_]*[A-Z0-9]\b", README))
+    read = {f"FREEZEWATCH_{field.upper()}" for field in Settings.model_fields}
+    read |= {opt.env for opt in OPTIONS} | {"FREEZEWATCH_GUARD_RULE", "FREEZEWATCH_GUARD_VALUES"}
+    assert named and not named - read, sorted(named - read)
+
+
+def test_make_bench_runs_every_script_the_performance_table_names() -> None:
+    table = README[README.index("| script | what it measures |") :].split("\n\n", 1)[0]
+    scripts = set(re.findall(r"^\| `(bench/\w+\.py)`", table, re.M))
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile[makefile.index("\nbench:") :].split("\n\n", 1)[0]
+    run = set(re.findall(r"\$\(PY\) (bench/\w+\.py)", recipe))
+    assert len(scripts) > 10 and not scripts - run, sorted(scripts - run)

@@ -157,8 +157,14 @@ def deploy_agent(
         with session_scope(factory) as session:
             registry.rotate_token(session, host=registry.get_host(session, name=name), token=token)
     reason = _not_started(options, facts)
-    start = [[*host.sudo, *argv] for argv in layout.START]
+    steps = ((layout.LOAD_NETCONSOLE,) if options.netconsole else ()) + layout.START
+    start = [[*host.sudo, *argv] for argv in steps]
     if reason is None:
+        if options.netconsole:
+            try:
+                host.run(layout.LOAD_NETCONSOLE)
+            except DeployFailed as exc:  # the agent runs without it, and reports why
+                warnings.append(f"netconsole module not loaded: {exc.detail}")
         for argv in layout.START:
             host.run(argv)
     heartbeat, agent_log = None, None

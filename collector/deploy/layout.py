@@ -34,6 +34,9 @@ START = (
     ("systemctl", "enable", UNIT),
     ("systemctl", "restart", UNIT),
 )
+# The unit may not load modules (ProtectKernelModules): with --netconsole a deploy loads the
+# module now, as the modules-load file does at every boot, before the agent starts.
+LOAD_NETCONSOLE = ("modprobe", "netconsole")
 STOP = (("systemctl", "disable", "--now", UNIT),)
 FORGET = (("systemctl", "daemon-reload"),)
 

@@ -86,9 +86,20 @@ def run_guard_cli(
         engine.dispose()
     for step in steps:
         out.write(f"{step['step']}: {'ok' if step['ok'] else 'FAILED'} ({step['detail']})\n")
-    if reported.source != args.path:
-        out.write(
-            f"note: the agent reported its rules from {reported.source or 'nowhere'}; "
-            f"it reads {args.path} only with FREEZEWATCH_AGENT_GUARD={args.path} in its env\n"
-        )
+    note = env_note(reported, args.path)
+    if note:
+        out.write(note + "\n")
     return 0 if all(s["ok"] for s in steps) else 1
+
+
+def env_note(reported: GuardOut, path: str) -> str | None:
+    """What to set on the host when its agent does not already read ``path`` (None: it does)."""
+    if reported.source == path:
+        return None
+    if reported.state is None:
+        said = "the host's agent has not reported its guard yet"
+    elif reported.source is None:
+        said = "the host's agent reported no rules file"
+    else:
+        said = f"the host's agent reads its rules from {reported.source}"
+    return f"note: {said}; it reads {path} only with FREEZEWATCH_AGENT_GUARD={path} in its env"

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ import pytest
 from collector.inspect import add_inspect_parser, inspect_kernel_log, inspect_vllm_log, run_inspect
 from collector.vllm.plan import PLAN_FIELDS
 
+ROOT = Path(__file__).resolve().parents[2]
 KERNEL = Path(__file__).parent.parent / "fixtures" / "kernel"
 VLLM = Path(__file__).parent.parent / "fixtures" / "vllm"
 KEYS = [
@@ -297,3 +301,20 @@ def test_vllm_log_header_comments_are_not_log(tmp_path: Path) -> None:
     [start] = inspect_vllm_log(log)["starts"]
     assert (start["outcome"], start["error"]) == ("failed", err)
     assert start["phases"][-1]["line_no"] == 3
+
+
+def test_output_piped_into_a_reader_that_left_is_no_traceback() -> None:
+    """`freezewatch-collector inspect ... --json | head -c 300`: the pipe closes under the
+    command; it stops quietly instead of printing a BrokenPipeError traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte: every write fails
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "collector", "inspect", "kernel-log", "--json",
+             str(KERNEL / "dmesg_monotonic.txt")],
+            stdout=write_end, stderr=subprocess.PIPE, cwd=ROOT, timeout=120, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    assert done.returncode == 1

@@ -13,8 +13,9 @@ from agent.guard.rules import parse_config
 from agent.guard.rulesfile import load_rules_file
 from collector import db
 from collector.cli import build_parser
-from collector.guard.cli import run_guard_cli
+from collector.guard.cli import env_note, run_guard_cli
 from collector.guard.push import push_rules
+from collector.guard.report import GuardOut
 from collector.hosts import registry
 from collector.remote.ssh import SSHClient
 from tests.support.sshd import TestSshd
@@ -56,7 +57,9 @@ def test_push_writes_what_the_agent_reads(sshd: TestSshd, sqlite_url: str, tmp_p
     code, out, err = cli(sqlite_url, "push", "spark-01", str(rules), "--path", str(target),
                          "--no-restart")  # fmt: skip
     assert (code, err) == (0, "")
-    assert "write: ok" in out and "FREEZEWATCH_AGENT_GUARD=" in out  # no agent reported it yet
+    assert "write: ok" in out
+    note = "note: the host's agent has not reported its guard yet; it reads"
+    assert f"{note} {target} only with FREEZEWATCH_AGENT_GUARD={target} in its env" in out
     assert (
         stat.S_IMODE(target.stat().st_mode) == 0o600
         and not target.with_suffix(".json.tmp").exists()
@@ -95,3 +98,17 @@ def test_the_agent_is_restarted_after_the_write(sshd: TestSshd, tmp_path: Path) 
                         restart_argv=("sh", "-c", f"echo no > {marker}"))  # fmt: skip
     assert [s["step"] for s in failed] == ["write"] and not failed[0]["ok"]
     assert marker.read_text() == "yes\n"
+
+
+def test_the_note_says_what_the_agent_reported() -> None:
+    path = "/etc/freezewatch/guard.json"
+    reads = f"; it reads {path} only with FREEZEWATCH_AGENT_GUARD={path} in its env"
+    never = GuardOut(state=None, reported_at=None)
+    off = GuardOut(state="off", reported_at=1.0)
+    other = GuardOut(state="armed", reported_at=1.0, source="/etc/freezewatch/guard.yaml")
+    assert env_note(never, path) == "note: the host's agent has not reported its guard yet" + reads
+    assert env_note(off, path) == "note: the host's agent reported no rules file" + reads
+    assert env_note(other, path) == (
+        "note: the host's agent reads its rules from /etc/freezewatch/guard.yaml" + reads
+    )
+    assert env_note(GuardOut(state="armed", reported_at=1.0, source=path), path) is None
