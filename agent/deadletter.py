@@ -73,20 +73,25 @@ class FailingBatch:
     ) -> None:
         self.split_after = split_after
         self.failures = 0
+        self.faults = 0  # those of them that may be a record's fault (see ``failed``)
         self._interval, self._mono, self._max = interval, mono, max_delay
         self._retry_at = 0.0
 
-    def failed(self) -> bool:
-        """One more 5xx; True when the batch is to be split now."""
+    def failed(self, *, later: bool = False) -> bool:
+        """One more 5xx; True when the batch is to be split now. ``later``: the answer says
+        "not now" (503, or a proxy's 502/504: the database or the collector behind it is
+        down), nothing about the records; it backs off but never splits, however long it
+        lasts, so an outage sets no record aside."""
         self.failures += 1
+        self.faults += 0 if later else 1
         self._retry_at = self._mono() + min(self._max, self._interval * 2 ** (self.failures - 1))
-        return self.failures >= self.split_after
+        return self.faults >= self.split_after
 
     def waiting(self) -> bool:
         return self.failures > 0 and self._mono() < self._retry_at
 
     def clear(self) -> None:
-        self.failures = 0
+        self.failures = self.faults = 0
 
 
 class DeadLetter:

@@ -1,7 +1,8 @@
 """Delivers built batches, one in flight at a time: to the collector, else into the spool.
 
 The spool is replayed oldest first before anything newer goes out. A batch the collector fails
-(5xx) waits, backing off, and is split at the ``split_after``-th failure in a row; one refused
+(5xx) waits, backing off, and is split at the ``split_after``-th failure in a row (a 502, 503 or
+504 only waits: an outage is nobody's record's fault); one refused
 for a record's fault (400/413/422) is split at once; either way a record refused alone is
 dead-lettered. An unreachable collector is retried with backoff (every interval while its port
 refuses). What the spool drops is counted in the state's ledger and reported with a later POST.
@@ -28,6 +29,8 @@ log = logging.getLogger("agent.shipper")
 BATCH_BYTES = MAX_BATCH_BYTES // 2  # stay well under the collector's limit
 DROPS_LOG_S = 60.0
 SPLIT_AFTER = 5  # 5xx answers in a row to one batch before it is split to find the bad record
+# "Not now": the collector (503: its database is down) or a proxy before it (502, 504).
+LATER = (502, 503, 504)
 RECORD_FAULTS = (400, 413, 422)  # they blame a record, not the sender: it is found, set aside
 
 
@@ -139,7 +142,7 @@ class Delivery:
         """A 5xx: the batch waits (backing off) until the ``split_after``-th; then, or at once
         for a record fault, it goes in parts, the records refused alone set aside."""
         status = self._answer[0]
-        if outcome == FAILED and not self.failing.failed():
+        if outcome == FAILED and not self.failing.failed(later=status in LATER):
             return FAILED
         if outcome == REJECTED and status not in RECORD_FAULTS:
             self._count_drops(count(batch), ["rejected"])  # 401/403: not this batch's fault

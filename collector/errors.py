@@ -50,3 +50,11 @@ class Unavailable(AppError):
     def __init__(self, detail: str, *, retry_after_s: int = 1) -> None:
         super().__init__(detail)
         self.headers["Retry-After"] = str(retry_after_s)
+
+
+def database_unavailable(exc: Exception) -> Unavailable:
+    """A database error that says nothing of the request (the server down or restarting, a
+    deadlock, SQLite's disk I/O): the same request later can succeed, so a 503 the agent
+    retries, never a 500 that would have it split and set aside the batch's records."""
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+    return Unavailable(f"database unavailable, nothing stored; send it again ({reason})")

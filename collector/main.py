@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
+from sqlalchemy.exc import OperationalError
 
 from collector import auth, db
 from collector.alerts.targets import sync_env_targets
@@ -34,7 +35,7 @@ from collector.api import (
     webhooks,
 )
 from collector.api.openapi_doc import document_ingest_body, errors_as_json
-from collector.errors import AppError, AuthFailed
+from collector.errors import AppError, AuthFailed, database_unavailable
 from collector.ingest.tokens import TokenCache
 from collector.leader import Leadership, held_elsewhere
 from collector.liveness.arrivals import Arrivals
@@ -220,6 +221,11 @@ def create_app(
         return JSONResponse(
             {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
         )
+
+    @app.exception_handler(OperationalError)
+    async def database_down(request: Request, exc: OperationalError) -> Response:
+        log.warning("%s %s: database unavailable (%s)", request.method, request.url.path, exc)
+        return await app_error(request, database_unavailable(exc))
 
     @app.exception_handler(RequestValidationError)
     async def request_invalid(request: Request, exc: RequestValidationError) -> Response:

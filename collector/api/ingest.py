@@ -21,6 +21,7 @@ from functools import partial
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
@@ -37,6 +38,7 @@ from collector.errors import (
     Forbidden,
     PayloadTooLarge,
     Unavailable,
+    database_unavailable,
 )
 from collector.ingest.batch import ingest_batch
 from collector.ingest.tokens import TokenHost
@@ -91,7 +93,10 @@ async def answer(request: Request, app: Ingest) -> Response:
     # A token seen valid before skips the query; storing checks it again (collector.ingest.tokens).
     host = app.tokens.get(token_hash)
     if host is None:
-        host = await run_in_threadpool(_authenticate, app.factory, token)
+        try:
+            host = await run_in_threadpool(_authenticate, app.factory, token)
+        except OperationalError as exc:
+            raise _database_down(exc) from None
         if host is None:
             raise AuthFailed("unknown host token")
         app.tokens.put(token_hash, host)
@@ -120,9 +125,16 @@ async def answer(request: Request, app: Ingest) -> Response:
         except AuthFailed:
             app.tokens.forget(token_hash)  # rotated, or the host deleted, since it was cached
             raise
+        except OperationalError as exc:  # rolled back: nothing of the batch was stored
+            raise _database_down(exc) from None
     app.metrics.observe(result)
     # Serialized here, once: the declared response_model is for the API's schema only.
     return Response(result.model_dump_json(), media_type="application/json")
+
+
+def _database_down(exc: OperationalError) -> Unavailable:
+    log.warning("ingest: database unavailable (%s); answered 503", str(exc.orig or exc)[:200])
+    return database_unavailable(exc)
 
 
 async def _stored(app: Ingest, store: Callable[[bool], IngestResult], records: int) -> IngestResult:
