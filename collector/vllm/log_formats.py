@@ -94,8 +94,15 @@ UNDER_WAY = (
     INIT_ENGINE,
 )
 SERVING = re.compile(r"Starting vLLM (?:API )?server|Uvicorn running on ")
-# A request answered: the server is serving whatever the captured log lacks before it.
-ANSWERED = re.compile(r'"(?:GET|POST) /v1/\S+ HTTP/1\.\d" 200')
+# A request answered, whatever its status (a 400 for a bad request, a 500 for a request that
+# raised): only the server's access log says so, and it serves once the start is complete, so
+# the start is serving whatever the captured log lacks before it. The API's routes, and the
+# probes' (a router's or kubelet's ``/health``, ``/metrics``) answered OK: ``/health`` answers
+# 503 once the engine is dead.
+ANSWERED = re.compile(
+    r'"(?:GET|POST) (?:/v1/\S+ HTTP/1\.\d" [1-5]\d\d'
+    r'|/(?:health|metrics|ping|version) HTTP/1\.\d" 200)\b'
+)
 READY = re.compile(r"Application startup complete")
 STOPPED = re.compile(
     r"INFO:\s+Shutting down$|Application shutdown complete|Finished server process"

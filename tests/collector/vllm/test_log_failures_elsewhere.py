@@ -213,3 +213,22 @@ def test_an_engine_frame_without_a_bracket_before_its_source_fails_the_start() -
     frames = _lines("v0.2x-vllm-48749-mrv2-capture-frames-only")
     [plan] = parse_vllm_log([start, *frames])
     assert plan.outcome == "failed"
+
+
+def test_a_request_answered_with_an_error_status_says_the_server_is_up() -> None:
+    # A 400 (production-stack#43), a 500 and its ASGI traceback (vllm#11629, graphrag#357), a
+    # run of 500s (intel/llm-scaler#284): only a server past its start answers, so each capture
+    # is a start that is serving, and a request's error is no crash.
+    for stem in (
+        "prodstack-43-400-then-health-probes",
+        "v0.6-vllm-11629-500-exception-group",
+        "v0.5-graphrag-357-500-asgi-traceback",
+        "v0.1x-llmscaler-284-xpu-tp2-500-access-lines",
+    ):
+        [plan] = parse_vllm_log(_lines(stem))
+        assert (plan.outcome, plan.error) == ("started", None), stem
+    # Constructed: /health answers 503 once the engine is dead, no sign of a start serving.
+    assert (
+        parse_vllm_log(['INFO:     10.0.0.1:5 - "GET /health HTTP/1.1" 503 Service Unavailable'])
+        == []
+    )
