@@ -112,7 +112,9 @@ STOPPED = re.compile(
 # Out of memory in the CUDA driver's wording ("CUDA error: out of memory", e.g. at CUDA graph
 # capture) as well as PyTorch allocator's (on ROCm "HIP out of memory"); NCCL failing ("NCCL
 # error: unhandled system error", pynccl's RuntimeError and torch's "NCCL error in:") while the
-# workers set up their groups.
+# workers set up their groups. A hybrid (Mamba/linear-attention) model's state pool too small
+# for max_num_seqs (0.19 on: "max_num_seqs (1024) exceeds available Mamba cache blocks (635)",
+# at CUDA graph capture, after the KV plan).
 # A CUDA fault is a root cause too, and kills a serving engine: the CUDA runtime's error as
 # PyTorch raises it ("RuntimeError: CUDA error: an illegal memory access was encountered",
 # torch.AcceleratorError from 2.8, vLLM's "Worker failed with error 'CUDA error: ...", the
@@ -137,7 +139,8 @@ ROOT_CAUSE = re.compile(
     r"(?:CUDA|HIP) out of memory|OutOfMemoryError|NCCL error\b|"
     r"Timed out waiting for engine core processes to start|"
     r"Timed out waiting for engines to send ?initial message|"  # vLLM printed "sendinitial"
-    r"A worker died or was killed while executing a task by an unexpected system error"
+    r"A worker died or was killed while executing a task by an unexpected system error|"
+    r"exceeds available Mamba cache blocks"
 )
 # The multiproc executor's worker logs "WorkerProc failed to start." when its constructor raises
 # (0.8+), and the engine raises "WorkerProc initialization failed due to an exception in a

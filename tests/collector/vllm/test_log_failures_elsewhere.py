@@ -232,3 +232,14 @@ def test_a_request_answered_with_an_error_status_says_the_server_is_up() -> None
         parse_vllm_log(['INFO:     10.0.0.1:5 - "GET /health HTTP/1.1" 503 Service Unavailable'])
         == []
     )
+
+
+def test_a_hybrid_models_mamba_state_pool_below_max_num_seqs_is_the_root_cause() -> None:
+    # A saved 0.29 serve log (at0rp1d0i-cell/peephole) and vLLM CI's line (vllm#38632): the
+    # engine's exception says why the start failed, not "EngineCore failed to start." above it.
+    [plan] = parse_vllm_log(_lines("v0.29-peephole-mamba-blocks-below-max-num-seqs"))
+    assert plan.outcome == "failed" and plan.kv_cache_tokens == 305995
+    assert plan.error is not None and "exceeds available Mamba cache blocks (635)" in plan.error
+    [plan] = parse_vllm_log(_lines("v0.1x-vllm-38632-ci-worker-failed-mamba-blocks"))
+    assert plan.outcome == "failed"
+    assert plan.error is not None and "exceeds available Mamba cache blocks (600)" in plan.error
