@@ -94,8 +94,15 @@ UNDER_WAY = (
     INIT_ENGINE,
 )
 SERVING = re.compile(r"Starting vLLM (?:API )?server|Uvicorn running on ")
-# A request answered: the server is serving whatever the captured log lacks before it.
-ANSWERED = re.compile(r'"(?:GET|POST) /v1/\S+ HTTP/1\.\d" 200')
+# A request answered, whatever its status (a 400 for a bad request, a 500 for a request that
+# raised): only the server's access log says so, and it serves once the start is complete, so
+# the start is serving whatever the captured log lacks before it. The API's routes, and the
+# probes' (a router's or kubelet's ``/health``, ``/metrics``) answered OK: ``/health`` answers
+# 503 once the engine is dead.
+ANSWERED = re.compile(
+    r'"(?:GET|POST) (?:/v1/\S+ HTTP/1\.\d" [1-5]\d\d'
+    r'|/(?:health|metrics|ping|version) HTTP/1\.\d" 200)\b'
+)
 READY = re.compile(r"Application startup complete")
 STOPPED = re.compile(
     r"INFO:\s+Shutting down$|Application shutdown complete|Finished server process"
@@ -105,7 +112,9 @@ STOPPED = re.compile(
 # Out of memory in the CUDA driver's wording ("CUDA error: out of memory", e.g. at CUDA graph
 # capture) as well as PyTorch allocator's (on ROCm "HIP out of memory"); NCCL failing ("NCCL
 # error: unhandled system error", pynccl's RuntimeError and torch's "NCCL error in:") while the
-# workers set up their groups.
+# workers set up their groups. A hybrid (Mamba/linear-attention) model's state pool too small
+# for max_num_seqs (0.19 on: "max_num_seqs (1024) exceeds available Mamba cache blocks (635)",
+# at CUDA graph capture, after the KV plan).
 # A CUDA fault is a root cause too, and kills a serving engine: the CUDA runtime's error as
 # PyTorch raises it ("RuntimeError: CUDA error: an illegal memory access was encountered",
 # torch.AcceleratorError from 2.8, vLLM's "Worker failed with error 'CUDA error: ...", the
@@ -130,7 +139,8 @@ ROOT_CAUSE = re.compile(
     r"(?:CUDA|HIP) out of memory|OutOfMemoryError|NCCL error\b|"
     r"Timed out waiting for engine core processes to start|"
     r"Timed out waiting for engines to send ?initial message|"  # vLLM printed "sendinitial"
-    r"A worker died or was killed while executing a task by an unexpected system error"
+    r"A worker died or was killed while executing a task by an unexpected system error|"
+    r"exceeds available Mamba cache blocks"
 )
 # The multiproc executor's worker logs "WorkerProc failed to start." when its constructor raises
 # (0.8+), and the engine raises "WorkerProc initialization failed due to an exception in a

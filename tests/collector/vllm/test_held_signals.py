@@ -45,6 +45,8 @@ STATS = (
     "MM cache hit rate: 0.0%"
 )
 SCRAPE = '(APIServer pid=851) INFO:     10.109.20.86:59146 - "GET /metrics HTTP/1.1" 200 OK'
+# Chatter that says nothing of a start (AI-Hypercomputer/maxtext#3574's TPU log, Gloo's line).
+GLOO = "[Gloo] Rank 0 is connected to 0 peer ranks. Expected number of connected peer ranks is : 0"
 
 
 def _feed(
@@ -98,7 +100,7 @@ def test_a_signal_no_start_follows_is_released_when_the_input_ends() -> None:
 
 
 def test_a_signal_no_start_follows_is_released_after_lines_or_log_time() -> None:
-    chatter = SCRAPE
+    chatter = GLOO
     _parser, signals = _feed([SHM] + [chatter] * (HOLD_LINES - 1))
     assert signals == []
     _parser, signals = _feed([SHM] + [chatter] * HOLD_LINES)
@@ -108,6 +110,13 @@ def test_a_signal_no_start_follows_is_released_after_lines_or_log_time() -> None
     assert [f for f in parser.feed(chatter, 1000.0 + HOLD_S - 1) if f.kind == "hang_signal"] == []
     [late] = [f for f in parser.feed(chatter, 1000.0 + HOLD_S) if f.kind == "hang_signal"]
     assert _where(late) == ("shm_broadcast_timeout", None, 1, 1000.0, 7)
+
+
+def test_a_scrape_answered_says_the_server_was_serving_and_releases_the_signal() -> None:
+    # Only a server whose start is complete answers /metrics: the held line was a hang's.
+    parser, signals = _feed([SHM, SCRAPE])
+    assert [_where(f) for f in signals] == [("shm_broadcast_timeout", None, 1, 1000.0, 100)]
+    assert parser.current is not None and parser.current.outcome == "started"
 
 
 def test_a_signal_no_phase_quiets_releases_the_held_ones_first() -> None:

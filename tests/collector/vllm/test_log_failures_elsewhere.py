@@ -213,3 +213,33 @@ def test_an_engine_frame_without_a_bracket_before_its_source_fails_the_start() -
     frames = _lines("v0.2x-vllm-48749-mrv2-capture-frames-only")
     [plan] = parse_vllm_log([start, *frames])
     assert plan.outcome == "failed"
+
+
+def test_a_request_answered_with_an_error_status_says_the_server_is_up() -> None:
+    # A 400 (production-stack#43), a 500 and its ASGI traceback (vllm#11629, graphrag#357), a
+    # run of 500s (intel/llm-scaler#284): only a server past its start answers, so each capture
+    # is a start that is serving, and a request's error is no crash.
+    for stem in (
+        "prodstack-43-400-then-health-probes",
+        "v0.6-vllm-11629-500-exception-group",
+        "v0.5-graphrag-357-500-asgi-traceback",
+        "v0.1x-llmscaler-284-xpu-tp2-500-access-lines",
+    ):
+        [plan] = parse_vllm_log(_lines(stem))
+        assert (plan.outcome, plan.error) == ("started", None), stem
+    # Constructed: /health answers 503 once the engine is dead, no sign of a start serving.
+    assert (
+        parse_vllm_log(['INFO:     10.0.0.1:5 - "GET /health HTTP/1.1" 503 Service Unavailable'])
+        == []
+    )
+
+
+def test_a_hybrid_models_mamba_state_pool_below_max_num_seqs_is_the_root_cause() -> None:
+    # A saved 0.29 serve log (at0rp1d0i-cell/peephole) and vLLM CI's line (vllm#38632): the
+    # engine's exception says why the start failed, not "EngineCore failed to start." above it.
+    [plan] = parse_vllm_log(_lines("v0.29-peephole-mamba-blocks-below-max-num-seqs"))
+    assert plan.outcome == "failed" and plan.kv_cache_tokens == 305995
+    assert plan.error is not None and "exceeds available Mamba cache blocks (635)" in plan.error
+    [plan] = parse_vllm_log(_lines("v0.1x-vllm-38632-ci-worker-failed-mamba-blocks"))
+    assert plan.outcome == "failed"
+    assert plan.error is not None and "exceeds available Mamba cache blocks (600)" in plan.error
