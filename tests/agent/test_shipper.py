@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from agent.delivery import SPLIT_AFTER
 from agent.outbox import Outbox
 from agent.shipper import Shipper
 from agent.spool import Spool
@@ -392,6 +393,36 @@ def test_a_batch_failing_with_5xx_never_holds_back_heartbeats_and_is_split_after
     assert [(e["data"]["lines"], e["data"]["file"]) for e in events] == [
         (1, str(tmp_path / "dead-letter.jsonl"))
     ]
+
+
+@pytest.mark.parametrize("status", [502, 503, 504])
+def test_an_outage_answered_not_now_waits_however_long_and_sets_no_record_aside(
+    tmp_path: Path, collector: FakeCollector, status: int
+) -> None:
+    """The collector's database down (503), or a proxy's collector (502/504): the batch waits
+    in the spool past SPLIT_AFTER answers, then goes whole; a 500 after them counts once."""
+    shipper, outbox, clock = make(tmp_path, collector)
+    shipper.start()
+    collector.refuse = poison(status)
+    for text in ("before", "poison", "after"):
+        outbox.put_line(vline(text))
+    for _ in range(SPLIT_AFTER * 3):
+        shipper.ship()
+        shipper.settle()
+        clock.now += MAX_RETRY_DELAY_S
+    assert shipper.spool and not dead_letters(tmp_path)
+    assert not [ln for b in collector.batches for ln in b["lines"]]
+    collector.refuse = poison(500)  # now a fault that may be a record's: the first of five
+    shipper.ship()
+    shipper.settle()
+    assert shipper.spool and not dead_letters(tmp_path)
+    collector.refuse = None
+    clock.now += MAX_RETRY_DELAY_S
+    shipper.ship()
+    shipper.settle()
+    assert not shipper.spool and not dead_letters(tmp_path)
+    texts = [ln["text"] for b in collector.batches for ln in b["lines"]]
+    assert texts == ["before", "poison", "after"]
 
 
 @pytest.mark.parametrize("status", [400, 422, 413])
