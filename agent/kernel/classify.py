@@ -24,6 +24,7 @@ from agent.kernel.ghes import classify_ghes
 from agent.kernel.iommu import NEEDLES as IOMMU_NEEDLES
 from agent.kernel.iommu import classify_iommu
 from agent.kernel.nvidia import classify_nvidia
+from agent.kernel.oops_head import NEEDLES as OOPS_HEAD_NEEDLES
 from agent.kernel.prefix import kernel_message
 
 __all__ = [
@@ -55,6 +56,7 @@ _PRECHECK = (
     "[#",
     "Kernel panic",
     SERROR_NEEDLE,
+    *OOPS_HEAD_NEEDLES,
     "@ pc:0x",
     AER_NEEDLE,
     GHES_NEEDLE,

@@ -2,11 +2,13 @@
 stalls, OOM kills (every wording since 2.6), allocation failures (page, vmalloc, CMA) and
 stalls, and oops / BUG / general protection fault / arm64 SError / panic as one kind, ``oops``.
 
-An oops prints many lines; the event is the die line (``Oops: 0000 [#1] SMP``,
-``general protection fault ...: 0000 [#1]``, ``Internal error: Oops: ... [#1]``), printed once
-per oops, and a panic that is not the consequence of one (nor of a fatal firmware-reported
-hardware error, which ``ghes`` counts). The module an oops happened in is on
-its ``RIP:`` (x86) or ``pc :`` (arm64) line: ``oops_site`` reads it.
+An oops prints many lines; the event is its head line where it has one ("BUG: kernel NULL
+pointer dereference, ...", "kernel BUG at ...!", "Unable to handle kernel ...": ``oops_head``),
+else the die line (``Oops: 0000 [#1] SMP``, ``general protection fault ...: 0000 [#1]``,
+``Internal error: Oops: ... [#1]``), printed once per oops (after a head line it restates it),
+and a panic that is not the consequence of one (nor of a fatal firmware-reported hardware
+error, which ``ghes`` counts). The module an oops happened in is on its ``RIP:`` (x86) or
+``pc :`` (arm64) line: ``oops_site`` reads it.
 
 An arm64 asynchronous external abort the CPU cannot contain is reported by
 ``arm64_serror_panic`` (``arch/arm64/kernel/traps.c``; ``do_serror`` itself in 4.14-4.15) as
@@ -23,6 +25,8 @@ from __future__ import annotations
 import re
 
 from agent.kernel.event import KernelEvent, make_event
+from agent.kernel.oops_head import NEEDLES as HEAD_NEEDLES
+from agent.kernel.oops_head import oops_head
 
 _SOFT_LOCKUP = re.compile(
     r"soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<secs>\d+)s!\s*\[(?P<comm>.*):(?P<pid>\d+)\]"
@@ -68,9 +72,10 @@ _SERROR = re.compile(
 # what nmi_panic() says right after the SError line (4.14-4.15: panic())
 SERROR_PANIC = "Asynchronous SError Interrupt"
 # "RIP: 0010:nvidia_vma_access+0x1b/0x350 [nvidia]", old "RIP: 0010:[<ff..>]  [<ff..>] f+0x16/0x20",
-# arm64 "pc : _nv012345rm+0x1c/0x60 [nvidia]"; newer kernels add a build id: "[nvidia 150ac0...]"
+# arm64 "pc : _nv012345rm+0x1c/0x60 [nvidia]"; newer kernels add a build id: "[nvidia 150ac0...]";
+# a bug report's trimmed quote drops the code segment: "RIP: uvm_hmm_unregister_gpu+0x51/0x3a0"
 _SITE = re.compile(
-    r"(?:\bRIP: [0-9a-f]{4}:|\bpc : )(?:\[<[0-9a-f]+>\]\s+\[<[0-9a-f]+>\]\s+)?"
+    r"(?:\bRIP: (?:[0-9a-f]{4}:)?|\bpc : )(?:\[<[0-9a-f]+>\]\s+\[<[0-9a-f]+>\]\s+)?"
     r"(?P<func>[\w.$]+)\+0x[0-9a-f]+/0x[0-9a-f]+(?:\s+\[(?P<module>\w+)(?: [0-9a-f]+)?\])?"
 )
 # A stack frame that names a module: " uvm_release+0x151/0x160 [nvidia_uvm]"
@@ -122,6 +127,16 @@ def _serror(text: str) -> KernelEvent | None:
         code="serror",
         meaning=f"{OOPS_MEANINGS['serror']} (CPU {m.group('cpu')}, ESR 0x{esr})",
         detail=text.strip(),
+    )
+
+
+def _head(text: str) -> KernelEvent | None:
+    head = oops_head(text)
+    if head is None:
+        return None
+    code, words = head
+    return make_event(
+        "oops", code=code, meaning=f"{OOPS_MEANINGS[code]}: {words}", detail=text.strip()
     )
 
 
@@ -262,6 +277,12 @@ def classify_generic(text: str) -> KernelEvent | None:
             return event
     if SERROR_NEEDLE in text:
         return _serror(text)
+    for needle in HEAD_NEEDLES:
+        if needle in text:
+            event = _head(text)
+            if event is not None:
+                return event
+            break
     if "lockup" in text or "LOCKUP" in text:
         event = _lockup(text)
         if event is not None:

@@ -21,6 +21,13 @@ arm64's "SError Interrupt on CPU<n>, code ..." line is followed, after the CPU's
 17-22 records and 67-168 us later). The first such panic within ``SERROR_RECORDS`` records and
 ``SERROR_SECONDS`` after an SError line restates it; one further away, in another boot, or with
 no SError line before it (lost, or cut off) is a panic of its own.
+
+An oops's head line ("BUG: kernel NULL pointer dereference, ...", "kernel BUG at ...!", arm64's
+"Unable to handle kernel ...": ``agent.kernel.oops_head``) is its event; the die line after it
+("Oops: 0000 [#1] ...": the corpus, 3-12 records and under 60 ms later) restates it when it
+comes within ``OOPS_HEAD_RECORDS`` records and ``OOPS_HEAD_SECONDS``, one die line per head. A
+die line with no head line before it (a report that prints none, a general protection fault,
+a head the capture lost) is the event.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from dataclasses import dataclass, replace
 from agent.kernel.event import KernelEvent
 from agent.kernel.generic import SERROR_NEEDLE, restates_serror
 from agent.kernel.nvidia import sxid_verdict
+from agent.kernel.oops_head import NEEDLES as HEAD_NEEDLES
+from agent.kernel.oops_head import is_die_line, opens_oops_report
 
 # Records from one line of an SXid report to the next: switches reporting at once put their
 # lines between (three in gpud's README: four records, with its quote's blank '>' lines); an
@@ -45,6 +54,11 @@ FALL_SECONDS = 1.0
 # lines and another CPU's lines between; a slow serial console spreads them over a second.
 SERROR_RECORDS = 32
 SERROR_SECONDS = 2.0
+# Records and seconds from an oops's head line to its die line: x86's #PF decoding and page
+# table line (3-5 records), arm64's abort decoding (7-15), another CPU's or the console's
+# lines between; a slow serial console spreads them over a second.
+OOPS_HEAD_RECORDS = 24
+OOPS_HEAD_SECONDS = 2.0
 SXID_DUMP = ("Severity ", "Data {")
 _LINK = re.compile(r"\bLink (\d{1,4})\b")
 _INSTANCE = re.compile(r"^Severity \d{1,3} Engine instance (\d{1,4})\b")
@@ -128,6 +142,7 @@ class Reports:
         self._stamps = stamps
         self._xid79: dict[str | None, _Lead] = {}
         self._serror: _Lead | None = None
+        self._head: _Lead | None = None
         self._sxid: dict[tuple[str | None, str | None], _Report] = {}
 
     def add(self, record: int, found: LogEvent) -> None:
@@ -142,7 +157,17 @@ class Reports:
             self._xid79[event.device] = _Lead(record, self._stamp_of(found.line_no, "NVRM"))
         elif event.kind == "oops" and event.code == "serror":
             self._serror = _Lead(record, self._stamp_of(found.line_no, SERROR_NEEDLE))
-        elif restates_serror(event) and self._restates_serror(record, found):
+        elif restates_serror(event) and self._restates(
+            self._serror, record, found, "Kernel panic", SERROR_RECORDS, SERROR_SECONDS
+        ):
+            return
+        elif opens_oops_report(event.kind, event.code, event.detail):
+            line = self._lines[found.line_no - 1]
+            tag = next((t for t in HEAD_NEEDLES if t in line), "\n")
+            self._head = _Lead(record, self._stamp_of(found.line_no, tag))
+        elif is_die_line(event.kind, event.code, event.detail) and self._restates(
+            self._head, record, found, "[#", OOPS_HEAD_RECORDS, OOPS_HEAD_SECONDS, strict_time=False
+        ):
             return
         self.events.append(found)
 
@@ -193,13 +218,25 @@ class Reports:
         xid.restated = True
         return True
 
-    def _restates_serror(self, record: int, found: LogEvent) -> bool:
-        """The panic restates the SError line just before it (one panic per SError line)."""
-        lead = self._serror
-        if lead is None or lead.restated or record - lead.record > SERROR_RECORDS:
+    def _restates(
+        self,
+        lead: _Lead | None,
+        record: int,
+        found: LogEvent,
+        tag: str,
+        records: int,
+        seconds: float,
+        strict_time: bool = True,
+    ) -> bool:
+        """The line restates the report ``lead`` opened just before it (an SError line's
+        panic, an oops head's die line): within ``records`` and ``seconds``, once per lead.
+        ``strict_time``: a line that says its time and one that does not are two reports
+        (else only two times too far apart are)."""
+        if lead is None or lead.restated or record - lead.record > records:
             return False
-        then = self._stamp_of(found.line_no, "Kernel panic")
-        if not _soon_after(lead.stamp, then, SERROR_SECONDS):
+        then = self._stamp_of(found.line_no, tag)
+        timed = lead.stamp is not None and then is not None
+        if (strict_time or timed) and not _soon_after(lead.stamp, then, seconds):
             return False
         lead.restated = True
         return True

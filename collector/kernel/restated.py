@@ -4,11 +4,12 @@ Ingest and netconsole classify each kernel record on its own, in batches cut any
 driver prints some faults over several records: an Xid 79 and, right after it, "GPU <address>:
 GPU has fallen off the bus."; an NVSwitch SXid's verdict and the dump of its error entry
 ("Severity N Engine instance ...", "Data {...}"); and the kernel an arm64 SError line and,
-after the registers, "Kernel panic - not syncing: Asynchronous SError Interrupt". The records
-around a new line that may restate a report are read as a saved log is (``reports.Reports``,
-as ``inspect`` and the post-mortem read them), so the live path counts each report once,
-whatever the batches: a restating line stays a stored line, never an event, an occurrence
-count or an alert.
+after the registers, "Kernel panic - not syncing: Asynchronous SError Interrupt", and an oops's
+head line ("BUG: kernel NULL pointer dereference, ...": the event, stored and alerted at once)
+and, a few records later, its die line ("Oops: 0000 [#1] ..."). The records around a new line
+that may restate a report are read as a saved log is (``reports.Reports``, as ``inspect`` and
+the post-mortem read them), so the live path counts each report once, whatever the batches: a
+restating line stays a stored line, never an event, an occurrence count or an alert.
 
 Records with their kmsg seq (the agent's /dev/kmsg lines, netconsole's extended records) are
 read with their boot's stored records ``CONTEXT`` seqs around them: a report split across
@@ -28,7 +29,9 @@ from sqlalchemy.orm import Session
 from agent.kernel.classify import classify_kernel_line
 from agent.kernel.event import KernelEvent
 from agent.kernel.generic import restates_serror
+from agent.kernel.oops_head import is_die_line
 from collector.kernel.reports import (
+    OOPS_HEAD_RECORDS,
     SERROR_RECORDS,
     SXID_DUMP,
     SXID_GAP,
@@ -39,9 +42,9 @@ from collector.kernel.reports import (
 from collector.models import Line
 
 # Seqs before the first new record that a report's earlier lines may lie in (an SError line
-# furthest), and after the last that a verdict may lie in, which gives a dump whose verdict
-# came first no more.
-CONTEXT = max(SXID_GAP, SERROR_RECORDS) + 1
+# furthest, then an oops's head line), and after the last that a verdict may lie in, which
+# gives a dump whose verdict came first no more.
+CONTEXT = max(SXID_GAP, SERROR_RECORDS, OOPS_HEAD_RECORDS) + 1
 
 Hit = tuple[int, float, KernelEvent]  # (line id, line ts, event): what ``store`` takes
 
@@ -74,9 +77,11 @@ def kernel_usec(fields: Mapping[str, Any] | None) -> int | None:
 
 
 def may_restate(event: KernelEvent) -> bool:
-    """A fall line, an SXid dump line or an SError panic: what ``Reports`` may find restating
-    a report."""
+    """A fall line, an SXid dump line, an SError panic or an oops's die line: what ``Reports``
+    may find restating a report."""
     if event.kind == "bus_off" or restates_serror(event):
+        return True
+    if is_die_line(event.kind, event.code, event.detail):
         return True
     return event.kind == "sxid" and (event.detail or "").startswith(SXID_DUMP)
 

@@ -251,3 +251,50 @@ def test_an_serror_panic_far_from_its_serror_line_is_its_own_event() -> None:
     # the same report, once: one SError line restates one panic only
     twice = read_kernel_log([rock[0], rock[22], rock[22]])
     assert [(e.line_no, e.event.code) for e in twice] == [(1, "serror"), (3, "panic")]
+
+
+def test_each_oops_report_is_one_event() -> None:
+    # Scoring leaves a '~' line that raises an event alone: count the oopses instead. Each
+    # labelled oops is one event, on its labelled line, in every file (the arm64 report whose
+    # SError line a console line runs into is one record from the line before).
+    for f in kernel_files():
+        found = [e.line_no for e in read_kernel_log(f.lines) if e.event.kind == "oops"]
+        labelled = [n for n, e in enumerate(f.labels, start=1) if e.kind == "oops"]
+        if f.path.name == "nvme-csd-9-arm64-serror-interleaved-console.txt":
+            labelled = [n - 1 for n in labelled]
+        assert found == labelled, f.path.name
+
+
+def test_an_oops_is_one_event_on_its_bug_line() -> None:
+    # The head line ("BUG: ...", "kernel BUG at ...!", arm64's "Unable to handle kernel ...")
+    # is the event, in the module its RIP/pc line (else first frame) names; the die line a
+    # few records later restates it; a paste of the first lines alone is the same oops.
+    def read(name: str) -> list[tuple[int, str, str | None, str | None]]:
+        found = read_kernel_log(_real(name))
+        return [(e.line_no, e.event.kind, e.event.code, e.event.module) for e in found]
+
+    assert read("bug-line-only-pastes-uvm-hmm-unregister-and-wifi-page-fault.txt") == [
+        (1, "oops", "oops", "nvidia_uvm"),
+        (3, "oops", "oops", None),
+    ]
+    assert read("ogkm-1107-oops-nvidia-vma-access.txt") == [(1, "oops", "oops", "nvidia")]
+    assert read("vgpu-unlock-7-oops-core.txt") == [(1, "oops", "oops", None)]
+    # the trace of an mlx5_ib oops whose die line the paste left out (arm64)
+    [mlx5] = read("aerial-18-arm64-mlx5-oops-erst-pstore-write-error.txt")
+    assert mlx5 == (5, "oops", "oops", "mlx5_ib")
+
+
+def test_a_die_line_far_from_its_bug_line_is_its_own_event() -> None:
+    # Constructed from real lines: vgpu_unlock-rs#7's BUG line, then more chatter than any
+    # report's decoding, then its die line: two events. The die line after a BUG line of
+    # another boot (its kernel time 38679 s, the die line's 526 s): two events. One BUG line
+    # restates one die line only.
+    vgpu = _real("vgpu-unlock-7-oops-core.txt")
+    bug, die = vgpu[0], vgpu[4]
+    chatter = _real("gpud-kmsg-benign.txt")[:30]
+    far = read_kernel_log([bug, *chatter, die])
+    assert [(e.line_no, e.event.code) for e in far] == [(1, "oops"), (32, "oops")]
+    other = _real("nvtrust-53-58-77-h100-cc-gsp-encryption-fsp-timeouts.txt")[13]
+    assert "BUG: unable to handle page fault" in other
+    assert [e.line_no for e in read_kernel_log([other, die])] == [1, 2]
+    assert [e.line_no for e in read_kernel_log([bug, die, die])] == [1, 3]

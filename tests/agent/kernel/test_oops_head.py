@@ -1,0 +1,132 @@
+"""An oops's first line ("BUG: kernel NULL pointer dereference, ...", "kernel BUG at ...!",
+arm64's "Unable to handle kernel ...") is the oops event, so a paste of the first lines alone
+names it; the die line is still an oops on its own (``collector.kernel.reports`` folds it after
+a head line); the kernel's other ``BUG:`` lines keep what they were."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.kernel.classify import classify_kernel_line
+from agent.kernel.generic import oops_site
+from agent.kernel.oops_head import is_die_line, opens_oops_report
+from tests.support.timing import fastest
+
+
+@pytest.mark.parametrize(
+    ("line", "code", "words"),
+    [
+        # NVIDIA/open-gpu-kernel-modules#1110: the first line, all the PR quotes of the oops
+        (
+            "BUG: kernel NULL pointer dereference, address: 00000000000000a8",
+            "oops",
+            "address: 00000000000000a8",
+        ),
+        # morrownr/rtl8852bu-20250826#18: a journal line with its host name
+        (
+            "cachyos-x8664 kernel: BUG: unable to handle page fault for address: 0000000000002420",
+            "oops",
+            "page fault for address",
+        ),
+        # gpud's pstore fixture (4.7): the old wording, a priority prefix
+        (
+            "<1>[  201.654822] BUG: unable to handle kernel NULL pointer dereference at  "
+            "         (null)",
+            "oops",
+            "kernel NULL pointer dereference at",
+        ),
+        # a Fedora journal in a Russian locale (lib/list_debug.c's BUG_ON)
+        (
+            "июл 27 14:08:04 laptop kernel: kernel BUG at lib/list_debug.c:51!",
+            "bug",
+            "kernel BUG at lib/list_debug.c:51!",
+        ),
+        # geerlingguy/raspberry-pi-pcie-devices#123 (arm64)
+        (
+            "[   38.523167] Unable to handle kernel write to read-only memory at virtual address "
+            "ffffffc0096dc3e1",
+            "oops",
+            "write to read-only memory",
+        ),
+    ],
+)
+def test_an_oops_head_line_is_the_oops_event(line: str, code: str, words: str) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None
+    assert (event.kind, event.code, event.severity, event.action) == (
+        "oops",
+        code,
+        "fatal",
+        "reboot",
+    )
+    assert words in (event.meaning or "")
+    assert opens_oops_report(event.kind, event.code, event.detail)
+    assert not is_die_line(event.kind, event.code, event.detail)
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("[  526.065316] Oops: 0000 [#1] SMP PTI", "oops"),  # mbilker/vgpu_unlock-rs#7
+        ("июл 27 14:08:04 laptop kernel: invalid opcode: 0000 [#1] SMP PTI", "bug"),
+        ("[   38.579212] Internal error: Oops: 9600004f [#1] PREEMPT SMP", "oops"),
+    ],
+)
+def test_a_die_line_is_still_an_oops_of_its_own(line: str, code: str) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("oops", code)
+    assert is_die_line(event.kind, event.code, event.detail)
+    assert not opens_oops_report(event.kind, event.code, event.detail)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # constructed from the kernel's printk formats: BUG: warnings it goes on after
+        "[  12.345678] BUG: scheduling while atomic: swapper/0/0/0x00010000",
+        "BUG: Bad page state in process python3  pfn:1a2b3c",
+        "BUG: sleeping function called from invalid context at kernel/locking/mutex.c:580",
+        "BUG: KASAN: use-after-free in uvm_va_block_free+0x20/0x40 [nvidia_uvm]",
+        "BUG: using smp_processor_id() in preemptible [00000000] code: modprobe/1234",
+        # constructed: the words without the kernel's file:line
+        "a note: kernel BUG at some point in the past",
+    ],
+)
+def test_bug_warnings_are_no_oops(line: str) -> None:
+    assert classify_kernel_line(line) is None
+
+
+def test_bug_lockups_keep_their_kind() -> None:
+    # the corpus's arm64-oops-serror-panics.txt
+    soft = classify_kernel_line(
+        "[  904.173307] watchdog: BUG: soft lockup - CPU#1 stuck for 842s! [udevadm:94]"
+    )
+    assert soft is not None and (soft.kind, soft.code) == ("soft_lockup", "soft")
+    # constructed from kernel/workqueue.c's format
+    wq = classify_kernel_line(
+        "BUG: workqueue lockup - pool cpus=3 node=0 flags=0x0 nice=0 stuck for 35s!"
+    )
+    assert wq is not None and (wq.kind, wq.code) == ("soft_lockup", "workqueue")
+
+
+def test_a_trimmed_rip_line_names_its_site() -> None:
+    # NVIDIA/open-gpu-kernel-modules#1110 quotes the RIP line without its code segment
+    assert oops_site("RIP: uvm_hmm_unregister_gpu+0x51/0x3a0 [nvidia_uvm]") == (
+        "uvm_hmm_unregister_gpu",
+        "nvidia_uvm",
+    )
+    assert oops_site("RIP: 0010:nvidia_vma_access+0x1b/0x350 [nvidia]") == (
+        "nvidia_vma_access",
+        "nvidia",
+    )
+
+
+def test_a_long_line_of_head_words_classifies_in_linear_time() -> None:
+    # constructed: many "kernel BUG at <path>" with no ":<line>!" after them, against a line
+    # as long without the words
+    def cost(body: str) -> float:
+        return fastest(lambda: classify_kernel_line(body))
+
+    length = 65_536
+    unit = "kernel BUG at " + "a/" * 60
+    assert cost((unit * length)[:length]) < 50 * cost(("x" * length)[:length])
