@@ -70,6 +70,7 @@ class CollectorProcess:
             except httpx.HTTPError:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop(signal.SIGKILL)  # never left behind: a failed start is no fixture's
                 raise AssertionError(f"collector did not start: {self.log.read_text()[-2000:]}")
             time.sleep(0.1)
 
