@@ -35,7 +35,7 @@ from collector.api import (
     webhooks,
 )
 from collector.api.openapi_doc import document_ingest_body, errors_as_json
-from collector.errors import AppError, AuthFailed, database_unavailable
+from collector.errors import AppError, AuthFailed, NotFound, database_unavailable
 from collector.ingest.tokens import TokenCache
 from collector.leader import Leadership, held_elsewhere
 from collector.liveness.arrivals import Arrivals
@@ -218,6 +218,8 @@ def create_app(
     async def app_error(request: Request, exc: AppError) -> Response:
         if isinstance(exc, AuthFailed) and pages.wants_html(request):
             return pages.login_redirect(request)
+        if isinstance(exc, NotFound) and pages.wants_html(request):
+            return pages.not_found_page(request, exc.detail)
         return JSONResponse(
             {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
         )

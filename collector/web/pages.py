@@ -19,6 +19,7 @@ from collector.deps import (
     SessionDep,
     SettingsDep,
     TemplatesDep,
+    get_templates,
 )
 from collector.errors import BadRequest, Forbidden
 from collector.hosts import registry
@@ -44,6 +45,15 @@ def login_redirect(request: Request) -> Response:
     time range and filters)."""
     target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     return RedirectResponse(f"/login?next={quote(target, safe='/')}", status_code=303)
+
+
+def not_found_page(request: Request, detail: str) -> Response:
+    """A page asked for something that is not there (a mistyped host name in the address bar):
+    a page saying so, with the way back, where the API gives JSON."""
+    templates = get_templates(request)
+    return templates.TemplateResponse(
+        request, "not_found.html", {"detail": detail}, status_code=404
+    )
 
 
 @router.get("/login", response_class=HTMLResponse)

@@ -28,3 +28,17 @@ def test_pages_need_login_and_show_hosts(sqlite_collector: Collector) -> None:
     c.client.cookies.clear()
     bearer = c.client.get("/", headers={**html, "Authorization": f"Bearer {ADMIN_TOKEN}"})
     assert bearer.status_code == 200
+
+
+def test_a_missing_host_page_is_a_page_saying_so_and_the_api_still_json(
+    sqlite_collector: Collector,
+) -> None:
+    """A mistyped host name in the address bar: a 404 page with the way back, not raw JSON."""
+    c = sqlite_collector
+    html = {"Accept": "text/html", "Authorization": f"Bearer {ADMIN_TOKEN}"}
+    page = c.client.get("/hosts/nope", headers=html)
+    assert page.status_code == 404
+    assert page.headers["content-type"].startswith("text/html")
+    assert 'id="not-found"' in page.text and "nope" in page.text and 'href="/"' in page.text
+    api = c.client.get("/api/v1/hosts/nope", headers=html)
+    assert api.status_code == 404 and "nope" in api.json()["detail"]
