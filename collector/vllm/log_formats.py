@@ -56,20 +56,29 @@ PROFILING = re.compile(
     r"\[Autotuner\]: Autotuning process starts|Compile and warming up model for size|"
     r"Profiling CUDA graph memory|Estimated CUDA graph memory|Available KV cache memory|"
     r"KV cache size: |Maximum concurrency for |Memory profiling takes|# \w+ blocks: |"
-    r"reserved for KV Cache is|Memory profiling results|GiB memory for KV Cache as specified"
+    r"reserved for KV Cache is|Memory profiling results|GiB memory for KV Cache as specified|"
+    r"GiB reserved for KV cache"
 )
 CG_ESTIMATE = re.compile(rf"Estimated CUDA graph memory: {FLOAT} GiB")
 # --kv-cache-memory (0.11+) skips the profile: "reserved 4.00 GiB memory for KV Cache as
-# specified by kv_cache_memory_bytes config".
+# specified by kv_cache_memory_bytes config". Gaudi's worker splits the usable memory: "...,
+# 7.13 GiB reserved for HPUGraphs (VLLM_GRAPH_RESERVED_MEM=0.1), 64.17 GiB reserved for KV cache".
 KV_GIB = re.compile(
     rf"Available KV cache memory: {FLOAT} GiB|reserved for KV Cache is {FLOAT} ?GiB|"
-    rf"kv_cache_size={FLOAT}GiB|reserved {FLOAT} GiB memory for KV Cache as specified"
+    rf"kv_cache_size={FLOAT}GiB|reserved {FLOAT} GiB memory for KV Cache as specified|"
+    rf"{FLOAT} GiB reserved for KV cache\b"
 )
 KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
-# V0: "# GPU blocks: 4109, # CPU blocks: 512" ("# CUDA blocks", "# cuda blocks" later)
-KV_BLOCKS = re.compile(r"# (?:GPU|CUDA|cuda|gpu) blocks: ([\d,]+)")
+# V0: "# GPU blocks: 4109, # CPU blocks: 512" ("# CUDA blocks", "# cuda blocks" later), the
+# second count the swap space. Other devices name their own first: Gaudi's "# HPU blocks: 4107"
+# ("# hpu blocks" through the vllm-hpu plugin), the CPU backend's "# CPU blocks: 7281, # CPU
+# blocks: 0" ("# cpu blocks" later). The first count on the line is the device's.
+KV_BLOCKS = re.compile(r"# (GPU|CUDA|cuda|gpu|HPU|hpu|CPU|cpu) blocks: ([\d,]+)")
 BLOCK_SIZE = re.compile(r"""['"]?block_size['"]?[=:]\s*(\d+)|--block-size[= ](\d+)""")
 DEFAULT_BLOCK_SIZE = 16
+# A device's default where it is not 16: HabanaAI's fork and the vllm-hpu plugin default Gaudi's
+# to 128 (the Gaudi logs bear it out: 64.17 GiB over 4107 blocks is 128 tokens of Llama-3.1-8B).
+DEVICE_BLOCK_SIZE = {"hpu": 128}
 MAX_CONC = re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: {FLOAT}x")
 # V0 said "Capturing the model for CUDA graphs" (0.5-0.6.3), then "Capturing cudagraphs for
 # decoding" (0.6.4-0.10).
@@ -120,12 +129,14 @@ STOPPED = re.compile(
 # torch.AcceleratorError from 2.8, vLLM's "Worker failed with error 'CUDA error: ...", the
 # NCCL watchdog's "terminated with exception: CUDA error: ..."), its cudaError* name ("Search
 # for `cudaErrorIllegalAddress' in ..."), cuBLAS ("CUBLAS_STATUS_EXECUTION_FAILED when calling
-# ..."), a Triton kernel's launch ("Triton Error [CUDA]: ...") and the driver API's wording.
+# ..."), a Triton kernel's launch ("Triton Error [CUDA]: ..."), the driver API's wording, and on
+# ROCm the HSA runtime's "Memory access fault by GPU node-1 (Agent handle: ...) on address ...
+# Reason: ..." before it aborts the process (ROCm/ROCm#5724).
 # With the Ray executor the raylet reports a worker process that died (a segfault, the OOM
 # killer) before the engine's own failure line: that death is why.
 CUDA_FAULT = (
     r"CUDA error: |\bcudaError[A-Z]\w+|\bCUBLAS_STATUS_[A-Z_]+|Triton Error \[CUDA\]: |"
-    r"CUDA driver error: "
+    r"CUDA driver error: |Memory access fault by GPU node-\d+"
 )
 CUDA_FAULT_RE = re.compile(CUDA_FAULT)
 ROOT_CAUSE = re.compile(
@@ -172,6 +183,10 @@ CRASH = re.compile(
 # the server process is gone, whatever its engine was doing (dusty-nv/jetson-containers#795).
 KILLED = "Killed"
 TRACEBACK = "Traceback (most recent call last):"
+# Python's word for an exception it reported and went on from (a destructor's at interpreter
+# exit, "Exception ignored in: <function HPUModelRunner.__del__ at 0x...>"; 3.14 says "while
+# calling deallocator"): the traceback it prints next fails nothing.
+IGNORED = re.compile(r"^Exception ignored (?:in|while)\b")
 # The last line of a traceback: the exception, unindented.
 EXCEPTION = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::|$)"

@@ -40,9 +40,11 @@ class ProfilingLog(FactLog):
             self._smaller(plan, "kv_cache_tokens", int(_num(m.group(1))), ctx, facts)
         m = fmt.KV_BLOCKS.search(msg)
         if m:
-            blocks = int(_num(m.group(1)))
+            blocks = int(_num(m.group(2)))
             if self._smaller(plan, "kv_cache_blocks", blocks, ctx, facts):
-                self._set(plan, "kv_cache_tokens", blocks * plan.block_size, ctx, facts)
+                size = plan.block_size or fmt.DEVICE_BLOCK_SIZE.get(m.group(1).lower())
+                tokens = blocks * (size or fmt.DEFAULT_BLOCK_SIZE)
+                self._set(plan, "kv_cache_tokens", tokens, ctx, facts)
         m = fmt.MAX_CONC.search(msg)
         if m and self._smaller(plan, "max_concurrency", float(m.group(2)), ctx, facts):
             self._set(plan, "max_concurrency_tokens", int(_num(m.group(1))), ctx, facts)

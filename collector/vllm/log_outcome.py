@@ -6,6 +6,7 @@
   while the start was under way, even without its header line; or the shell's "Killed" (the
   process SIGKILLed, which crashes a server that was serving) where it comes from the stream
   vLLM's own lines come from (a compose stream or a journal interleaves other processes').
+  Not a traceback Python reports it ignored ("Exception ignored in: ...", a destructor's at exit).
 - ``started``: serving: uvicorn's "Application startup complete", "Starting vLLM server on",
   a request answered 200, or the engine's periodic stats line (a captured log may lack the
   first).
@@ -77,6 +78,8 @@ class OutcomeState:
     # The start failed on a traceback's frame alone (its exception not yet read): a step's
     # frame further down says the engine was running.
     frame_failed: bool = False
+    # Python reported an exception it went on from ("Exception ignored in: ..."): its traceback.
+    ignored: bool = False
 
 
 def hang_signal(msg: str, phase: str | None = None) -> str | None:
@@ -229,6 +232,17 @@ def _engine_died(
     return Outcome("failed", None)
 
 
+def _ignored(state: OutcomeState, msg: str) -> bool:
+    """A line of the traceback Python prints for an exception it ignored, to its exception."""
+    if fmt.IGNORED.match(msg) or (
+        state.ignored and (msg.strip() == fmt.TRACEBACK or traceback_line(msg))
+    ):
+        state.ignored = True
+        return True
+    was, state.ignored = state.ignored, False
+    return was and is_exception(msg)
+
+
 def outcome_of(
     state: OutcomeState,
     *,
@@ -254,7 +268,7 @@ def outcome_of(
     fatal = _fatal_cause(state, outcome, msg, clean, proc)
     if fatal is not None:
         return fatal
-    if is_source_line(msg):
+    if is_source_line(msg) or _ignored(state, msg):
         return None
     died = _engine_died(state, outcome, level, msg, clean, phase, ready, error)
     if died is not None:

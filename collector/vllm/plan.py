@@ -6,8 +6,6 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from collector.vllm import log_formats as fmt
-
 # Plan fields in the order `inspect vllm-log --json` prints them.
 PLAN_FIELDS = (
     "vllm_version",
@@ -51,7 +49,7 @@ class StartupPlan:
     cuda_graph_capture_s: float | None = None
     init_engine_s: float | None = None
     kv_cache_blocks: int | None = None  # V0: "# GPU blocks: N" (tokens = N x block_size)
-    block_size: int = fmt.DEFAULT_BLOCK_SIZE
+    block_size: int | None = None  # as the start's lines state it; None: the device's default
     # The serving configuration the start's own lines state (``log_config``), what a matrix
     # of configurations varies: None where the log does not say.
     tensor_parallel_size: int | None = None
