@@ -62,7 +62,9 @@ _ALLOC_STALL = re.compile(r"page allocation stalls for (?P<ms>\d+)ms")
 _CMA_FAIL = re.compile(
     r"cma_alloc(?:\(\))?: (?:[\w,.@-]+: )?alloc failed, req-size: (?P<pages>\d+)"
 )
-# The die line: "<what>: <error code> [#<n>]"
+# The die line: "<what>: <error code> [#<n>]", where <what> names a fault: "Oops", "general
+# protection fault", "invalid opcode" (2.6: "invalid operand"), "divide error", "stack guard page"
+_DIE_WORDS = ("Oops", "fault", "opcode", "operand", "stack guard page")
 _DIE = re.compile(r"(?P<what>[A-Za-z][^\[]*?):? (?:[0-9a-fA-F]{4,16} )?\[#(?P<n>\d+)\]")
 _PANIC = re.compile(r"Kernel panic - not syncing: ?(?P<why>.*)")
 SERROR_NEEDLE = "SError Interrupt on CPU"
@@ -86,7 +88,7 @@ def _oops_flavour(what: str) -> str:
     lowered = what.lower()
     if "general protection" in lowered:
         return "gpf"
-    if "bug" in lowered or "invalid opcode" in lowered:
+    if "bug" in lowered or "invalid opcode" in lowered or "invalid operand" in lowered:
         return "bug"
     return "oops"
 
@@ -94,7 +96,7 @@ def _oops_flavour(what: str) -> str:
 def _classify_oops(text: str) -> KernelEvent | None:
     if "[#" in text:
         m = _DIE.search(text)
-        if m and ("Oops" in text or "fault" in text or "error" in text.lower() or "opcode" in text):
+        if m and (any(word in text for word in _DIE_WORDS) or "error" in text.lower()):
             flavour = _oops_flavour(m.group("what"))
             return make_event(
                 "oops",
