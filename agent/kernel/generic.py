@@ -229,9 +229,12 @@ def _oom(text: str) -> KernelEvent | None:
                 detail=text.strip(),
             )
     if "Out of memory and no killable processes" in text:
+        # out_of_memory() prints it for a memory cgroup too, whose charge then fails while the
+        # host goes on (a container's flood of them); for the whole system (4.19+) the panic
+        # "System is deadlocked on memory" follows, its own fatal event (before 4.19 it was
+        # the panic's own words, and that panic line is the event)
         return make_event(
             "oom_kill",
-            ("fatal", "reboot"),
             code="nothing_to_kill",
             meaning="out of memory, nothing to kill",
             detail=text.strip(),
