@@ -529,6 +529,26 @@ def test_old_kernels_oom_wording() -> None:
     assert rhel is not None and (rhel.pid, rhel.process) == (123, "httpd")
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        # microsoft/WSL#41659 (a WSL2 guest), ublue-os/bazzite#5546 (a kdump's log)
+        "[   84.977175] Kernel panic - not syncing: Fatal machine check",
+        "Kernel panic - not syncing: Fatal machine check",
+    ],
+)
+def test_a_fatal_machine_checks_panic_is_a_hardware_error(line: str) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("oops", "hardware")
+    assert (event.severity, event.action) == ("fatal", "inspect_hardware")
+    assert "Fatal machine check" in (event.meaning or "")
+    # the machine check's own report before the panic is no event (bazzite#5546)
+    assert (
+        classify_kernel_line("mce: [Hardware Error]: CPU 7: Machine Check Exception: 5 Bank 0")
+        is None
+    )
+
+
 def test_nothing_to_kill_is_fatal_only_in_the_panic_after_it() -> None:
     # systemd/systemd#40208: a memory cgroup's OOM with nothing to kill, printed over and over
     # while the host runs on: no fatal event (a container's problem, not the host's)
@@ -549,6 +569,7 @@ def test_nothing_to_kill_is_fatal_only_in_the_panic_after_it() -> None:
         "[   10.840000] Kernel panic - not syncing: Out of memory and no killable processes..."
     )
     assert old is not None and (old.kind, old.code, old.severity) == ("oops", "panic", "fatal")
+
 
 @pytest.mark.parametrize(
     ("line", "code"),
