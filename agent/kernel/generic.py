@@ -1,6 +1,6 @@
 """The kernel's own freeze precursors and crashes: soft/hard/workqueue lockups, hung tasks, RCU
-stalls, OOM kills (every wording since 2.6), allocation failures (page, vmalloc, CMA) and
-stalls, and oops / BUG / general protection fault / arm64 SError / panic as one kind, ``oops``.
+stalls, OOM kills and allocation failures (``memory``), and oops / BUG / general protection
+fault / arm64 SError / panic as one kind, ``oops`` (a fatal machine check's panic: ``hardware``).
 
 An oops prints many lines; the event is its head line where it has one ("BUG: kernel NULL
 pointer dereference, ...", "kernel BUG at ...!", "Unable to handle kernel ...": ``oops_head``),
@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 
 from agent.kernel.event import KernelEvent, make_event
+from agent.kernel.memory import classify_alloc, classify_oom
 from agent.kernel.oops_head import NEEDLES as HEAD_NEEDLES
 from agent.kernel.oops_head import oops_head
 
@@ -39,32 +40,17 @@ _HARD_LOCKUP = re.compile(
 _WQ_LOCKUP = re.compile(r"BUG: workqueue lockup - pool .*stuck for (?P<secs>\d+)s")
 _HUNG_TASK = re.compile(r"\btask (?P<comm>.+):(?P<pid>\d+) blocked for more than (?P<secs>\d+)")
 _RCU_STALL = re.compile(r"\brcu_\w+ (?:self-)?detected (?:expedited )?stalls?\b")
-# "Out of memory: Killed process 4121 (python3)", "Killed process 123, UID 48, (httpd)",
-# older kernels: "Out of memory: Kill process 456 (python) score 50 or sacrifice child"
-_OOM_KILLED = re.compile(r"Kill(?:ed)? process (?P<pid>\d+)(?:, UID \d+,)? \((?P<comm>[^)]*)\)")
-# The invoker's name is up to 15 characters and may hold spaces ("GC Thread#9"): the whole of
-# a message that starts with it; behind a prefix left on the line (a quote's "> ", a page's
-# "- "), the word before the verb.
-_OOM_INVOKED = re.compile(
-    r"^(?![^\w\s]{1,3} )(?P<comm>[^\s\[\]](?:[^\[\]:]|:(?! )){0,14}?) invoked oom-killer:"
-    r"|(?:^|\s)(?P<word>\S+) invoked oom-killer:"
-)
-# "python3: page allocation failure: order:4, mode:...", 2.6: "swapper: page allocation failure.
-# order:3, mode:0x4020"; vmalloc: 5.x+ "vmalloc error: size 0, ...", 3.x-5.x "vmalloc: allocation
-# failure: 0 bytes" (with or without "<comm>: " before it), "vmalloc: allocation failure, allocated"
-_ALLOC_FAIL = re.compile(
-    r"^(?:(?P<comm>.+?): )??(?:page allocation failure[:.] order:(?P<order>\d+)"
-    r"|vmalloc(?: error:|: allocation failure[:,]))"
-)
-_ALLOC_STALL = re.compile(r"page allocation stalls for (?P<ms>\d+)ms")
-# Contiguous memory (CMA): 4.x "cma: cma_alloc: alloc failed, req-size: 2040 pages, ret: -12",
-# 5.x+ "cma_alloc: linux,cma: alloc failed, ...", 6.12+ "__cma_alloc: reserved: alloc failed, ..."
-_CMA_FAIL = re.compile(
-    r"cma_alloc(?:\(\))?: (?:[\w,.@-]+: )?alloc failed, req-size: (?P<pages>\d+)"
-)
-# The die line: "<what>: <error code> [#<n>]"
+# The die line: "<what>: <error code> [#<n>]", where <what> names a fault: "Oops", "general
+# protection fault", "invalid opcode" (2.6: "invalid operand"), "divide error", "stack guard page"
+_DIE_WORDS = ("Oops", "fault", "opcode", "operand", "stack guard page")
 _DIE = re.compile(r"(?P<what>[A-Za-z][^\[]*?):? (?:[0-9a-fA-F]{4,16} )?\[#(?P<n>\d+)\]")
 _PANIC = re.compile(r"Kernel panic - not syncing: ?(?P<why>.*)")
+# x86 mce_panic()'s words: "Fatal machine check", "Fatal local machine check", "Machine check from
+# unknown source", ...: the CPU's own uncontained error, like a fatal GHES record (``ghes``), so
+# the same code, unattributed to any module, and the same advice; the "mce: [Hardware Error]:"
+# lines before it are no event
+_MACHINE_CHECK = re.compile(r"\b[Mm]achine check\b")
+MACHINE_CHECK_MEANING = "fatal machine check: the CPU reported an error it could not contain"
 SERROR_NEEDLE = "SError Interrupt on CPU"
 _SERROR = re.compile(
     r"SError Interrupt on CPU(?P<cpu>\d{1,5}), code 0x(?P<esr>[0-9a-fA-F]{1,16}) -- "
@@ -86,7 +72,7 @@ def _oops_flavour(what: str) -> str:
     lowered = what.lower()
     if "general protection" in lowered:
         return "gpf"
-    if "bug" in lowered or "invalid opcode" in lowered:
+    if "bug" in lowered or "invalid opcode" in lowered or "invalid operand" in lowered:
         return "bug"
     return "oops"
 
@@ -94,7 +80,7 @@ def _oops_flavour(what: str) -> str:
 def _classify_oops(text: str) -> KernelEvent | None:
     if "[#" in text:
         m = _DIE.search(text)
-        if m and ("Oops" in text or "fault" in text or "error" in text.lower() or "opcode" in text):
+        if m and (any(word in text for word in _DIE_WORDS) or "error" in text.lower()):
             flavour = _oops_flavour(m.group("what"))
             return make_event(
                 "oops",
@@ -107,6 +93,14 @@ def _classify_oops(text: str) -> KernelEvent | None:
         # "Fatal exception" follows a die line, "[GHES: ]Fatal hardware error[!]" a fatal GHES
         # record (``ghes``): each restates its report
         why = m.group("why") if m else ""
+        if m and _MACHINE_CHECK.search(why):
+            return make_event(
+                "oops",
+                ("fatal", "inspect_hardware"),
+                code="hardware",
+                meaning=f"{MACHINE_CHECK_MEANING}: {why.strip()}",
+                detail=text.strip(),
+            )
         if m and not why.startswith("Fatal exception") and "Fatal hardware error" not in why:
             return make_event(
                 "oops",
@@ -201,74 +195,6 @@ def _lockup(text: str) -> KernelEvent | None:
     return None
 
 
-def _oom(text: str) -> KernelEvent | None:
-    if "Killed process" in text or "Kill process" in text:
-        m = _OOM_KILLED.search(text)
-        # the memory cgroup's 3.x-4.x wording: "Memory cgroup out of memory: Kill process 42 (x)"
-        if m and ("Out of memory" in text or "out of memory" in text or "Killed process" in text):
-            cgroup = "Memory cgroup" in text
-            return make_event(
-                "oom_kill",
-                code="cgroup" if cgroup else "system",
-                pid=int(m.group("pid")),
-                process=m.group("comm"),
-                meaning="process killed by the "
-                + ("memory cgroup's OOM killer" if cgroup else "OOM killer"),
-                detail=text.strip(),
-            )
-    if "oom-killer" in text:
-        m = _OOM_INVOKED.search(text)
-        if m:
-            return make_event(
-                "oom_kill",
-                code="invoked",
-                process=m.group("comm") or m.group("word"),
-                meaning="OOM killer invoked",
-                detail=text.strip(),
-            )
-    if "Out of memory and no killable processes" in text:
-        return make_event(
-            "oom_kill",
-            ("fatal", "reboot"),
-            code="nothing_to_kill",
-            meaning="out of memory, nothing to kill",
-            detail=text.strip(),
-        )
-    return None
-
-
-def _alloc(text: str) -> KernelEvent | None:
-    m = _ALLOC_FAIL.search(text.strip())
-    if m:
-        order = m.group("order")
-        return make_event(
-            "alloc_failure",
-            code="page" if order is not None else "vmalloc",
-            process=m.group("comm"),
-            meaning=f"page allocation failure (order {order})"
-            if order is not None
-            else "vmalloc failure",
-            detail=text.strip(),
-        )
-    m = _CMA_FAIL.search(text)
-    if m:
-        return make_event(
-            "alloc_failure",
-            code="cma",
-            meaning=f"contiguous memory (CMA) allocation of {m.group('pages')} pages failed",
-            detail=text.strip(),
-        )
-    m = _ALLOC_STALL.search(text)
-    if m:
-        return make_event(
-            "alloc_failure",
-            code="stall",
-            meaning=f"page allocation stalled for {m.group('ms')} ms",
-            detail=text.strip(),
-        )
-    return None
-
-
 def classify_generic(text: str) -> KernelEvent | None:
     """The kernel's own event in one message, or None."""
     if ("[#" in text or "Kernel panic" in text) and "---[ end" not in text:
@@ -301,9 +227,9 @@ def classify_generic(text: str) -> KernelEvent | None:
         if _RCU_STALL.search(text):
             return make_event("rcu_stall", meaning="RCU stall detected", detail=text.strip())
         if "allocation stall" in text:
-            return _alloc(text)
+            return classify_alloc(text)
     if "process" in text or "oom-killer" in text or "Out of memory" in text:
-        return _oom(text)
+        return classify_oom(text)
     if "allocation failure" in text or "vmalloc error" in text or "cma_alloc" in text:
-        return _alloc(text)
+        return classify_alloc(text)
     return None

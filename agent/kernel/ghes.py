@@ -13,7 +13,8 @@ the previous boot's records (no ``{<seq>}``): that crash is over. x86 ``extlog``
 its CPER records too but prints them without ``[Hardware Error]:`` (``{3}Hardware error
 detected on CPU2``, ``{3}event severity: fatal``), from the machine-check decode chain, which a
 fatal machine check never reaches before its ``Kernel panic - not syncing: Fatal machine
-check``: that panic line is the crash's one event, and an extlog record is none.
+check``: that panic line is the crash's one event (``oops``/``hardware`` too, ``generic``),
+and an extlog record is none.
 """
 
 from __future__ import annotations

@@ -4,8 +4,11 @@ A page fault the kernel cannot handle opens its report with "BUG: kernel NULL po
 dereference, address: ..." or "BUG: unable to handle page fault for address: ..." (x86 since
 5.1; before: "BUG: unable to handle kernel NULL pointer dereference at ...", "... kernel paging
 request at ..."), arm64 and arm with "Unable to handle kernel <what> at virtual address ...",
-and a failed ``BUG()`` assertion with "kernel BUG at <file>:<line>!"; the die line ("Oops: 0000
-[#1] ...", "invalid opcode: 0000 [#1]", "Internal error: Oops: ... [#1]") follows a few records
+a failed ``BUG()`` assertion with "kernel BUG at <file>:<line>!" (2.6: "<bad filename>" where
+the file's name was not readable), and an x86 kernel stack overflow with "BUG: <stack> stack
+guard page was hit at ..." (older kernels name no stack); the die line ("Oops: 0000 [#1] ...",
+"invalid opcode: 0000 [#1]", 2.6's "invalid operand: 0000 [#1]", "[Oops: ]stack guard page:
+0000 [#1]", "Internal error: Oops: ... [#1]") follows a few records
 later (x86: 3-5, arm64: 7-15 with the abort decoding). The head line is the event
 (``oops``/``oops``, ``oops``/``bug``), so a paste that quotes only the first lines, or a
 capture cut before the die line, still names the oops; the die line after it restates it
@@ -25,11 +28,13 @@ NEEDLES = (
     "BUG: unable to handle ",
     "kernel BUG at ",
     "Unable to handle kernel ",
+    "stack guard page was hit at ",
 )
 _HEAD = re.compile(
     r"(?<![\w-])(?:BUG: (?:kernel NULL pointer dereference|unable to handle (?:kernel|page fault))"
-    r"|(?P<bug>kernel BUG at )[\w./+-]{1,200}:\d{1,6}!"
-    r"|Unable to handle kernel )"
+    r"|(?P<bug>kernel BUG at )(?:[\w./+-]{1,200}|<bad filename>):\d{1,6}!"
+    r"|Unable to handle kernel "
+    r"|BUG: (?:[\w#]{1,24} )?stack guard page was hit at )"
 )
 # The codes a head line and the die line restating it have (what the die line's words say).
 HEAD_CODES = frozenset({"oops", "bug"})

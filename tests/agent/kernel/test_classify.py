@@ -530,6 +530,48 @@ def test_old_kernels_oom_wording() -> None:
 
 
 @pytest.mark.parametrize(
+    "line",
+    [
+        # microsoft/WSL#41659 (a WSL2 guest), ublue-os/bazzite#5546 (a kdump's log)
+        "[   84.977175] Kernel panic - not syncing: Fatal machine check",
+        "Kernel panic - not syncing: Fatal machine check",
+    ],
+)
+def test_a_fatal_machine_checks_panic_is_a_hardware_error(line: str) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("oops", "hardware")
+    assert (event.severity, event.action) == ("fatal", "inspect_hardware")
+    assert "Fatal machine check" in (event.meaning or "")
+    # the machine check's own report before the panic is no event (bazzite#5546)
+    assert (
+        classify_kernel_line("mce: [Hardware Error]: CPU 7: Machine Check Exception: 5 Bank 0")
+        is None
+    )
+
+
+def test_nothing_to_kill_is_fatal_only_in_the_panic_after_it() -> None:
+    # systemd/systemd#40208: a memory cgroup's OOM with nothing to kill, printed over and over
+    # while the host runs on: no fatal event (a container's problem, not the host's)
+    memcg = classify_kernel_line("kernel: Out of memory and no killable processes...")
+    assert memcg is not None and (memcg.kind, memcg.code) == ("oom_kill", "nothing_to_kill")
+    assert (memcg.severity, memcg.action) == ("error", "restart_app")
+    # tempesta-tech/tempesta#1789 (5.10): the whole system's, then the panic it ends in
+    panic = classify_kernel_line(
+        "[ 3893.943877] Kernel panic - not syncing: System is deadlocked on memory"
+    )
+    assert panic is not None and (panic.kind, panic.code, panic.severity) == (
+        "oops",
+        "panic",
+        "fatal",
+    )
+    # OpenXiangShan/XiangShan-doc#9 (4.18): before 4.19 the panic said it itself
+    old = classify_kernel_line(
+        "[   10.840000] Kernel panic - not syncing: Out of memory and no killable processes..."
+    )
+    assert old is not None and (old.kind, old.code, old.severity) == ("oops", "panic", "fatal")
+
+
+@pytest.mark.parametrize(
     ("line", "code"),
     [
         ("Oops: 0000 [#1] PREEMPT SMP NOPTI", "oops"),

@@ -48,6 +48,22 @@ from tests.support.timing import fastest
             "oops",
             "write to read-only memory",
         ),
+        # LKML, a dm recursion on 6.1: an x86 kernel stack overflow
+        (
+            "BUG: TASK stack guard page was hit at 00000000736a261f "
+            "(stack is 000000008d12c88d..00000000c8dd82d5)",
+            "oops",
+            "TASK stack guard page was hit",
+        ),
+        # LKML, a bpf trampoline recursion on 6.2: another CPU's IRQ stack
+        (
+            "[  867.843837] BUG: IRQ stack guard page was hit at 0000000099bd8228 "
+            "(stack is 00000000b23e2bc4..000000006d95af35)",
+            "oops",
+            "IRQ stack guard page was hit",
+        ),
+        # LKML, 2.6.9: BUG() whose file name the kernel could not read
+        ("kernel BUG at <bad filename>:25321!", "bug", "<bad filename>:25321!"),
     ],
 )
 def test_an_oops_head_line_is_the_oops_event(line: str, code: str, words: str) -> None:
@@ -70,6 +86,11 @@ def test_an_oops_head_line_is_the_oops_event(line: str, code: str, words: str) -
         ("[  526.065316] Oops: 0000 [#1] SMP PTI", "oops"),  # mbilker/vgpu_unlock-rs#7
         ("июл 27 14:08:04 laptop kernel: invalid opcode: 0000 [#1] SMP PTI", "bug"),
         ("[   38.579212] Internal error: Oops: 9600004f [#1] PREEMPT SMP", "oops"),
+        # LKML: a stack guard page hit's die line (6.1-6.11, then 6.12's "Oops: " wording)
+        ("stack guard page: 0000 [#1] PREEMPT SMP", "oops"),
+        ("Oops: stack guard page: 0000 [#1] PREEMPT SMP KASAN NOPTI", "oops"),
+        # LKML, 2.6: BUG()'s ud2 trap before "invalid opcode"
+        ("invalid operand: 0000 [#1]", "bug"),
     ],
 )
 def test_a_die_line_is_still_an_oops_of_its_own(line: str, code: str) -> None:

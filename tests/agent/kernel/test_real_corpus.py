@@ -298,3 +298,12 @@ def test_a_die_line_far_from_its_bug_line_is_its_own_event() -> None:
     assert "BUG: unable to handle page fault" in other
     assert [e.line_no for e in read_kernel_log([other, die])] == [1, 2]
     assert [e.line_no for e in read_kernel_log([bug, die, die])] == [1, 3]
+
+
+def test_a_fatal_machine_check_is_no_modules_fault() -> None:
+    # Constructed from real lines: the WSL2 guest's fatal machine check panic, then an nvidia
+    # oops's RIP line. The CPU's error is no module's, whatever a RIP line after it names.
+    mce = _real("wsl-41659-bazzite-5546-fatal-machine-check-panics.txt")
+    rip = next(line for line in _real("ogkm-1107-oops-nvidia-vma-access.txt") if "RIP:" in line)
+    [event] = read_kernel_log([mce[14], rip])
+    assert (event.event.kind, event.event.code, event.event.module) == ("oops", "hardware", None)
