@@ -64,6 +64,9 @@ def isolate(batch: dict[str, Any], post: Post) -> tuple[str, list[Refused]]:
     return STORED, refused
 
 
+_MAX_DOUBLINGS = 32  # far past any max_delay / interval
+
+
 class FailingBatch:
     """The oldest batch while the collector answers it with a 5xx: it waits, backing off
     exponentially, and is split at the ``split_after``-th answer in a row."""
@@ -84,7 +87,9 @@ class FailingBatch:
         lasts, so an outage sets no record aside."""
         self.failures += 1
         self.faults += 0 if later else 1
-        self._retry_at = self._mono() + min(self._max, self._interval * 2 ** (self.failures - 1))
+        # the exponent capped: an outage answered "later" counts on (2 ** 1024 is no float)
+        doubled = self._interval * 2 ** min(self.failures - 1, _MAX_DOUBLINGS)
+        self._retry_at = self._mono() + min(self._max, doubled)
         return self.faults >= self.split_after
 
     def waiting(self) -> bool:

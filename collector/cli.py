@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import os
+import select
 import sys
 import zipfile
 from collections.abc import Sequence
@@ -281,10 +282,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except BrokenPipeError:
+        if not _stdout_gone():
+            raise  # the command's own connection broke (SSH, a socket): an error to show
         # `freezewatch-collector ... | head`: the reader left; a traceback (twice, the second
         # from flushing stdout at exit) would bury the output it did read.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout's reader has left: a pipe or socket with no reader polls as an error."""
+    poll = getattr(select, "poll", None)
+    if poll is None:  # no poll() here: take the broken pipe for stdout's, as before
+        return True
+    try:
+        poller = poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(mask & (select.POLLERR | select.POLLHUP) for _fd, mask in poller.poll(0))
+    except (OSError, ValueError):  # stdout closed or replaced by something without a file
+        return True
 
 
 if __name__ == "__main__":

@@ -42,6 +42,12 @@ class Unprocessable(AppError):
     status_code = 422
 
 
+class ServerFault(AppError):
+    """The collector cannot store this request, and will not on a retry either."""
+
+    status_code = 500
+
+
 class Unavailable(AppError):
     """Not done now, nothing changed: the same request later can succeed (``Retry-After``)."""
 
@@ -52,9 +58,35 @@ class Unavailable(AppError):
         self.headers["Retry-After"] = str(retry_after_s)
 
 
-def database_unavailable(exc: Exception) -> Unavailable:
+def transient(exc: Exception) -> bool:
+    """Whether a database error says "not now" (the server down or restarting, a deadlock or
+    lock timeout, the disk full or failing, SQLite busy) rather than something the same request
+    meets on every try: PostgreSQL's program limits (SQLSTATE class 54: an index row too large,
+    too many arguments) and SQLite's SQL errors (SQLITE_ERROR: no such table or column, too
+    many SQL variables), each raised as OperationalError too."""
+    orig = getattr(exc, "orig", None)
+    state = getattr(orig, "sqlstate", None)
+    if isinstance(state, str):
+        return not state.startswith("54")
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF != 1  # SQLITE_ERROR; extended codes keep the primary in the low byte
+    return True
+
+
+def database_error(exc: Exception) -> AppError:
+    """A database error as its answer: a transient one ``database_unavailable``'s 503, else a
+    500 (which the agent, after a few, answers by splitting the batch to set its bad record
+    aside: a 503 it would wait out for good, the host's spool stuck behind the batch)."""
+    if transient(exc):
+        return database_unavailable()
+    return ServerFault("database error; the same request would meet it again")
+
+
+def database_unavailable() -> Unavailable:
     """A database error that says nothing of the request (the server down or restarting, a
     deadlock, SQLite's disk I/O): the same request later can succeed, so a 503 the agent
-    retries, never a 500 that would have it split and set aside the batch's records."""
-    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
-    return Unavailable(f"database unavailable, nothing stored; send it again ({reason})")
+    retries, never a 500 that would have it split and set aside the batch's records. The
+    driver's words stay in the log: the answer may go out before authentication, and they can
+    name the database's host."""
+    return Unavailable("database unavailable, nothing stored; send it again")

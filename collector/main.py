@@ -35,7 +35,7 @@ from collector.api import (
     webhooks,
 )
 from collector.api.openapi_doc import document_ingest_body, errors_as_json
-from collector.errors import AppError, AuthFailed, NotFound, database_unavailable
+from collector.errors import AppError, AuthFailed, NotFound, database_error
 from collector.ingest.tokens import TokenCache
 from collector.leader import Leadership, held_elsewhere
 from collector.liveness.arrivals import Arrivals
@@ -226,8 +226,12 @@ def create_app(
 
     @app.exception_handler(OperationalError)
     async def database_down(request: Request, exc: OperationalError) -> Response:
-        log.warning("%s %s: database unavailable (%s)", request.method, request.url.path, exc)
-        return await app_error(request, database_unavailable(exc))
+        answer = database_error(exc)
+        if answer.status_code == 503:
+            log.warning("%s %s: database unavailable (%s)", request.method, request.url.path, exc)
+        else:
+            log.error("%s %s: database error", request.method, request.url.path, exc_info=exc)
+        return await app_error(request, answer)
 
     @app.exception_handler(RequestValidationError)
     async def request_invalid(request: Request, exc: RequestValidationError) -> Response:

@@ -38,7 +38,7 @@ from collector.errors import (
     Forbidden,
     PayloadTooLarge,
     Unavailable,
-    database_unavailable,
+    database_error,
 )
 from collector.ingest.batch import ingest_batch
 from collector.ingest.tokens import TokenHost
@@ -132,9 +132,13 @@ async def answer(request: Request, app: Ingest) -> Response:
     return Response(result.model_dump_json(), media_type="application/json")
 
 
-def _database_down(exc: OperationalError) -> Unavailable:
-    log.warning("ingest: database unavailable (%s); answered 503", str(exc.orig or exc)[:200])
-    return database_unavailable(exc)
+def _database_down(exc: OperationalError) -> AppError:
+    answer = database_error(exc)
+    if isinstance(answer, Unavailable):
+        log.warning("ingest: database unavailable (%s); answered 503", str(exc.orig or exc)[:200])
+    else:
+        log.error("ingest: database error (%s); answered 500", exc, exc_info=exc)
+    return answer
 
 
 async def _stored(app: Ingest, store: Callable[[bool], IngestResult], records: int) -> IngestResult:

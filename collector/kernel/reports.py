@@ -25,9 +25,11 @@ no SError line before it (lost, or cut off) is a panic of its own.
 An oops's head line ("BUG: kernel NULL pointer dereference, ...", "kernel BUG at ...!", arm64's
 "Unable to handle kernel ...": ``agent.kernel.oops_head``) is its event; the die line after it
 ("Oops: 0000 [#1] ...": the corpus, 3-12 records and under 60 ms later) restates it when it
-comes within ``OOPS_HEAD_RECORDS`` records and ``OOPS_HEAD_SECONDS``, one die line per head. A
-die line with no head line before it (a report that prints none, a general protection fault,
-a head the capture lost) is the event.
+comes within ``OOPS_HEAD_RECORDS`` records and ``OOPS_HEAD_SECONDS``, one die line per head, the
+oldest head still open first: CPUs that hit ``BUG()`` at once print their head lines before
+``die()`` serializes their die lines (head, head, die, die). A die line with no head line
+before it (a report that prints none, a general protection fault, a head the capture lost) is
+the event.
 """
 
 from __future__ import annotations
@@ -142,7 +144,7 @@ class Reports:
         self._stamps = stamps
         self._xid79: dict[str | None, _Lead] = {}
         self._serror: _Lead | None = None
-        self._head: _Lead | None = None
+        self._heads: list[_Lead] = []  # oops head lines whose die line has not come yet
         self._sxid: dict[tuple[str | None, str | None], _Report] = {}
 
     def add(self, record: int, found: LogEvent) -> None:
@@ -164,9 +166,10 @@ class Reports:
         elif opens_oops_report(event.kind, event.code, event.detail):
             line = self._lines[found.line_no - 1]
             tag = next((t for t in HEAD_NEEDLES if t in line), "\n")
-            self._head = _Lead(record, self._stamp_of(found.line_no, tag))
-        elif is_die_line(event.kind, event.code, event.detail) and self._restates(
-            self._head, record, found, "[#", OOPS_HEAD_RECORDS, OOPS_HEAD_SECONDS, strict_time=False
+            self._heads = [h for h in self._heads if record - h.record <= OOPS_HEAD_RECORDS]
+            self._heads.append(_Lead(record, self._stamp_of(found.line_no, tag)))
+        elif is_die_line(event.kind, event.code, event.detail) and self._restates_head(
+            record, found
         ):
             return
         self.events.append(found)
@@ -217,6 +220,16 @@ class Reports:
             return False
         xid.restated = True
         return True
+
+    def _restates_head(self, record: int, found: LogEvent) -> bool:
+        """The die line restates the oldest head line still open near it (one die per head)."""
+        for head in self._heads:
+            if self._restates(
+                head, record, found, "[#", OOPS_HEAD_RECORDS, OOPS_HEAD_SECONDS, strict_time=False
+            ):
+                self._heads.remove(head)
+                return True
+        return False
 
     def _restates(
         self,

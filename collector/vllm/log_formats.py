@@ -103,12 +103,15 @@ UNDER_WAY = (
     INIT_ENGINE,
 )
 SERVING = re.compile(r"Starting vLLM (?:API )?server|Uvicorn running on ")
-# A request answered, whatever its status (a 400 for a bad request, a 500 for a request that
-# raised): only the server's access log says so, and it serves once the start is complete, so
-# the start is serving whatever the captured log lacks before it. The API's routes, and the
-# probes' (a router's or kubelet's ``/health``, ``/metrics``) answered OK: ``/health`` answers
-# 503 once the engine is dead.
-ANSWERED = re.compile(
+# A request answered OK on the API: the server is serving whatever the captured log lacks
+# before it (a router or gateway in front answers 200 only once a server does).
+ANSWERED = re.compile(r'"(?:GET|POST) /v1/\S+ HTTP/1\.\d" 200\b')
+# The server's own access log, whatever the status (a 400 for a bad request, a 500 for a
+# request that raised): it serves once the start is complete. The API's routes, and the probes'
+# (a router's or kubelet's ``/health``, ``/metrics``) answered OK: ``/health`` answers 503 once
+# the engine is dead. Only from the server's stream: a router in the same capture answers 502
+# or 503, and its own ``/health`` 200, while the engine still loads.
+ANSWERED_HERE = re.compile(
     r'"(?:GET|POST) (?:/v1/\S+ HTTP/1\.\d" [1-5]\d\d'
     r'|/(?:health|metrics|ping|version) HTTP/1\.\d" 200)\b'
 )

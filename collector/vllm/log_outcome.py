@@ -125,9 +125,17 @@ _OPENERS = (
 )
 
 
-def opens_start(msg: str) -> bool:
-    """A plan or outcome line in a capture that missed the start of its server."""
-    return not is_source_line(msg) and any(p.search(msg) for p in _OPENERS)
+def opens_start(msg: str, *, server: bool = True) -> bool:
+    """A plan or outcome line in a capture that missed the start of its server (``server``:
+    the line comes from the server's stream)."""
+    if is_source_line(msg):
+        return False
+    return any(p.search(msg) for p in _OPENERS) or (server and answered_here(msg))
+
+
+def answered_here(msg: str) -> bool:
+    """The server's own access log answering (``ANSWERED_HERE``): read from its stream only."""
+    return fmt.ANSWERED_HERE.search(msg) is not None
 
 
 def is_source_line(msg: str) -> bool:
@@ -279,6 +287,7 @@ def outcome_of(
         fmt.READY.search(msg)
         or fmt.SERVING.search(msg)
         or fmt.ANSWERED.search(msg)
+        or (server and answered_here(msg))
         or fmt.STATS.search(msg)
         or fmt.SPEC.search(msg)
     ):

@@ -175,7 +175,7 @@ class VllmLogParser(StartSettingsLog):
             loose = loose_traceback(self._state, msg, parsed.clean)
             if loose is not None:
                 return self._loose_start(loose, ctx, facts)
-            if not opens_start(msg):
+            if not opens_start(msg, server=parsed.source == self._source):
                 self._before_start(msg)
                 return facts
             # A capture that begins at a root cause (an OOM, a CUDA fault) or at a bare

@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from agent.deadletter import FailingBatch
 from agent.delivery import SPLIT_AFTER
 from agent.outbox import Outbox
 from agent.shipper import Shipper
@@ -423,6 +424,19 @@ def test_an_outage_answered_not_now_waits_however_long_and_sets_no_record_aside(
     assert not shipper.spool and not dead_letters(tmp_path)
     texts = [ln["text"] for b in collector.batches for ln in b["lines"]]
     assert texts == ["before", "poison", "after"]
+
+
+def test_an_outage_longer_than_a_thousand_retries_still_backs_off() -> None:
+    """A proxy answering 502 for an hour and a half (its collector down over a weekend), each
+    answer waited out for at most MAX_RETRY_DELAY_S: the 1025th is waited out like the 5th
+    (2 ** 1024 overflowed a float, and the exception ended the agent), and never splits."""
+    now = [0.0]
+    failing = FailingBatch(SPLIT_AFTER, 1.0, lambda: now[0], MAX_RETRY_DELAY_S)
+    for _ in range(1100):
+        assert not failing.failed(later=True)
+        assert failing.waiting()
+        now[0] += MAX_RETRY_DELAY_S
+        assert not failing.waiting()
 
 
 @pytest.mark.parametrize("status", [400, 422, 413])

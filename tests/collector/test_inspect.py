@@ -318,3 +318,16 @@ def test_output_piped_into_a_reader_that_left_is_no_traceback() -> None:
         os.close(write_end)
     assert b"Traceback" not in done.stderr, done.stderr.decode()
     assert done.returncode == 1
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_no_quiet_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command whose own connection breaks (an SSH channel, a socket to a server that left)
+    raises BrokenPipeError too; stdout is fine, so that is an error to show, not a reader gone."""
+    from collector import cli
+
+    def broken(_args: argparse.Namespace) -> int:
+        raise BrokenPipeError(32, "Broken pipe")  # constructed: a socket's send to a dead peer
+
+    monkeypatch.setitem(cli.COMMANDS, "inspect", broken)
+    with pytest.raises(BrokenPipeError):
+        cli.main(["inspect", "kernel-log", str(KERNEL / "dmesg_monotonic.txt")])

@@ -5,12 +5,15 @@ batch is stored once."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
+import pytest
 from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
 from collector.models import Line, Sample
 from tests.collector.conftest import Collector, make_collector
@@ -56,7 +59,8 @@ def test_a_batch_sent_while_the_database_is_gone_is_a_503_then_stored_once(
             answer = post(c, token, body)
             assert answer.status_code == 503, answer.text
             assert answer.headers["Retry-After"] == "1"
-            assert answer.json()["detail"].startswith("database unavailable, nothing stored")
+            # the driver's words (they can name the database's host) stay in the log
+            assert answer.json()["detail"] == "database unavailable, nothing stored; send it again"
             page = c.client.get("/api/v1/hosts", headers=c.admin)  # any route: 503 too
             assert page.status_code == 503, page.text
         assert counts(c) == (1, 0)
@@ -64,3 +68,35 @@ def test_a_batch_sent_while_the_database_is_gone_is_a_503_then_stored_once(
         assert again.status_code == 200, again.text
         assert post(c, token, body).status_code == 200  # a replay: duplicates
         assert counts(c) == (2, 2)
+
+
+def _refused_again(kind: str) -> OperationalError:
+    """A database error the same batch meets every time, as each driver raises it: SQLite's
+    SQL error (a real one: the statement names no table there is), PostgreSQL's program limit
+    (class 54: a value past an index row's size, too many columns or arguments)."""
+    if kind == "sqlite":
+        try:
+            sqlite3.connect(":memory:").execute("SELECT * FROM no_such_table")
+        except sqlite3.OperationalError as exc:
+            return OperationalError("SELECT * FROM no_such_table", {}, exc)
+        raise AssertionError("unreachable")
+    limit = psycopg.errors.ProgramLimitExceeded("index row size 3056 exceeds maximum 2712")
+    return OperationalError("INSERT INTO lines ...", {}, limit)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_database_error_the_batch_meets_again_is_a_500_it_gets_split_on(
+    collector: Collector, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A 503 is never split (the agent waits it out): an error the same records meet on every
+    try answered 503 would hold the host's spool behind that batch for good. A 500, after
+    which the agent splits the batch and sets the one bad record aside."""
+    token = collector.add_host("spark-01")
+
+    def refuse(*_args: object, **_kw: object) -> None:
+        raise _refused_again(kind)
+
+    monkeypatch.setattr("collector.api.ingest.ingest_batch", refuse)
+    answer = post(collector, token, batch(samples=[sample(1)]))
+    assert answer.status_code == 500, answer.text
+    assert "Retry-After" not in answer.headers

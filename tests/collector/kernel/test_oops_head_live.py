@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import select
 
+from collector.kernel.records import read_kernel_log
 from collector.models import Host, KernelEventRow
 from tests.collector.conftest import Collector
 from tests.collector.freeze_support import factory
@@ -79,3 +80,37 @@ def test_a_die_line_seconds_after_a_bug_line_is_another_oops(eager: Collector) -
         send(eager, cut, batches)
         assert oopses(eager, cut) == [("oops", "oops", "fatal")] * 2, cut
         assert occurrences(eager, cut) == [("oops", "oops", "", 2, "fatal")], cut
+
+
+# Constructed from the kernel's formats (no public capture shows it): two CPUs hit BUG() at
+# once; report_bug() prints each "kernel BUG at" before die() serializes the die lines, so both
+# head lines come before either die line. Two reports: two events, not three.
+TWO_CPUS = [
+    ("kernel BUG at drivers/gpu/drm/drm_gem.c:120!", 100_000_100),
+    ("kernel BUG at mm/slub.c:4052!", 100_000_150),
+    ("invalid opcode: 0000 [#1] PREEMPT SMP NOPTI", 100_000_200),
+    (
+        "CPU: 3 PID: 4121 Comm: python3 Tainted: P           OE      6.8.0-45-generic #45",
+        100_000_210,
+    ),
+    ("RIP: 0010:drm_gem_object_free+0x10/0x20 [drm]", 100_000_220),
+    ("invalid opcode: 0000 [#2] PREEMPT SMP NOPTI", 100_000_300),
+    (
+        "CPU: 7 PID: 977 Comm: kworker/7:1 Tainted: P      D    OE      6.8.0-45-generic #45",
+        100_000_310,
+    ),
+    ("RIP: 0010:kfree+0x10/0x20", 100_000_320),
+]
+
+
+def test_two_cpus_head_lines_before_their_die_lines_are_two_events_whole_file() -> None:
+    lines = [f"[  {usec // 10**6}.{usec % 10**6:06d}] {text}" for text, usec in TWO_CPUS]
+    found = [(f.event.kind, f.event.code) for f in read_kernel_log(lines)]
+    assert found == [("oops", "bug"), ("oops", "bug")]
+
+
+def test_two_cpus_head_lines_before_their_die_lines_are_two_events_live(eager: Collector) -> None:
+    for cut, batches in cuts(TWO_CPUS):
+        send(eager, cut, batches)
+        assert oopses(eager, cut) == [("oops", "bug", "fatal")] * 2, cut
+        assert occurrences(eager, cut) == [("oops", "bug", "", 2, "fatal")], cut

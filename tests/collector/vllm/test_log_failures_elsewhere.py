@@ -243,3 +243,37 @@ def test_a_hybrid_models_mamba_state_pool_below_max_num_seqs_is_the_root_cause()
     [plan] = parse_vllm_log(_lines("v0.1x-vllm-38632-ci-worker-failed-mamba-blocks"))
     assert plan.outcome == "failed"
     assert plan.error is not None and "exceeds available Mamba cache blocks (600)" in plan.error
+
+
+def test_a_router_answering_in_the_same_capture_says_nothing_of_the_start() -> None:
+    # Constructed: a compose capture of a vLLM service and a router in front of it. While the
+    # engine loads, the router answers the client 503 and its own /health 200; the start then
+    # fails. Only the server's own stream's error answers and probes say it was serving (a
+    # router answers a /v1 request 200 only once a server is).
+    error = (
+        "ERROR 07-15 00:20:40 [core.py:700] ValueError: No available memory for the cache "
+        "blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
+    )
+    vllm = [
+        "INFO 07-15 00:20:01 [api_server.py:1000] vLLM API server version 0.10.0",
+        "INFO 07-15 00:20:30 [gpu_model_runner.py:1000] Model loading took 15.2 GiB and 20.1 "
+        "seconds",
+        "ERROR 07-15 00:20:40 [core.py:700] EngineCore failed to start.",
+        error,
+    ]
+    router = [
+        'INFO:     10.0.0.9:51234 - "POST /v1/chat/completions HTTP/1.1" 503 Service Unavailable',
+        'INFO:     10.0.0.7:40000 - "GET /health HTTP/1.1" 200 OK',
+    ]
+    lines = [f"vllm-1    | {line}" for line in vllm[:2]]
+    lines += [f"router-1  | {line}" for line in router]
+    lines += [f"vllm-1    | {line}" for line in vllm[2:]]
+    [plan] = parse_vllm_log(lines)
+    assert (plan.outcome, plan.error) == ("failed", error)
+    # the server's own access line is its answer whatever the status
+    mine = [f"vllm-1    | {line}" for line in vllm[:2]] + [
+        'vllm-1    | (APIServer pid=1) INFO:     10.0.0.9:51234 - "POST /v1/chat/completions '
+        'HTTP/1.1" 400 Bad Request'
+    ]
+    [plan] = parse_vllm_log(mine)
+    assert plan.outcome == "started"
