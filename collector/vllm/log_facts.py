@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from collector.vllm.log_formats import STARTING
 from collector.vllm.log_outcome import OutcomeState
 from collector.vllm.plan import StartupPlan
 
@@ -75,6 +76,8 @@ class FactLog:
     def _enter(self, plan: StartupPlan, phase: str, ctx: Ctx, facts: list[VllmFact]) -> None:
         if plan.phase == phase:
             return
+        if plan.phase in ("failed", "crashed") and phase in STARTING:
+            return  # a worker's line delivered late (Ray) does not reopen a start that ended
         ts, line_no, log_time = ctx
         plan.phases.append({"phase": phase, "ts": ts, "line_no": line_no, "log_time": log_time})
         facts.append(self._fact("phase", {"phase": phase}, ctx))

@@ -109,3 +109,12 @@ def test_outcome_and_error_of(name: str, outcome: str, error_start: str) -> None
     [plan] = parse(log.lines)[0]
     assert plan.outcome == outcome
     assert plan.error is not None and plan.error.startswith(error_start)
+
+
+def test_a_late_worker_line_does_not_reopen_a_failed_start() -> None:
+    # Ray delivers a worker's KV line (logged a second earlier) inside the engine's traceback:
+    # the start stays failed, not back to profiling (a host shown as still starting).
+    [log] = [log for log in vllm_logs() if "30017" in log.path.name]
+    [plan] = parse(log.lines)[0]
+    assert plan.kv_cache_gib == 26.98
+    assert [p["phase"] for p in plan.phases] == ["failed"]
