@@ -50,6 +50,9 @@ def generate_client(openapi_url: str, out: Path) -> ModuleType:
         "content_type_overrides": {"application/x-ndjson": "application/octet-stream"},
     }
     config.write_text(json.dumps(settings))
+    # The app builds its document on the first ask, seconds on a loaded machine: past the
+    # generator's own 5 s timeout. Asked once here, it is served built.
+    httpx.get(openapi_url, timeout=120).raise_for_status()
     argv = [sys.executable, "-m", "openapi_python_client", "generate", "--url", openapi_url]
     argv += ["--meta", "none", "--config", str(config), "--output-path", str(out / PACKAGE)]
     result = subprocess.run(
