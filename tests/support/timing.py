@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 
-def fastest(call: Callable[[], object], runs: int = 3) -> float:
+def fastest(call: Callable[[], object], runs: int = 7) -> float:
     """The least wall time of ``runs`` calls: the run other work disturbed least."""
     best = float("inf")
     for _ in range(runs):
