@@ -1,7 +1,7 @@
 """Hang signals held until a capture shows what its server was doing when it printed them.
 
 The shared-memory line and Ray's ``GetTimeoutError`` are no hang while a start is under way
-(``log_outcome.quiet_while_starting``). Seen before the capture showed any start, the phase is
+(``log_hangs.quiet_while_starting``). Seen before the capture showed any start, the phase is
 unknown: the line is held, not reported. The first start settles it. Opening in the middle of
 starting (``log_formats.UNDER_WAY``: weights loaded, compile, profile, capture, drafter, the
 init total) it says the workers were still starting when the line was printed: the held lines
@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from collector.vllm.log_facts import VllmFact
-from collector.vllm.log_outcome import quiet_while_starting
+from collector.vllm.log_hangs import quiet_while_starting
 
 HOLD_LINES = 200
 HOLD_S = 300.0

@@ -17,11 +17,11 @@ from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
 from collector.vllm.log_config import ENGINE_CONFIG, WRAPPED_CONFIG, config_fields
 from collector.vllm.log_facts import Ctx, VllmFact
+from collector.vllm.log_hangs import hang_signal
 from collector.vllm.log_held import HOLD_LINES, HOLD_S, HeldSignals
 from collector.vllm.log_lines import VllmLine, records, split_vllm_line
 from collector.vllm.log_outcome import (
     OutcomeState,
-    hang_signal,
     is_exception,
     loose_traceback,
     opens_start,

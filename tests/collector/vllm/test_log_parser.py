@@ -808,13 +808,14 @@ def test_a_pastes_wrappers_are_not_part_of_the_error(line: str, error: str) -> N
 def test_a_long_run_of_quote_marks_is_peeled_in_linear_time(mark: str) -> None:
     # Constructed: a line of nothing but a quote's marks. Each is peeled where the last one
     # ended, not by cutting a copy of the rest of the line each time (quadratic: a 100 kB
-    # line of bars took over 50 times a plain line's time). Against a line as long without
-    # them (no wall-clock limit: the machine is shared).
+    # line of bars took over 50 times a plain line's time; linear, 5 to 13 times here, the
+    # marks being peeled one by one). Against a line as long without them (no wall-clock
+    # limit: the machine is shared).
     def cost(text: str) -> float:
         return fastest(lambda: split_vllm_line(text + " RuntimeError: x"))
 
     run = (mark * 100_000)[:100_000]
-    assert cost(run) < 10 * cost("x" * len(run))
+    assert cost(run) < 25 * cost("x" * len(run))
 
 
 def test_the_journals_prefix_is_peeled_from_lines_vllm_did_not_tag() -> None:
