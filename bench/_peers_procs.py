@@ -63,31 +63,37 @@ class Procs:
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
     def close(self) -> None:
-        for _name, proc, group in reversed(self._procs):
-            stop(proc, group=group)
+        stop_all([(proc, group) for _name, proc, group in reversed(self._procs)])
         self._procs.clear()
 
 
-def stop(proc: subprocess.Popen[bytes], *, group: bool) -> None:
-    """SIGCONT (a stopped process never handles SIGTERM), SIGTERM, then SIGKILL after a grace;
-    to the whole group when the process leads one."""
-    if proc.poll() is not None:
-        return
+def stop_all(procs: list[tuple[subprocess.Popen[bytes], bool]]) -> None:
+    """SIGCONT (a stopped process never handles SIGTERM) and SIGTERM to each process (to its
+    whole group when it leads one), then SIGKILL to those still running after one grace shared
+    by all: a Ctrl-C on a loaded machine waits one grace, not one per process."""
 
-    def send(sig: int) -> None:
+    def send(proc: subprocess.Popen[bytes], group: bool, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
             if group:
                 os.killpg(proc.pid, sig)
             else:
                 os.kill(proc.pid, sig)
 
-    send(signal.SIGCONT)
-    send(signal.SIGTERM)
-    try:
-        proc.wait(STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        send(signal.SIGKILL)
-        proc.wait(STOP_GRACE_S)
+    def wait_all() -> None:
+        deadline = time.monotonic() + STOP_GRACE_S
+        for proc, _group in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.0, deadline - time.monotonic()))
+
+    procs = [(proc, group) for proc, group in procs if proc.poll() is None]
+    for proc, group in procs:
+        send(proc, group, signal.SIGCONT)
+        send(proc, group, signal.SIGTERM)
+    wait_all()
+    for proc, group in procs:
+        if proc.poll() is None:
+            send(proc, group, signal.SIGKILL)
+    wait_all()
 
 
 # --keep DIR: each run's directory (configs, logs, databases) is left there for a look.
