@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -49,6 +50,22 @@ def check_grace(grace_s: float) -> float:
             f"not {grace_s!r}"
         )
     return grace_s
+
+
+def check_key_path(path: str) -> str:
+    """``path`` if this collector can read it (or "" to clear): a mistyped key path otherwise
+    surfaces only when a probe or a post-mortem fails, after a freeze."""
+    if not path:
+        return path
+    if not os.path.exists(path):
+        why = "does not exist"
+    elif not os.path.isfile(path):
+        why = "is not a file"
+    elif not os.access(path, os.R_OK):
+        why = "cannot be read by this user"
+    else:
+        return path
+    raise BadRequest(f"SSH key file {path} {why} (on the collector's machine)")
 
 
 def parse_ssh_spec(spec: str) -> tuple[str, str, int]:
@@ -206,7 +223,7 @@ def configure_host(
             host.ssh_host_key = None  # a new address needs its key trusted again
         host.ssh_user, host.ssh_host, host.ssh_port = user, addr, port
     if key_path is not None:
-        host.ssh_key_path = key_path or None
+        host.ssh_key_path = check_key_path(key_path) or None
     if host_key is not None:
         host.ssh_host_key = host_key or None
     if trust_host_key:

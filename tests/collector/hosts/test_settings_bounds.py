@@ -1,11 +1,13 @@
 """A host's settings take only values the collector can live with: ``PATCH`` refuses a grace
 outside 0.5 s..1 day (0 returns to the default), an ``ssh`` with a bad port, NUL in a text
-field and an endless retention with a 422 naming the field; ``add-host`` and the API accept
-exactly the same host names (one rule, ``collector.hosts.names``)."""
+field and an endless retention with a 422 naming the field, and an SSH key file the collector
+cannot read with a 400; ``add-host`` and the API accept exactly the same host names (one rule,
+``collector.hosts.names``)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -72,6 +74,32 @@ def test_an_empty_ssh_clears_it(sqlite_collector: Collector) -> None:
     assert c.client.patch(url, json={"ssh": "fw@spark"}, headers=c.admin).status_code == 200
     r = c.client.patch(url, json={"ssh": ""}, headers=c.admin)
     assert r.status_code == 200 and r.json()["config"]["ssh"] is None
+
+
+def test_a_key_file_the_collector_cannot_read_is_refused(
+    sqlite_collector: Collector, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    c = sqlite_collector
+    c.add_host("spark-01")
+    url = "/api/v1/hosts/spark-01"
+    key = tmp_path / "id_ed25519"
+    for path, why in [(key, "does not exist"), (tmp_path, "is not a file")]:
+        r = c.client.patch(url, json={"ssh_key_path": str(path)}, headers=c.admin)
+        assert r.status_code == 400 and r.json()["detail"] == (
+            f"SSH key file {path} {why} (on the collector's machine)"
+        ), r.text
+    # add-host says so and registers nothing.
+    db = c.settings.db_url
+    assert main(["--db", db, "add-host", "spark-02", "--ssh", "fw@spark", "--key", str(key)]) == 1
+    assert f"error: SSH key file {key} does not exist" in capsys.readouterr().err
+    assert [h["name"] for h in c.read("/api/v1/hosts")] == ["spark-01"]
+    assert c.read(url)["config"]["ssh_key_path"] is None
+    key.write_text("a key file the collector can read\n")
+    assert main(["--db", db, "add-host", "spark-02", "--ssh", "fw@spark", "--key", str(key)]) == 0
+    r = c.client.patch(url, json={"ssh_key_path": str(key)}, headers=c.admin)
+    assert r.status_code == 200 and r.json()["config"]["ssh_key_path"] == str(key)
+    assert c.client.patch(url, json={"ssh_key_path": ""}, headers=c.admin).status_code == 200
+    assert c.read(url)["config"]["ssh_key_path"] is None
 
 
 NAMES_REFUSED = ["a/b", "a b", "-rf", ".hidden", "", "é", "a\x00b", "a" * 254, "spark?x", "a%2Fb"]

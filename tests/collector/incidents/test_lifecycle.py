@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -281,13 +282,15 @@ def test_artifacts_are_served_inline_or_as_a_download(collector: Collector) -> N
     assert missing.status_code == 404
 
 
-def test_patch_host_sets_probe_settings(collector: Collector) -> None:
+def test_patch_host_sets_probe_settings(collector: Collector, tmp_path: Path) -> None:
     collector.add_host("spark-01")
+    key = tmp_path / "id_ed25519"
+    key.write_text("a key file the collector can read\n")
     r = collector.client.patch(
         "/api/v1/hosts/spark-01",
         json={
             "ssh": "fw@10.0.0.5:2222",
-            "ssh_key_path": "/k",
+            "ssh_key_path": str(key),
             "vllm_url": "http://x:8000",
             "grace_s": 5,
             "restart_agent": True,
@@ -298,7 +301,7 @@ def test_patch_host_sets_probe_settings(collector: Collector) -> None:
     assert r.status_code == 200, r.text
     assert r.json()["config"] == {
         "ssh": "fw@10.0.0.5:2222",
-        "ssh_key_path": "/k",
+        "ssh_key_path": str(key),
         "ssh_host_key": "ssh-ed25519 AAAA",
         "vllm_url": "http://x:8000",
         "grace_s": 5.0,
