@@ -101,7 +101,11 @@ OPTIONS: list[_Option] = [
     _Option("--sys-root", Path, "root holding sys/kernel/config", default=Path("/")),
     _Option("--journalctl", str, "journalctl executable", default="journalctl"),
     _Option(
-        "--pstore-dir", Path, "pstore directory to ship new files from (catch-up)", repeat=True
+        "--pstore-dir",
+        Path,
+        "pstore directory to ship new files from (catch-up)",
+        repeat=True,
+        default=PSTORE_DIRS,
     ),
     _Option("--guard", Path, "guard rules file (JSON or YAML); the guard is off without rules"),
     _Option(
@@ -127,7 +131,7 @@ def parse_args(
         epilog=f"Every flag can also be set as {ENV_PREFIX}<FLAG> (e.g. {ENV_PREFIX}HOST_NAME).",
     )
     for opt in OPTIONS:
-        help_text = f"{opt.help} [{opt.env}]"
+        help_text = f"{opt.help}{_default_text(opt)} [{opt.env}]"
         if opt.switch:
             parser.add_argument(
                 opt.flag, dest=opt.field, action="store_true", default=None, help=help_text
@@ -159,13 +163,20 @@ def parse_args(
         parser.error("--canary-interval must be >= 0")
     for opt in OPTIONS:
         if opt.repeat:
-            default = PSTORE_DIRS if opt.field == "pstore_dir" else ()
-            values[opt.field] = tuple(values[opt.field]) if values[opt.field] else default
+            values[opt.field] = tuple(values[opt.field] or ())
         if opt.switch:
             values[opt.field] = bool(values[opt.field])
     values["container_label"] = values["container_label"] or None
     known = set(AgentConfig._fields)
     return AgentConfig(**{k: v for k, v in values.items() if k in known})
+
+
+def _default_text(opt: _Option) -> str:
+    """`` (default: X)`` for ``--help``, where the default is not already in the help text."""
+    if opt.switch or opt.default is None or "default" in opt.help:
+        return ""
+    shown = ", ".join(map(str, opt.default)) if opt.repeat else opt.default
+    return f" (default: {shown})"
 
 
 def _from_env(opt: _Option, raw: str, parser: argparse.ArgumentParser) -> Any:

@@ -45,3 +45,18 @@ def test_host_name_defaults_to_hostname() -> None:
 def test_missing_required_is_an_error() -> None:
     with pytest.raises(SystemExit):
         parse_args(["--collector", "http://c"], {})
+
+
+def test_help_shows_each_default_the_agent_runs_with(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--help"], {})
+    flags = capsys.readouterr().out.split("\n  --")[1:]  # one chunk per flag, wrapped
+    shown = {"--" + chunk.split()[0]: " ".join(chunk.split()) for chunk in flags}
+    cfg = parse_args(["--collector", "http://c", "--token", "t"], {})
+    assert f"(default: {cfg.state_dir})" in shown["--state-dir"]
+    assert f"(default: {cfg.interval})" in shown["--interval"]
+    assert f"(default: {cfg.container_label})" in shown["--container-label"]
+    assert "(default: /sys/fs/pstore, /var/lib/systemd/pstore)" in shown["--pstore-dir"]
+    assert cfg.pstore_dir == (Path("/sys/fs/pstore"), Path("/var/lib/systemd/pstore"))
+    assert "(default: hostname)" in shown["--host-name"]  # said once, by its own help
+    assert "(default:" not in shown["--no-gpu"] and "(default:" not in shown["--vllm-url"]
