@@ -281,6 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
+    except KeyboardInterrupt:  # Ctrl-C before a command takes it over (serve: while migrating)
+        return 130
     except BrokenPipeError:
         if not _stdout_gone():
             raise  # the command's own connection broke (SSH, a socket): an error to show

@@ -1,0 +1,78 @@
+"""A Ctrl-C at any moment of ``freezewatch-collector serve``'s start ends it quietly: while its
+imports load (seconds on a slow machine), while it migrates, or once uvicorn serves."""
+
+from __future__ import annotations
+
+import importlib.abc
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.__main__ import run
+from tests.support.ports import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class _InterruptedImport(importlib.abc.MetaPathFinder):
+    """Ctrl-C arriving while ``collector.cli`` is being imported."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if name == "collector.cli":
+            raise KeyboardInterrupt
+        return None
+
+
+def test_a_ctrl_c_during_the_imports_is_exit_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "collector.cli", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_InterruptedImport(), *sys.meta_path])
+    assert run() == 130
+
+
+def test_a_ctrl_c_before_a_command_takes_over_is_exit_130(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from collector import cli
+
+    def interrupted(_args: Any) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, "migrate", interrupted)
+    assert cli.main(["--db", "sqlite://", "migrate"]) == 130
+
+
+# The script's own lines (``python -m collector`` less its name), after a line that says the
+# interpreter's own start (``site``, where a Ctrl-C is CPython's to report) is over.
+SCRIPT = (
+    "import sys; print('started', flush=True); from collector.__main__ import run; sys.exit(run())"
+)
+
+
+@pytest.mark.parametrize("after_s", [0.2, 1.0, 2.5])
+def test_serve_interrupted_early_prints_no_traceback(tmp_path: Path, after_s: float) -> None:
+    env = {
+        **os.environ,
+        "FREEZEWATCH_DB_URL": f"sqlite:///{tmp_path / 'fw.db'}",
+        "FREEZEWATCH_PORT": str(free_port()),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, "serve"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"started\n"
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    text = out.decode(errors="replace")
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    # 130: stopped in the imports or a migration; 0: uvicorn's own clean stop.
+    assert proc.returncode in (130, 0), (proc.returncode, text)
