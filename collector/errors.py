@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collector.sqlite_codes import SQLITE_ERROR, primary_code
+
 
 class AppError(Exception):
     status_code = 400
@@ -68,10 +70,7 @@ def transient(exc: Exception) -> bool:
     state = getattr(orig, "sqlstate", None)
     if isinstance(state, str):
         return not state.startswith("54")
-    code = getattr(orig, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        return code & 0xFF != 1  # SQLITE_ERROR; extended codes keep the primary in the low byte
-    return True
+    return primary_code(orig) != SQLITE_ERROR
 
 
 def database_error(exc: Exception) -> AppError:

@@ -10,6 +10,8 @@ from typing import Any
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
+from collector.sqlite_codes import SQLITE_BUSY, primary_code
+
 READ_ONLY = "freezewatch_read_only"  # connection execution option: see db.read_scope
 NO_WAIT = "freezewatch_no_wait"  # connection execution option: see write_now
 BUSY_TIMEOUT_MS = 30_000
@@ -63,16 +65,9 @@ def begin_now(driver: Any) -> None:
         driver.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
-SQLITE_BUSY = 5  # sqlite3.SQLITE_BUSY from Python 3.11 on
-
-
 def is_busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether ``exc`` is an SQLITE_BUSY of any kind. Python 3.11 gives the extended code;
-    3.10 only the message, the same for every kind ("database is locked")."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is None:
-        return str(exc) == "database is locked"
-    return bool(code & 0xFF == SQLITE_BUSY)
+    """Whether ``exc`` is an SQLITE_BUSY of any kind (WAL recovery's included)."""
+    return primary_code(exc) == SQLITE_BUSY
 
 
 class WriteLockBusy(Exception):
