@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Lowest first. A module may import modules of its own package and of packages listed before
 # its own, never after: api/web → domains → db/models.
 LAYERS = (
-    ("errors", "settings", "timeutil", "heap", "packing", "trouble"),
+    ("sqlite_codes", "errors", "settings", "timeutil", "heap", "packing", "trouble"),
     ("models",),
     (
         "db",
@@ -156,13 +156,14 @@ def test_no_circles() -> None:
 
 
 def test_no_import_inside_a_function() -> None:
-    """The collector's imports sit at the top of a module. (The agent loads a source's module
-    only when that source is configured: its RSS on the GPU host is a target.)"""
+    """The collector's imports sit at the top of a module, but for the entry point's import of
+    the CLI, inside its Ctrl-C guard. (The agent loads a source's module only when that source
+    is configured: its RSS on the GPU host is a target.)"""
     hidden = [
         f"{module}: {name}"
         for module, path in modules("collector")
         for name, nested in imports(path, module)
-        if nested
+        if nested and not (module == "collector.__main__" and name.startswith("collector.cli"))
     ]
     assert hidden == []
 

@@ -130,7 +130,10 @@ def test_agent_to_collector_exactly_once_through_outage_and_kill(
         agents.append(start_agent(collector, token, tmp_path))
         assert done.wait(30)
         wait_for(lambda: len(store.kseqs()) == RECORDS)
-        wait_for(lambda: len(store.sample_seqs()) >= 3 + 5)
+        # The restarted agent's own samples (past the reserved block): under load the first
+        # agent may have shipped every record before its kill, and a SIGTERM to an agent
+        # still importing kills it (-15) before its handler is set.
+        wait_for(lambda: any(s >= 100_000 for s in store.sample_seqs()))
         agents[1].send_signal(signal.SIGTERM)
         assert agents[1].wait(30) == 0
     finally:
