@@ -90,11 +90,13 @@ def conninfo(url: str | URL) -> dict[str, object]:
     return kwargs
 
 
-def fresh_database(admin_url: str, prefix: str = "fw") -> str:
-    """Create an empty database on the server of `admin_url` and return its SQLAlchemy URL."""
+def fresh_database(admin_url: str, prefix: str = "fw", *, template: str | None = None) -> str:
+    """Create a database on the server of `admin_url` and return its SQLAlchemy URL: empty, or
+    a copy of the database ``template`` names (a URL; nobody may be connected to it)."""
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    copy = f' TEMPLATE "{make_url(template).database}"' if template else ""
     with psycopg.connect(**conninfo(admin_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{copy}')
     return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
 
 
