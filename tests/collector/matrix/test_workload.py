@@ -174,8 +174,11 @@ def test_a_soak_runs_for_its_duration_in_fresh_conversations(tmp_path):
     firsts = [r for r in records if r["turn"] == 1]
     assert len(firsts) == len(conversations)
     assert max(r["prompt_tokens"] for r in firsts) < 600 <= result.max_prompt_tokens
-    # Same seed, same requests: conversation 0 of a soak is the plain conversation.
-    assert {r["conversation"] for r in records if r["session"] == 0} >= {0, 1}
+    # Each session counts its conversations from 0 (conversation 0 of a soak is the plain
+    # conversation; how many fit in 1.5 s per session depends on the machine's load).
+    for session in (0, 1):
+        numbers = sorted({r["conversation"] for r in records if r["session"] == session})
+        assert numbers == list(range(len(numbers))) and numbers, session
 
 
 def test_requests_in_flight_when_the_host_froze_are_cut_not_errors(tmp_path):
