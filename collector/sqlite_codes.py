@@ -26,8 +26,8 @@ ERRSTR_CODES = {
 }
 
 
-def primary_code(exc: BaseException) -> int | None:
-    """SQLite's primary result code of a ``sqlite3`` error (None for any other exception).
+def primary_code(exc: BaseException | None) -> int | None:
+    """SQLite's primary result code of a ``sqlite3`` error (None for anything else).
     Python 3.11 gives the extended code, the primary in its low byte; 3.10 only the message:
     sqlite3_errstr's words for a code above, else SQLITE_ERROR's own words (no such table, too
     many SQL variables, a syntax error)."""
