@@ -86,7 +86,9 @@ class CollectorProcess:
         self.proc = None
 
     def api(self, path: str) -> object:
-        r = httpx.get(self.url + path, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
+        # 30 s: a collector just restarted on a loaded machine (a full test run, load average
+        # ~9 on 2 cores) took over 10 s to answer one GET while it caught up.
+        r = httpx.get(self.url + path, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)
         r.raise_for_status()
         return r.json()
 

@@ -300,8 +300,9 @@ def test_two_checkers_with_pre_probes_alert_exactly_once(db_url: str) -> None:
         threads = [threading.Thread(target=sweep, args=(n,)) for n in range(2)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join(30)
+        for t in threads:  # a loaded machine (a full test run) took over 30 s here
+            t.join(120)
+        assert not any(t.is_alive() for t in threads), "a checker still running after 120 s"
         for pre in pres:
             pre.shutdown()
         for e in engines:
