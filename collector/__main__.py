@@ -1,14 +1,23 @@
-"""``python -m collector`` and the ``freezewatch-collector`` script: the CLI, its imports (seconds
-on a slow machine) inside the Ctrl-C guard so an early Ctrl-C ends quietly, not in a traceback."""
+"""``python -m collector`` and the ``freezewatch-collector`` script: the CLI. Until its imports
+are loaded (seconds on a slow machine) a Ctrl-C exits 130 quietly, not in a traceback; after,
+Python's usual KeyboardInterrupt, which ``cli.main`` and uvicorn handle."""
 
+import signal
 import sys
+from types import FrameType
+
+
+def _quit(_signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(130)
+
+
+signal.signal(signal.SIGINT, _quit)
+from collector.cli import main  # noqa: E402 - under the handler above
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def run() -> int:
-    try:
-        from collector.cli import main
-    except KeyboardInterrupt:
-        return 130
     return main()
 
 
