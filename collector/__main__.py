@@ -11,10 +11,12 @@ def _quit(_signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(130)
 
 
-signal.signal(signal.SIGINT, _quit)
+_before = signal.getsignal(signal.SIGINT)
+if _before is signal.default_int_handler:  # not where SIGINT is ignored (started with `&`)
+    signal.signal(signal.SIGINT, _quit)
 from collector.cli import main  # noqa: E402 - under the handler above
 
-signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGINT, _before)
 
 
 def run() -> int:
