@@ -39,7 +39,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CampaignDone]
         )[0]
         w.lab.crash_and_boot()  # the frozen host is reset by hand
         run = w.finished(run_id, timeout=300)
-        assert run["status"] == "succeeded", (run["error"], run["steps"])
+        assert run["status"] == "succeeded", w.failure(run)
         report = w.api(f"/api/v1/matrix-runs/{run_id}/report.json")
         # Its post-mortem settles before the pages are read (the list shows it resolved).
         wait_for(lambda: w.api(f"/api/v1/incidents/{froze['id']}")["state"] == "resolved", "back")

@@ -105,6 +105,13 @@ class World:
     def run(self, run_id: int) -> dict[str, Any]:
         return self.api(f"/api/v1/matrix-runs/{run_id}")  # type: ignore[no-any-return]
 
+    def failure(self, run: dict[str, Any]) -> str:
+        """What a failed run says, and the end of the collector's log (the runner logs the
+        traceback of an error the run records in one line, such as a bare ``EOFError: ``)."""
+        log = self.tmp / "collector.log"
+        tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no collector log)"
+        return f"{run['error']}\nsteps: {run['steps']}\ncollector log:\n{tail}"
+
     def finished(self, run_id: int, timeout: float = 240.0) -> dict[str, Any]:
         return wait_for(  # type: ignore[no-any-return]
             lambda: (r := self.run(run_id))["status"] in FINAL and r, "run finished", timeout

@@ -41,7 +41,7 @@ def test_cold_boot_campaign_two_profiles_two_repetitions(tmp_path: Path) -> None
         first_boot = w.lab.boot_id
         run_id = w.submit(w.spec(repeat=2, reboot=True))
         run = w.finished(run_id)
-        assert run["status"] == "succeeded", (run["error"], units(run))
+        assert run["status"] == "succeeded", w.failure(run)
         assert w.leftover() == ""
         assert units(run) == [
             step for r in (1, 2) for p in "XY" for step in ok_unit(p, ["reboot", *UNIT], r)
@@ -87,7 +87,7 @@ def test_a_freeze_mid_workload_ends_the_step_and_the_campaign_goes_on(tmp_path: 
         assert froze["detail"]["incident"]["kind"] == "unreachable"
         w.lab.crash_and_boot()  # the frozen host is reset by hand
         run = w.finished(run_id)
-        assert run["status"] == "succeeded", (run["error"], units(run))
+        assert run["status"] == "succeeded", w.failure(run)
         assert units(run) == [
             *ok_unit("X", ["start", "health"]),
             ("X", 1, "workload", "host_froze"),
@@ -135,7 +135,7 @@ def test_a_host_that_stays_away_is_power_cycled_once(tmp_path: Path) -> None:
         w.soaking(run_id, "X")
         w.lab.freeze()  # and it never comes back by itself
         run = w.finished(run_id)
-        assert run["status"] == "succeeded", (run["error"], units(run))
+        assert run["status"] == "succeeded", w.failure(run)
         calls = [json.loads(line) for line in log.read_text().splitlines()]
         assert calls == [["-c", *argv[3:]]]
         incident = unreachable(w)
@@ -182,7 +182,7 @@ def test_a_collector_restart_mid_step_resumes_the_campaign(tmp_path: Path, sig: 
             assert w.leftover() == ""  # a stopping collector kills what it started
         w.start_collector()
         run = w.finished(run_id)
-        assert run["status"] == "succeeded", (run["error"], units(run))
+        assert run["status"] == "succeeded", w.failure(run)
         assert w.leftover() == ""
         assert units(run) == [
             *ok_unit("X", ["start", "health"]),
