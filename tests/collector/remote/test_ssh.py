@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import logging
+import socket
 import subprocess
 import threading
 import time
@@ -322,6 +323,25 @@ def test_port_forward_reaches_a_server_behind_sshd(sshd: TestSshd, http_server: 
         close()
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{local_port}/health", timeout=2)
+
+
+def test_closing_a_forward_whose_connection_died_raises_nothing(
+    sshd: TestSshd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tunnel still open when its host freezes: closing its channel raises EOFError (what
+    paramiko's packetizer raises once the transport's socket is gone), which the closer must
+    swallow, not pass to the matrix run that stops the forward."""
+    # To sshd's own port: the connection stays open after its banner, as a tunnel to a vLLM
+    # server does while a request is under way.
+    local_port, close = forward_local_port(sshd.target(), sshd.host, sshd.port)
+    with socket.create_connection(("127.0.0.1", local_port), timeout=10) as conn:
+        assert conn.recv(4096).startswith(b"SSH-2.0-")  # its channel is open now
+
+        def dead(_self: paramiko.Channel) -> None:
+            raise EOFError
+
+        monkeypatch.setattr(paramiko.Channel, "close", dead)
+        close()  # raised EOFError before
 
 
 def test_a_forward_to_a_port_nobody_listens_on_yet_says_so_once(
