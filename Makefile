@@ -38,9 +38,13 @@ demo: $(VENV)/.app
 
 # Files spread over TEST_WORKERS processes (most tests wait on real sshd, PostgreSQL, agents
 # and Chromium, so more workers than cores pays); TEST_WORKERS=0 runs them in this process.
+# Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: every worker imports every
+# test module (pytest's assertion rewriting) and the tests start hundreds of agents and
+# collectors, each compiling the same sources again without it.
 TEST_WORKERS ?= 4
+TEST_ENV = PYTHONDONTWRITEBYTECODE=
 test: venv
-	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # The agent and the collector also run on Python 3.10 (requires-python): the agent's and the
 # collector's tests, and a real agent and collector talking, on it, in their own venv (PY310:
@@ -56,7 +60,7 @@ test-py310:
 		{ rm -rf $(VENV310); echo "$(PY310) is not Python 3.10"; exit 1; }
 	$(VENV310)/bin/python -m pip install -q --upgrade pip
 	$(VENV310)/bin/python -m pip install -q -e '.[test,gpu]'
-	$(VENV310)/bin/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) \
+	$(TEST_ENV) $(VENV310)/bin/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) \
 		$(PYTEST_ARGS) tests/agent tests/collector tests/integration/test_agent_collector.py \
 		tests/integration/test_ingest_http.py --ignore=tests/collector/api/test_generated_client.py
 
