@@ -2,9 +2,10 @@
 
 Called on every ingested kernel line: a cheap substring precheck rejects ordinary lines before
 any prefix is looked at or any regex runs. The line may carry any prefix (``prefix``); the
-event is found by its subsystem tag. Benign driver chatter (module load banners, GPU UUID and
-serial lines, RPC history dumps), corrected PCIe errors (they flood), corrected or
-recoverable firmware-first (GHES) hardware errors and IOMMU boot chatter yield None.
+event is found by its subsystem tag (Jetson's GPU by its error notifiers: ``nvgpu``). Benign
+driver chatter (module load banners, GPU UUID and serial lines, RPC history dumps), corrected
+PCIe errors (they flood), corrected or recoverable firmware-first (GHES) hardware errors and
+IOMMU boot chatter yield None.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from agent.kernel.ghes import NEEDLE as GHES_NEEDLE
 from agent.kernel.ghes import classify_ghes
 from agent.kernel.iommu import NEEDLES as IOMMU_NEEDLES
 from agent.kernel.iommu import classify_iommu
+from agent.kernel.nvgpu import NEEDLE as NVGPU_NEEDLE
+from agent.kernel.nvgpu import classify_nvgpu
 from agent.kernel.nvidia import classify_nvidia
 from agent.kernel.oops_head import NEEDLES as OOPS_HEAD_NEEDLES
 from agent.kernel.prefix import kernel_message
@@ -42,6 +45,7 @@ _PRECHECK = (
     "NV_ERR_",
     "nvidia-uvm",
     "SXid",
+    NVGPU_NEEDLE,
     "lockup",
     "LOCKUP",
     "blocked for more than",
@@ -80,6 +84,8 @@ def classify_kernel_line(text: str) -> KernelEvent | None:
             if event is not None or message.startswith("NVRM"):
                 return event  # the driver's own message is never one of the kernel's events
             break
+    if NVGPU_NEEDLE in message:  # Jetson's GPU: its channel error notifier is an Xid
+        return classify_nvgpu(message)
     if AER_NEEDLE in message:
         return classify_aer(message)
     if GHES_NEEDLE in message:

@@ -46,10 +46,12 @@ _DIE_WORDS = ("Oops", "fault", "opcode", "operand", "stack guard page")
 _DIE = re.compile(r"(?P<what>[A-Za-z][^\[]*?):? (?:[0-9a-fA-F]{4,16} )?\[#(?P<n>\d+)\]")
 _PANIC = re.compile(r"Kernel panic - not syncing: ?(?P<why>.*)")
 # x86 mce_panic()'s words: "Fatal machine check", "Fatal local machine check", "Machine check from
-# unknown source", ...: the CPU's own uncontained error, like a fatal GHES record (``ghes``), so
-# the same code, unattributed to any module, and the same advice; the "mce: [Hardware Error]:"
-# lines before it are no event
-_MACHINE_CHECK = re.compile(r"\b[Mm]achine check\b")
+# unknown source", mce_timed_out()'s "Timeout: Not all CPUs entered broadcast exception handler"
+# (its other timeouts name the machine check), ...: the CPU's own uncontained error, like a fatal
+# GHES record (``ghes``), so the same code, unattributed to any module, and the same advice; the
+# "mce: [Hardware Error]:" lines before it are no event. powerpc dies of one instead: "Oops:
+# Machine check, sig: 7 [#1]" (die("Machine check", ...)), the same code on its die line.
+_MACHINE_CHECK = re.compile(r"\b[Mm]achine check\b|\bbroadcast exception handler\b")
 MACHINE_CHECK_MEANING = "fatal machine check: the CPU reported an error it could not contain"
 SERROR_NEEDLE = "SError Interrupt on CPU"
 _SERROR = re.compile(
@@ -81,6 +83,14 @@ def _classify_oops(text: str) -> KernelEvent | None:
     if "[#" in text:
         m = _DIE.search(text)
         if m and (any(word in text for word in _DIE_WORDS) or "error" in text.lower()):
+            if _MACHINE_CHECK.search(m.group("what")):
+                return make_event(
+                    "oops",
+                    ("fatal", "inspect_hardware"),
+                    code="hardware",
+                    meaning=f"{MACHINE_CHECK_MEANING} (die #{m.group('n')})",
+                    detail=text.strip(),
+                )
             flavour = _oops_flavour(m.group("what"))
             return make_event(
                 "oops",

@@ -964,3 +964,21 @@ def test_the_gpu_lost_from_the_bus_is_fatal_and_asks_for_a_reboot(line: str) -> 
     event = classify_kernel_line(line)
     assert event is not None and (event.kind, event.code) == ("nv_err", "NV_ERR_GPU_IS_LOST")
     assert (event.severity, event.action) == ("fatal", "reboot")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # CachyOS/linux-cachyos#974 (7.1): mce_timed_out()'s panic, indented as the report
+        # quotes it; its other timeouts name the machine check in their own words
+        "    Kernel panic - not syncing: Timeout: Not all CPUs entered broadcast exception handler",
+        # linuxppc/issues#137: powerpc's die line for an unrecoverable machine check
+        "[    0.000000] Oops: Machine check, sig: 7 [#1]",
+    ],
+)
+def test_a_machine_check_the_kernel_dies_of_in_other_words_is_a_hardware_error(
+    line: str,
+) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("oops", "hardware")
+    assert (event.severity, event.action) == ("fatal", "inspect_hardware")
