@@ -1075,6 +1075,29 @@ def test_the_attention_backend_is_the_first_one_stated() -> None:
     assert plan.attention_backend == "FLASH_ATTN"  # not TRITON_ATTN, as on its own
 
 
+def test_a_drafters_backend_and_a_vision_encoders_are_not_the_servers() -> None:
+    """jethac/dgx-spark-hijinks' DFlash start (vLLM 0.20.1): the args give the drafter its own
+    backend inside the speculative config ('attention_backend': 'flash_attn'); the selector then
+    names the target's by its enum ("Using AttentionBackendEnum.TRITON_ATTN backend."). Qwen3.8's
+    vision encoder (sostrowsk/dgx-spark-local-llm) is named by the enum too, for itself only."""
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    lines = logs["v0.20-spark-hijinks-gemma4-nvfp4-dflash-15-started"]
+    [args] = [x for x in lines if "non-default args" in x]
+    [target, drafter] = [x for x in lines if "Using AttentionBackendEnum." in x][1:3]
+    [plan] = parse_vllm_log([args])
+    assert (plan.attention_backend, plan.speculative_method) == (None, "dflash")
+    assert plan.max_model_len == 262144 and plan.num_speculative_tokens == 15
+    [plan] = parse_vllm_log([args, target, drafter])
+    assert plan.attention_backend == "TRITON_ATTN"
+    # Verbatim, sostrowsk/dgx-spark-local-llm's qwen38-nvfp4.log (vLLM 0.25.1), line 26.
+    vit = (
+        "(EngineCore pid=552076) INFO 08-21 09:46:24 [cuda.py:535] "
+        "Using backend AttentionBackendEnum.FLASH_ATTN for vit attention"
+    )
+    [plan] = parse_vllm_log([args, vit, target])
+    assert plan.attention_backend == "TRITON_ATTN"
+
+
 def test_a_backend_selected_before_the_capture_shows_its_start() -> None:
     """rl-swarm#92's V0 excerpt opens on the backend's selection line, then "Starting to load
     model": the start keeps it, across a restore in between. A start line (pytorch/serve#3343's

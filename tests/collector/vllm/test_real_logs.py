@@ -83,6 +83,18 @@ def test_tensor_parallel_ranks_plan_with_the_smallest_rank() -> None:
         ("v0.7-rlswarm-92-dash-prefixed", "attention_backend", "FLASH_ATTN"),
         ("v0.10-vllm-21728-full-plan", "attention_backend", "FLASH_ATTN"),
         ("v0.2x-vllm-46249-mtp-tp4-drafter", "attention_backend", "FLASH_ATTN"),
+        # 0.20's enum-named selection line; the args' 'flash_attn' is inside the speculative
+        # config (the DFlash drafter's own backend), not the server's
+        ("v0.20-spark-hijinks-gemma4-nvfp4-dflash-15-started", "attention_backend", "TRITON_ATTN"),
+        ("v0.20-spark-hijinks-gemma4-nvfp4-dflash-15-started", "speculative_method", "dflash"),
+        # Gemma 4's config forcing a backend, the start failing before any selection line
+        ("v0.20-spark-hijinks-gemma4-chunked-mm-budget-failed", "attention_backend", "TRITON_ATTN"),
+        # ROCm's "Using Triton Attention backend on V1 engine."
+        (
+            "v0.14-apollo-rocm-offline-fp8-inductor-hip-oom-failed",
+            "attention_backend",
+            "TRITON_ATTN",
+        ),
     ],
 )
 def test_serving_configuration_fields(name: str, field: str, value: object) -> None:
