@@ -116,8 +116,12 @@ ANSWERED_HERE = re.compile(
     r'|/(?:health|metrics|ping|version) HTTP/1\.\d" 200)\b'
 )
 READY = re.compile(r"Application startup complete")
+# uvicorn stopping; from 0.25 the API server's SIGINT/SIGTERM handler says so first (launcher.py
+# logs "[shutdown] API server: shutdown triggered" only there), and its abort of the engine may
+# raise EngineDeadError in the output handler before uvicorn's lines: that is teardown.
 STOPPED = re.compile(
-    r"INFO:\s+Shutting down$|Application shutdown complete|Finished server process"
+    r"INFO:\s+Shutting down$|Application shutdown complete|Finished server process|"
+    r"\[shutdown\] API server: shutdown triggered"
 )
 # Root causes (specific) beat the generic "engine failed" lines for `error`. The KV-capacity
 # error said "models's max seq len" from 0.7.3 to 0.21, "model's" after, and V0 had its own.

@@ -1098,6 +1098,20 @@ def test_a_drafters_backend_and_a_vision_encoders_are_not_the_servers() -> None:
     assert plan.attention_backend == "TRITON_ATTN"
 
 
+def test_a_signal_stop_and_its_teardowns_engine_dead_error_are_no_crash() -> None:
+    """sostrowsk/dgx-spark-local-llm's 0.25.1 server on a DGX Spark, stopped by a signal: the API
+    server's handler logs "[shutdown] API server: shutdown triggered", aborts the engine, and the
+    output handler's EngineDeadError follows before uvicorn's "Shutting down". The same lines
+    without the trigger are a crash."""
+    [log] = [x for x in vllm_logs() if "sigterm-teardown" in x.path.name]
+    [plan] = parse_vllm_log(log.lines)
+    assert (plan.outcome, plan.error) == ("started", None)
+    assert [p["phase"] for p in plan.phases] == ["serving", "stopped"]
+    untriggered = [x for x in log.lines if "shutdown triggered" not in x]
+    [plan] = parse_vllm_log(untriggered)
+    assert plan.outcome == "crashed"
+
+
 def test_a_backend_selected_before_the_capture_shows_its_start() -> None:
     """rl-swarm#92's V0 excerpt opens on the backend's selection line, then "Starting to load
     model": the start keeps it, across a restore in between. A start line (pytorch/serve#3343's
