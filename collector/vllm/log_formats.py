@@ -172,7 +172,9 @@ GENERIC_FAIL = re.compile(
 # the API server's output handler and V0's background task fail when their engine is gone;
 # V1's multiproc executor logs "Worker proc VllmWorker-N died unexpectedly[ (exit code: N)],
 # shutting down executor." when a worker process dies, before the engine reports its error;
-# V0 marks its engine errored and re-raises when an iteration times out, 0.4.1 on).
+# V0 marks its engine errored and re-raises when an iteration times out, 0.4.1 on; its API
+# server logs "MQLLMEngine is already dead, terminating server process" at CRITICAL on a request
+# that finds its engine process gone, "AsyncLLMEngine ..." in-process, 0.6-0.10).
 # run_engine_core's header over the busy loop's traceback: that traceback's exception is why.
 FATAL_HEADER = re.compile(r"EngineCore encountered a fatal error")
 # What the engine dumps (0.9+, ``dump_input.py``) when model execution raises, before that
@@ -184,7 +186,8 @@ CRASH = re.compile(
     r"Engine core proc \S+ died unexpectedly|engine core exited unexpectedly|"
     r"Worker proc \S+ died unexpectedly|"
     r"Engine loop has died|EngineDeadError|EngineCore encountered a fatal error|"
-    r"AsyncLLM output_handler failed|Engine background task failed|Engine iteration timed out"
+    r"AsyncLLM output_handler failed|Engine background task failed|Engine iteration timed out|"
+    r"(?:MQ|Async)LLMEngine is already dead"
 )
 # The shell's word for its foreground job dying of SIGKILL (mostly the kernel's OOM killer):
 # the server process is gone, whatever its engine was doing (dusty-nv/jetson-containers#795).
