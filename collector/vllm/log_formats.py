@@ -163,6 +163,9 @@ ROOT_CAUSE = re.compile(
 # The multiproc executor's worker logs "WorkerProc failed to start." when its constructor raises
 # (0.8+), and the engine raises "WorkerProc initialization failed due to an exception in a
 # background process": startup only, like the engine's own line.
+# V1's run_engine_core (0.7-0.8) logged "EngineCore hit an exception" whether the engine's
+# constructor or its busy loop raised: its traceback's frames say which (vllm#14765).
+EITHER_FAIL = re.compile(r"EngineCore hit an exception")
 GENERIC_FAIL = re.compile(
     r"EngineCore failed to start|Engine core initialization failed|EngineCore hit an exception|"
     r"WorkerProc failed to start|WorkerProc initialization failed"

@@ -173,7 +173,7 @@ def _guess_corrected(state: OutcomeState, msg: str, error: str | None) -> Outcom
     if not (running or said):
         return None
     state.guessed = False
-    return Outcome("crashed", error, root_cause=True)
+    return Outcome("crashed", error, root_cause=fmt.ROOT_CAUSE.search(error or "") is not None)
 
 
 def _engine_died(

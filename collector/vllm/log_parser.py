@@ -178,10 +178,11 @@ class VllmLogParser(StartSettingsLog):
             if not opens_start(msg, server=parsed.source == self._source):
                 self._before_start(msg)
                 return facts
-            # A capture that begins at a root cause (an OOM, a CUDA fault) or at a bare
-            # traceback's exception: the start failed, or its engine died serving; what follows
-            # (a crash line, a busy-loop frame) says which.
-            guessed = fmt.ROOT_CAUSE.search(msg) is not None or (
+            # A capture that begins at a root cause (an OOM, a CUDA fault), at a failure line
+            # either a start or a run logs (``EITHER_FAIL``) or at a bare traceback's exception:
+            # the start failed, or its engine died serving; what follows (a crash line, a
+            # busy-loop frame) says which.
+            guessed = (fmt.ROOT_CAUSE.search(msg) or fmt.EITHER_FAIL.search(msg)) is not None or (
                 self._state.loose and is_exception(msg)
             )
             plan = self._new_plan(ctx, facts)

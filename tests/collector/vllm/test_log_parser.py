@@ -1112,6 +1112,22 @@ def test_a_signal_stop_and_its_teardowns_engine_dead_error_are_no_crash() -> Non
     assert plan.outcome == "crashed"
 
 
+def test_a_capture_opening_on_engine_hit_an_exception_is_a_guess_its_frames_settle() -> None:
+    """vllm#14765 (V1, 0.8 development): the capture opens on "EngineCore hit an exception", which
+    run_engine_core logged for a constructor or a busy loop that raised; the busy loop's frames
+    say the engine was serving: crashed. That line is no root cause: the traceback's exception,
+    when it comes, is the error."""
+    [log] = [x for x in vllm_logs() if "14765" in x.path.name]
+    [plan] = parse_vllm_log(log.lines)
+    assert plan.outcome == "crashed" and plan.error is not None
+    assert "EngineCore hit an exception" in plan.error
+    # Constructed: the traceback's last line as the same header would print it.
+    cause = "ERROR 03-13 11:26:04 [core.py:337] RuntimeError: CUDA error: an illegal memory access"
+    [plan] = parse_vllm_log([*log.lines, cause + " was encountered"])
+    assert plan.outcome == "crashed"
+    assert plan.error == cause + " was encountered"
+
+
 def test_a_backend_selected_before_the_capture_shows_its_start() -> None:
     """rl-swarm#92's V0 excerpt opens on the backend's selection line, then "Starting to load
     model": the start keeps it, across a restore in between. A start line (pytorch/serve#3343's

@@ -114,6 +114,9 @@ def test_serving_configuration_fields(name: str, field: str, value: object) -> N
         # The journal's "[host] docker[pid]: " is no part of the error; vLLM's own tags are.
         ("aeon-16-gb10-journald-engine-dead", "crashed", "(APIServer pid=1) ERROR 06-21 19:23:33"),
         ("v0.10.2-vllm-25148-ray-nested-tag-failed", "failed", "(EngineCore_DP0 pid=16862) ERROR"),
+        # 0.7-0.8's "EngineCore hit an exception" opening the capture: its traceback's busy-loop
+        # frames say the engine died serving (the Buildkite one above, in its startup, failed)
+        ("v0.8-vllm-14765-v1-ngram-engine-hit-exception-bare", "crashed", "ERROR 03-13 11:26:04"),
         # V0's API server finding its engine process gone (CRITICAL, launcher.py), after serving
         ("v0.7.2-vllm-13939-v0-stats-then-mqllmengine-dead-critical", "crashed", "CRITICAL 02-25"),
     ],
