@@ -143,7 +143,8 @@ STOPPED = re.compile(
 # killer) before the engine's own failure line: that death is why.
 CUDA_FAULT = (
     r"CUDA error: |\bcudaError[A-Z]\w+|\bCUBLAS_STATUS_[A-Z_]+|Triton Error \[CUDA\]: |"
-    r"CUDA driver error: |Memory access fault by GPU node-\d+"
+    r"CUDA driver error: |Memory access fault by GPU node-\d+|"
+    r"^Failed: Cuda error \S+:\d+ '"  # the CUDACHECK of custom_all_reduce.cuh (1Cat-vLLM#539)
 )
 CUDA_FAULT_RE = re.compile(CUDA_FAULT)
 ROOT_CAUSE = re.compile(
@@ -163,13 +164,14 @@ ROOT_CAUSE = re.compile(
 # The multiproc executor's worker logs "WorkerProc failed to start." when its constructor raises
 # (0.8+), and the engine raises "WorkerProc initialization failed due to an exception in a
 # background process": startup only, like the engine's own line.
+STARTUP_FAIL = re.compile(
+    r"EngineCore failed to start|Engine core initialization failed|"
+    r"WorkerProc failed to start|WorkerProc initialization failed"
+)
 # V1's run_engine_core (0.7-0.8) logged "EngineCore hit an exception" whether the engine's
 # constructor or its busy loop raised: its traceback's frames say which (vllm#14765).
 EITHER_FAIL = re.compile(r"EngineCore hit an exception")
-GENERIC_FAIL = re.compile(
-    r"EngineCore failed to start|Engine core initialization failed|EngineCore hit an exception|"
-    r"WorkerProc failed to start|WorkerProc initialization failed"
-)
+GENERIC_FAIL = re.compile(f"{STARTUP_FAIL.pattern}|{EITHER_FAIL.pattern}")
 # The engine died under a running server or job ("encountered a fatal error" is what
 # run_engine_core logs when the busy loop raises; "failed to start" when the constructor does;
 # the API server's output handler and V0's background task fail when their engine is gone;
@@ -178,6 +180,9 @@ GENERIC_FAIL = re.compile(
 # V0 marks its engine errored and re-raises when an iteration times out, 0.4.1 on; its API
 # server logs "MQLLMEngine is already dead, terminating server process" at CRITICAL on a request
 # that finds its engine process gone, "AsyncLLMEngine ..." in-process, 0.6-0.10).
+# A process death is reported by monitors that run through the engine's profile and capture
+# too: a line only a starting engine logs, after it, says the start failed (1Cat-vLLM#539).
+DIED = re.compile(r"(?:Engine core|Worker) proc \S+ died unexpectedly|engine core exited unexp")
 # run_engine_core's header over the busy loop's traceback: that traceback's exception is why.
 FATAL_HEADER = re.compile(r"EngineCore encountered a fatal error")
 # What the engine dumps (0.9+, ``dump_input.py``) when model execution raises, before that

@@ -1128,6 +1128,23 @@ def test_a_capture_opening_on_engine_hit_an_exception_is_a_guess_its_frames_sett
     assert plan.error == cause + " was encountered"
 
 
+def test_a_worker_dying_while_the_engine_starts_fails_the_start() -> None:
+    """The multiproc executor's monitor reports a worker's death during the engine's profile
+    too: "EngineCore failed to start." after it says the start failed (1Cat-vLLM#539's lines,
+    after the 0.13 start of Kelsidavis/rusteze's log up to its profiling); without that line
+    nothing says the engine never served."""
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    start = logs["v0.13-rusteze-inductor-autotune-oom-engine-failed"]
+    start = start[: next(i for i, x in enumerate(start) if "Dynamo bytecode" in x) + 1]
+    lines = logs["v0.2x-1cat-539-pp2-custom-allreduce-ima-failed"]
+    [died] = [x for x in lines if "died unexpectedly" in x]
+    [failed] = [x for x in lines if "EngineCore failed to start" in x]
+    [plan] = parse_vllm_log([*start, died, failed])
+    assert (plan.outcome, plan.error) == ("failed", died)
+    [plan] = parse_vllm_log([*start, died])
+    assert (plan.outcome, plan.error) == ("crashed", died)
+
+
 def test_a_backend_selected_before_the_capture_shows_its_start() -> None:
     """rl-swarm#92's V0 excerpt opens on the backend's selection line, then "Starting to load
     model": the start keeps it, across a restore in between. A start line (pytorch/serve#3343's

@@ -117,6 +117,9 @@ def test_serving_configuration_fields(name: str, field: str, value: object) -> N
         # 0.7-0.8's "EngineCore hit an exception" opening the capture: its traceback's busy-loop
         # frames say the engine died serving (the Buildkite one above, in its startup, failed)
         ("v0.8-vllm-14765-v1-ngram-engine-hit-exception-bare", "crashed", "ERROR 03-13 11:26:04"),
+        # A worker dying, then "EngineCore failed to start": the start failed, of the custom
+        # all-reduce's CUDA fault printed bare before
+        ("v0.2x-1cat-539-pp2-custom-allreduce-ima-failed", "failed", "Failed: Cuda error /work"),
         # V0's API server finding its engine process gone (CRITICAL, launcher.py), after serving
         ("v0.7.2-vllm-13939-v0-stats-then-mqllmengine-dead-critical", "crashed", "CRITICAL 02-25"),
     ],
