@@ -38,10 +38,10 @@ CONFIG_FIELDS: dict[str, tuple[tuple[str, ...], type]] = {
 }
 ENGINE_CONFIG = re.compile(r"LLM engine \(v[^)]*\) with config: ")
 SETTINGS_LINE = re.compile(rf"args: Namespace\(|non-default args: \{{|{ENGINE_CONFIG.pattern}")
-# A paste's wrap of the engine's long config line: the next line goes on with no header of
-# its own, the cut value's tail (or nothing), then the config's next ", name=" (a tqdm bar, a
-# warning or a traceback's indented frame never reads so).
-WRAPPED_CONFIG = re.compile(r" ?[^\s,]*, \w+=")
+# A paste's wrap of the engine's long config line (or the args'): the next line goes on with no
+# header of its own, the cut value's tail (or nothing), then the config's next ", name=" (the
+# args' ", 'name': "; a tqdm bar, a warning or a traceback's indented frame never reads so).
+WRAPPED_CONFIG = re.compile(r" ?[^\s,]*, (?:\w+=|'\w+': )")
 MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
 # The memory lines that restate --gpu-memory-utilization: V0's profile ("total_gpu_memory
 # (79.19GiB) x gpu_memory_utilization (0.90)", "Memory profiling results: ...

@@ -89,6 +89,8 @@ CAPTURE = re.compile(
 CAPTURE_DONE = re.compile(rf"Graph capturing finished in {FLOAT} secs?(?:, took {FLOAT} GiB)?")
 POOL = re.compile(rf"CUDA graph pool memory: {FLOAT} GiB \(actual\), {FLOAT} GiB \(estimated\)")
 INIT_ENGINE = re.compile(rf"init engine \(profile, create kv cache, warmup model\) took {FLOAT}")
+# The plan figures a terminal's hard wrap may cut in two (dennislee22/vLLM-benchmarking's log).
+WRAPPABLE = (MODEL_LOAD, KV_GIB, KV_TOKENS, MAX_CONC, CG_ESTIMATE, CAPTURE_DONE, POOL, INIT_ENGINE)
 # Lines of a start past its beginning (its weights loaded or loading, its compile, profile,
 # capture, drafter, init total): a capture that opens at one joined a start under way.
 UNDER_WAY = (

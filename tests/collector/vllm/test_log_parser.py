@@ -1145,6 +1145,34 @@ def test_a_worker_dying_while_the_engine_starts_fails_the_start() -> None:
     assert (plan.outcome, plan.error) == ("crashed", died)
 
 
+def test_lines_a_terminal_wrapped_mid_word_read_whole() -> None:
+    """dennislee22/vLLM-benchmarking's 0.10.1.1 log, copied from a terminal that hard-wrapped it:
+    the args dict cut inside the model's name, a weights line cut after "Model loading " (the
+    space at the cut lost to the line's end) or after "GiB ", the capture line after "in 11".
+    Each part on its own reads nothing; the parts together read as vLLM wrote them."""
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    lines = logs["v0.10-benchmarking-7b-ray-2-nodes-hard-wrapped"]
+
+    [start] = [x for x in lines if "API server version" in x]
+
+    def pair(cut: str) -> list[str]:
+        i = next(i for i, x in enumerate(lines) if x.rstrip().endswith(cut))
+        return [start, *lines[i : i + 2]]
+
+    [plan] = parse_vllm_log(pair("'model': 'Qwen"))
+    assert (plan.gpu_memory_utilization, plan.tensor_parallel_size) == (0.5, 2)
+    [plan] = parse_vllm_log(pair("Model loading"))
+    assert (plan.model_load_gib, plan.model_load_s) == (7.1217, 198.627679)
+    [plan] = parse_vllm_log(pair("Model loading took 7.1217 GiB"))
+    assert (plan.model_load_gib, plan.model_load_s) == (7.1217, 198.942282)
+    [plan] = parse_vllm_log(pair("Graph capturing finished in 11"))
+    assert (plan.cuda_graph_capture_s, plan.cuda_graph_capture_gib) == (11.0, 1.0)
+    # A bare line that is a record of its own (the 120B log's load bar) continues nothing.
+    bar = next(x for x in logs["v0.10-benchmarking-120b-ray-4-nodes-ansi-repeated"] if "0/15" in x)
+    [plan] = parse_vllm_log([*pair("Model loading took 7.1217 GiB")[:2], bar])
+    assert plan.model_load_gib is None
+
+
 def test_a_backend_selected_before_the_capture_shows_its_start() -> None:
     """rl-swarm#92's V0 excerpt opens on the backend's selection line, then "Starting to load
     model": the start keeps it, across a restore in between. A start line (pytorch/serve#3343's
