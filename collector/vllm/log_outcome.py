@@ -7,9 +7,12 @@
   process SIGKILLed, which crashes a server that was serving) where it comes from the stream
   vLLM's own lines come from (a compose stream or a journal interleaves other processes').
   Not a traceback Python reports it ignored ("Exception ignored in: ...", a destructor's at exit).
+  A process death ("Worker proc ... died unexpectedly") a starting engine's own failure line
+  follows is a failed start, not a crash.
 - ``started``: serving: uvicorn's "Application startup complete", "Starting vLLM server on",
   a request answered 200, or the engine's periodic stats line (a captured log may lack the
-  first).
+  first). A signal's stop ("[shutdown] API server: shutdown triggered", 0.25+) stays started:
+  the EngineDeadError its abort raises is teardown.
 - ``crashed``: the engine died ("died unexpectedly", "exited unexpectedly", EngineDeadError,
   "EngineCore encountered a fatal error", the API server's output handler or V0's background
   task failing, V0's iteration timing out (also a hang signal), a CUDA fault, the scheduler
