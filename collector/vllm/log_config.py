@@ -38,10 +38,10 @@ CONFIG_FIELDS: dict[str, tuple[tuple[str, ...], type]] = {
 }
 ENGINE_CONFIG = re.compile(r"LLM engine \(v[^)]*\) with config: ")
 SETTINGS_LINE = re.compile(rf"args: Namespace\(|non-default args: \{{|{ENGINE_CONFIG.pattern}")
-# A paste's wrap of the engine's long config line: the next line goes on with no header of
-# its own, the cut value's tail (or nothing), then the config's next ", name=" (a tqdm bar, a
-# warning or a traceback's indented frame never reads so).
-WRAPPED_CONFIG = re.compile(r" ?[^\s,]*, \w+=")
+# A paste's wrap of the engine's long config line (or the args'): the next line goes on with no
+# header of its own, the cut value's tail (or nothing), then the config's next ", name=" (the
+# args' ", 'name': "; a tqdm bar, a warning or a traceback's indented frame never reads so).
+WRAPPED_CONFIG = re.compile(r" ?[^\s,]*, (?:\w+=|'\w+': )")
 MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
 # The memory lines that restate --gpu-memory-utilization: V0's profile ("total_gpu_memory
 # (79.19GiB) x gpu_memory_utilization (0.90)", "Memory profiling results: ...
@@ -72,15 +72,25 @@ BACKEND_NAMES = {
     "FlashMLA": "FLASHMLA",
     "Triton MLA": "TRITON_MLA",
     "Cutlass MLA": "CUTLASS_MLA",
+    "Triton Attention": "TRITON_ATTN",  # ROCm's platform (0.9+), "... backend on V1 engine."
+    "Rocm Attention": "ROCM_ATTN",
 }
+# 0.20+ also print the enum's own name ("Using AttentionBackendEnum.TRITON_ATTN backend.", not
+# its vision encoder's "Using backend AttentionBackendEnum.FLASH_ATTN for vit attention"), and a
+# model's config may force one before any selection (Gemma 4 on 0.20: "Forcing TRITON_ATTN
+# backend to prevent mixed-backend numerical divergence.").
 ATTENTION_BACKEND = re.compile(
     r"Using (\w+) attention backend out of potential backends|"
+    r"Using AttentionBackendEnum\.(\w+) backend\.$|Forcing ([A-Z][A-Z\d_]*) backend\b|"
     rf"Using ({'|'.join(BACKEND_NAMES)}) backend(?:\.$|.* on V1 engine)"
 )
 # The speculative config's own fields (its "method" says nothing outside it): the args' dict,
 # or the engine line's SpeculativeConfig(...).
 SPECULATIVE = re.compile(rf"speculative_config(?:=SpeculativeConfig\(|{QUOTE}?: \{{)([^)}}]*)")
 SCOPED = {"speculative_method": SPECULATIVE}
+# Any other field inside the speculative config (an 'attention_backend', a 'max_model_len' or a
+# 'quantization' given to the drafter alone) is the drafter's: the server's are read without it.
+SPEC_OWN = frozenset(("speculative_method", "num_speculative_tokens"))
 # The first value stated wins: a forced --attention-backend is what the selection line then
 # says (vLLM refuses to start otherwise), and a drafter's selection line, after the target
 # model's, is not the one a configuration is compared by.
@@ -133,9 +143,12 @@ def _auto_stated(name: str, text: str) -> bool:
 
 def _settings(msg: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
+    outside = SPECULATIVE.sub("", msg, count=1)
     for name, pattern in PATTERNS.items():
         scope = SCOPED.get(name)
-        where = msg if scope is None else (s.group(1) if (s := scope.search(msg)) else "")
+        where = msg if name in SPEC_OWN else outside
+        if scope is not None:
+            where = s.group(1) if (s := scope.search(msg)) else ""
         m = pattern.search(where)
         if m is None or (m.group(1) in UNSET and not _auto_stated(name, m.group(1))):
             continue
@@ -155,5 +168,5 @@ def config_fields(msg: str) -> dict[str, Any]:
     if m := CHUNKED_PREFILL.search(msg):
         found.update(enable_chunked_prefill=True, max_num_batched_tokens=int(m.group(1)))
     if m := ATTENTION_BACKEND.search(msg):
-        found["attention_backend"] = m.group(1) or BACKEND_NAMES[m.group(2)]
+        found["attention_backend"] = m.group(1) or m.group(2) or m.group(3) or BACKEND_NAMES[m[4]]
     return found

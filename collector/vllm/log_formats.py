@@ -89,6 +89,8 @@ CAPTURE = re.compile(
 CAPTURE_DONE = re.compile(rf"Graph capturing finished in {FLOAT} secs?(?:, took {FLOAT} GiB)?")
 POOL = re.compile(rf"CUDA graph pool memory: {FLOAT} GiB \(actual\), {FLOAT} GiB \(estimated\)")
 INIT_ENGINE = re.compile(rf"init engine \(profile, create kv cache, warmup model\) took {FLOAT}")
+# The plan figures a terminal's hard wrap may cut in two (dennislee22/vLLM-benchmarking's log).
+WRAPPABLE = (MODEL_LOAD, KV_GIB, KV_TOKENS, MAX_CONC, CG_ESTIMATE, CAPTURE_DONE, POOL, INIT_ENGINE)
 # Lines of a start past its beginning (its weights loaded or loading, its compile, profile,
 # capture, drafter, init total): a capture that opens at one joined a start under way.
 UNDER_WAY = (
@@ -116,8 +118,12 @@ ANSWERED_HERE = re.compile(
     r'|/(?:health|metrics|ping|version) HTTP/1\.\d" 200)\b'
 )
 READY = re.compile(r"Application startup complete")
+# uvicorn stopping; from 0.25 the API server's SIGINT/SIGTERM handler says so first (launcher.py
+# logs "[shutdown] API server: shutdown triggered" only there), and its abort of the engine may
+# raise EngineDeadError in the output handler before uvicorn's lines: that is teardown.
 STOPPED = re.compile(
-    r"INFO:\s+Shutting down$|Application shutdown complete|Finished server process"
+    r"INFO:\s+Shutting down$|Application shutdown complete|Finished server process|"
+    r"\[shutdown\] API server: shutdown triggered"
 )
 # Root causes (specific) beat the generic "engine failed" lines for `error`. The KV-capacity
 # error said "models's max seq len" from 0.7.3 to 0.21, "model's" after, and V0 had its own.
@@ -139,7 +145,8 @@ STOPPED = re.compile(
 # killer) before the engine's own failure line: that death is why.
 CUDA_FAULT = (
     r"CUDA error: |\bcudaError[A-Z]\w+|\bCUBLAS_STATUS_[A-Z_]+|Triton Error \[CUDA\]: |"
-    r"CUDA driver error: |Memory access fault by GPU node-\d+"
+    r"CUDA driver error: |Memory access fault by GPU node-\d+|"
+    r"^Failed: Cuda error \S+:\d+ '"  # the CUDACHECK of custom_all_reduce.cuh (1Cat-vLLM#539)
 )
 CUDA_FAULT_RE = re.compile(CUDA_FAULT)
 ROOT_CAUSE = re.compile(
@@ -159,16 +166,25 @@ ROOT_CAUSE = re.compile(
 # The multiproc executor's worker logs "WorkerProc failed to start." when its constructor raises
 # (0.8+), and the engine raises "WorkerProc initialization failed due to an exception in a
 # background process": startup only, like the engine's own line.
-GENERIC_FAIL = re.compile(
-    r"EngineCore failed to start|Engine core initialization failed|EngineCore hit an exception|"
+STARTUP_FAIL = re.compile(
+    r"EngineCore failed to start|Engine core initialization failed|"
     r"WorkerProc failed to start|WorkerProc initialization failed"
 )
+# V1's run_engine_core (0.7-0.8) logged "EngineCore hit an exception" whether the engine's
+# constructor or its busy loop raised: its traceback's frames say which (vllm#14765).
+EITHER_FAIL = re.compile(r"EngineCore hit an exception")
+GENERIC_FAIL = re.compile(f"{STARTUP_FAIL.pattern}|{EITHER_FAIL.pattern}")
 # The engine died under a running server or job ("encountered a fatal error" is what
 # run_engine_core logs when the busy loop raises; "failed to start" when the constructor does;
 # the API server's output handler and V0's background task fail when their engine is gone;
 # V1's multiproc executor logs "Worker proc VllmWorker-N died unexpectedly[ (exit code: N)],
 # shutting down executor." when a worker process dies, before the engine reports its error;
-# V0 marks its engine errored and re-raises when an iteration times out, 0.4.1 on).
+# V0 marks its engine errored and re-raises when an iteration times out, 0.4.1 on; its API
+# server logs "MQLLMEngine is already dead, terminating server process" at CRITICAL on a request
+# that finds its engine process gone, "AsyncLLMEngine ..." in-process, 0.6-0.10).
+# A process death is reported by monitors that run through the engine's profile and capture
+# too: a line only a starting engine logs, after it, says the start failed (1Cat-vLLM#539).
+DIED = re.compile(r"(?:Engine core|Worker) proc \S+ died unexpectedly|engine core exited unexp")
 # run_engine_core's header over the busy loop's traceback: that traceback's exception is why.
 FATAL_HEADER = re.compile(r"EngineCore encountered a fatal error")
 # What the engine dumps (0.9+, ``dump_input.py``) when model execution raises, before that
@@ -180,7 +196,8 @@ CRASH = re.compile(
     r"Engine core proc \S+ died unexpectedly|engine core exited unexpectedly|"
     r"Worker proc \S+ died unexpectedly|"
     r"Engine loop has died|EngineDeadError|EngineCore encountered a fatal error|"
-    r"AsyncLLM output_handler failed|Engine background task failed|Engine iteration timed out"
+    r"AsyncLLM output_handler failed|Engine background task failed|Engine iteration timed out|"
+    r"(?:MQ|Async)LLMEngine is already dead"
 )
 # The shell's word for its foreground job dying of SIGKILL (mostly the kernel's OOM killer):
 # the server process is gone, whatever its engine was doing (dusty-nv/jetson-containers#795).

@@ -7,9 +7,12 @@
   process SIGKILLed, which crashes a server that was serving) where it comes from the stream
   vLLM's own lines come from (a compose stream or a journal interleaves other processes').
   Not a traceback Python reports it ignored ("Exception ignored in: ...", a destructor's at exit).
+  A process death ("Worker proc ... died unexpectedly") a starting engine's own failure line
+  follows is a failed start, not a crash.
 - ``started``: serving: uvicorn's "Application startup complete", "Starting vLLM server on",
   a request answered 200, or the engine's periodic stats line (a captured log may lack the
-  first).
+  first). A signal's stop ("[shutdown] API server: shutdown triggered", 0.25+) stays started:
+  the EngineDeadError its abort raises is teardown.
 - ``crashed``: the engine died ("died unexpectedly", "exited unexpectedly", EngineDeadError,
   "EngineCore encountered a fatal error", the API server's output handler or V0's background
   task failing, V0's iteration timing out (also a hang signal), a CUDA fault, the scheduler
@@ -72,6 +75,9 @@ class OutcomeState:
     frame_failed: bool = False
     # Python reported an exception it went on from ("Exception ignored in: ..."): its traceback.
     ignored: bool = False
+    # A process died (``DIED``) with nothing saying the engine had served: a starting engine's
+    # own failure line after it makes the start failed.
+    died: bool = False
 
 
 def opens_under_way(msg: str) -> bool:
@@ -172,8 +178,8 @@ def _guess_corrected(state: OutcomeState, msg: str, error: str | None) -> Outcom
     said = not is_source_line(msg) and (fmt.CRASH.search(msg) or fmt.DUMP.search(msg))
     if not (running or said):
         return None
-    state.guessed = False
-    return Outcome("crashed", error, root_cause=True)
+    state.guessed, state.died = False, not running and fmt.DIED.search(msg) is not None
+    return Outcome("crashed", error, root_cause=fmt.ROOT_CAUSE.search(error or "") is not None)
 
 
 def _engine_died(
@@ -272,6 +278,7 @@ def outcome_of(
             return None  # a failed start's engine dying is its consequence
         if fmt.FATAL_HEADER.search(msg):
             state.fatal_proc = proc
+        state.died = outcome == "incomplete" and fmt.DIED.search(msg) is not None
         return Outcome("crashed", clean)
     if msg.strip() == fmt.TRACEBACK:
         state.in_traceback = True
@@ -289,6 +296,9 @@ def outcome_of(
         if fmt.CUDA_FAULT_RE.search(msg):  # a CUDA fault kills the engine
             return Outcome("crashed", clean, root_cause=True)
         return Outcome("crashed", clean) if fmt.GENERIC_FAIL.search(msg) else None
+    if outcome == "crashed" and state.died and fmt.STARTUP_FAIL.search(msg):
+        state.died = False  # the process died while the engine was still starting
+        return Outcome("failed", error, root_cause=state.root_cause)
     if outcome == "crashed":
         # A root cause beats the crash line it explains (EngineDeadError, a worker dying).
         return Outcome("crashed", clean, root_cause=True) if root and not state.root_cause else None

@@ -10,12 +10,12 @@ Incremental: feed lines as they arrive from a live stream.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
-from collector.vllm.log_config import ENGINE_CONFIG, WRAPPED_CONFIG, config_fields
+from collector.vllm.log_config import SETTINGS_LINE, WRAPPED_CONFIG, config_fields
 from collector.vllm.log_facts import Ctx, VllmFact
 from collector.vllm.log_hangs import hang_signal
 from collector.vllm.log_held import HOLD_LINES, HOLD_S, HeldSignals
@@ -45,7 +45,8 @@ class VllmLogParser(StartSettingsLog):
         # The attention backend chosen before the capture showed any start: its start's, if
         # one opens on a later line (vLLM selects it after the start lines, before the load).
         self._early_backend: str | None = None
-        # The engine's config line so far, while the next line may be a paste's wrap of it.
+        # The last record's message (a settings line: so far), while the next line may be a
+        # paste's or a terminal's wrap of it (``_wrapped``).
         self._engine_config: str | None = None
         # The writer vLLM's own lines come from, as a shipper names it (``VllmLine.source``).
         self._source = ""
@@ -136,6 +137,7 @@ class VllmLogParser(StartSettingsLog):
         ctx = (ts, line_no, parsed.log_time)
         if config is not None and self._wrapped(config, parsed, ctx, facts):
             return facts
+        self._engine_config = msg if parsed.level else None
 
         if "Avg prompt throughput" in msg or "hit rate: GPU: " in msg:
             return self._metrics("stats", stats_fields(msg), parsed, ctx, facts)
@@ -160,8 +162,6 @@ class VllmLogParser(StartSettingsLog):
                 version = v.group("v") or v.group("v2") or v.group("v3")
                 self._set(plan, "vllm_version", version, ctx, facts)
             self._start_settings(plan, msg, ctx, facts)
-            if ENGINE_CONFIG.search(msg):
-                self._engine_config = msg
             return facts
 
         plan = self._plans[-1] if self._plans else None
@@ -178,10 +178,11 @@ class VllmLogParser(StartSettingsLog):
             if not opens_start(msg, server=parsed.source == self._source):
                 self._before_start(msg)
                 return facts
-            # A capture that begins at a root cause (an OOM, a CUDA fault) or at a bare
-            # traceback's exception: the start failed, or its engine died serving; what follows
-            # (a crash line, a busy-loop frame) says which.
-            guessed = fmt.ROOT_CAUSE.search(msg) is not None or (
+            # A capture that begins at a root cause (an OOM, a CUDA fault), at a failure line
+            # either a start or a run logs (``EITHER_FAIL``) or at a bare traceback's exception:
+            # the start failed, or its engine died serving; what follows (a crash line, a
+            # busy-loop frame) says which.
+            guessed = (fmt.ROOT_CAUSE.search(msg) or fmt.EITHER_FAIL.search(msg)) is not None or (
                 self._state.loose and is_exception(msg)
             )
             plan = self._new_plan(ctx, facts)
@@ -234,15 +235,22 @@ class VllmLogParser(StartSettingsLog):
         self._state.awaiting_error = error is None
         return facts
 
-    def _wrapped(self, config: str, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]) -> bool:
-        """This line is the engine's config line going on (a paste wrapped it): the line is
-        read again whole, so a value or a name cut in two reads right."""
-        plan = self.current
-        if parsed.level or parsed.proc or plan is None or not WRAPPED_CONFIG.match(parsed.msg):
+    def _wrapped(self, last: str, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]) -> bool:
+        """This bare line goes on with the last record (a paste or a terminal wrapped it, its
+        space at the cut lost): read again whole, a settings line's value or name cut in two, or
+        a plan figure (``WRAPPABLE``) that neither part reads on its own, reads right."""
+        plan, joined, split = self.current, last + parsed.msg, last + "\n" + parsed.msg
+        if parsed.level or parsed.proc or plan is None:
             return False
-        self._engine_config = config + parsed.msg
-        self._start_settings(plan, self._engine_config, ctx, facts)
-        return True
+        if SETTINGS_LINE.search(last) and WRAPPED_CONFIG.match(parsed.msg):
+            self._engine_config = joined
+            self._start_settings(plan, joined, ctx, facts)
+            return True
+        for whole in (joined, f"{last} {parsed.msg}"):
+            if any(p.search(whole) and not p.search(split) for p in fmt.WRAPPABLE):
+                self._plan_line(plan, replace(parsed, msg=whole), ctx, facts)
+                return True
+        return False
 
     def _plan_line(
         self, plan: StartupPlan, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]

@@ -1075,6 +1075,104 @@ def test_the_attention_backend_is_the_first_one_stated() -> None:
     assert plan.attention_backend == "FLASH_ATTN"  # not TRITON_ATTN, as on its own
 
 
+def test_a_drafters_backend_and_a_vision_encoders_are_not_the_servers() -> None:
+    """jethac/dgx-spark-hijinks' DFlash start (vLLM 0.20.1): the args give the drafter its own
+    backend inside the speculative config ('attention_backend': 'flash_attn'); the selector then
+    names the target's by its enum ("Using AttentionBackendEnum.TRITON_ATTN backend."). Qwen3.8's
+    vision encoder (sostrowsk/dgx-spark-local-llm) is named by the enum too, for itself only."""
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    lines = logs["v0.20-spark-hijinks-gemma4-nvfp4-dflash-15-started"]
+    [args] = [x for x in lines if "non-default args" in x]
+    [target, drafter] = [x for x in lines if "Using AttentionBackendEnum." in x][1:3]
+    [plan] = parse_vllm_log([args])
+    assert (plan.attention_backend, plan.speculative_method) == (None, "dflash")
+    assert plan.max_model_len == 262144 and plan.num_speculative_tokens == 15
+    [plan] = parse_vllm_log([args, target, drafter])
+    assert plan.attention_backend == "TRITON_ATTN"
+    # Verbatim, sostrowsk/dgx-spark-local-llm's qwen38-nvfp4.log (vLLM 0.25.1), line 26.
+    vit = (
+        "(EngineCore pid=552076) INFO 08-21 09:46:24 [cuda.py:535] "
+        "Using backend AttentionBackendEnum.FLASH_ATTN for vit attention"
+    )
+    [plan] = parse_vllm_log([args, vit, target])
+    assert plan.attention_backend == "TRITON_ATTN"
+
+
+def test_a_signal_stop_and_its_teardowns_engine_dead_error_are_no_crash() -> None:
+    """sostrowsk/dgx-spark-local-llm's 0.25.1 server on a DGX Spark, stopped by a signal: the API
+    server's handler logs "[shutdown] API server: shutdown triggered", aborts the engine, and the
+    output handler's EngineDeadError follows before uvicorn's "Shutting down". The same lines
+    without the trigger are a crash."""
+    [log] = [x for x in vllm_logs() if "sigterm-teardown" in x.path.name]
+    [plan] = parse_vllm_log(log.lines)
+    assert (plan.outcome, plan.error) == ("started", None)
+    assert [p["phase"] for p in plan.phases] == ["serving", "stopped"]
+    untriggered = [x for x in log.lines if "shutdown triggered" not in x]
+    [plan] = parse_vllm_log(untriggered)
+    assert plan.outcome == "crashed"
+
+
+def test_a_capture_opening_on_engine_hit_an_exception_is_a_guess_its_frames_settle() -> None:
+    """vllm#14765 (V1, 0.8 development): the capture opens on "EngineCore hit an exception", which
+    run_engine_core logged for a constructor or a busy loop that raised; the busy loop's frames
+    say the engine was serving: crashed. That line is no root cause: the traceback's exception,
+    when it comes, is the error."""
+    [log] = [x for x in vllm_logs() if "14765" in x.path.name]
+    [plan] = parse_vllm_log(log.lines)
+    assert plan.outcome == "crashed" and plan.error is not None
+    assert "EngineCore hit an exception" in plan.error
+    # Constructed: the traceback's last line as the same header would print it.
+    cause = "ERROR 03-13 11:26:04 [core.py:337] RuntimeError: CUDA error: an illegal memory access"
+    [plan] = parse_vllm_log([*log.lines, cause + " was encountered"])
+    assert plan.outcome == "crashed"
+    assert plan.error == cause + " was encountered"
+
+
+def test_a_worker_dying_while_the_engine_starts_fails_the_start() -> None:
+    """The multiproc executor's monitor reports a worker's death during the engine's profile
+    too: "EngineCore failed to start." after it says the start failed (1Cat-vLLM#539's lines,
+    after the 0.13 start of Kelsidavis/rusteze's log up to its profiling); without that line
+    nothing says the engine never served."""
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    start = logs["v0.13-rusteze-inductor-autotune-oom-engine-failed"]
+    start = start[: next(i for i, x in enumerate(start) if "Dynamo bytecode" in x) + 1]
+    lines = logs["v0.2x-1cat-539-pp2-custom-allreduce-ima-failed"]
+    [died] = [x for x in lines if "died unexpectedly" in x]
+    [failed] = [x for x in lines if "EngineCore failed to start" in x]
+    [plan] = parse_vllm_log([*start, died, failed])
+    assert (plan.outcome, plan.error) == ("failed", died)
+    [plan] = parse_vllm_log([*start, died])
+    assert (plan.outcome, plan.error) == ("crashed", died)
+
+
+def test_lines_a_terminal_wrapped_mid_word_read_whole() -> None:
+    """dennislee22/vLLM-benchmarking's 0.10.1.1 log, copied from a terminal that hard-wrapped it:
+    the args dict cut inside the model's name, a weights line cut after "Model loading " (the
+    space at the cut lost to the line's end) or after "GiB ", the capture line after "in 11".
+    Each part on its own reads nothing; the parts together read as vLLM wrote them."""
+    logs = {log.path.stem: log.lines for log in vllm_logs()}
+    lines = logs["v0.10-benchmarking-7b-ray-2-nodes-hard-wrapped"]
+
+    [start] = [x for x in lines if "API server version" in x]
+
+    def pair(cut: str) -> list[str]:
+        i = next(i for i, x in enumerate(lines) if x.rstrip().endswith(cut))
+        return [start, *lines[i : i + 2]]
+
+    [plan] = parse_vllm_log(pair("'model': 'Qwen"))
+    assert (plan.gpu_memory_utilization, plan.tensor_parallel_size) == (0.5, 2)
+    [plan] = parse_vllm_log(pair("Model loading"))
+    assert (plan.model_load_gib, plan.model_load_s) == (7.1217, 198.627679)
+    [plan] = parse_vllm_log(pair("Model loading took 7.1217 GiB"))
+    assert (plan.model_load_gib, plan.model_load_s) == (7.1217, 198.942282)
+    [plan] = parse_vllm_log(pair("Graph capturing finished in 11"))
+    assert (plan.cuda_graph_capture_s, plan.cuda_graph_capture_gib) == (11.0, 1.0)
+    # A bare line that is a record of its own (the 120B log's load bar) continues nothing.
+    bar = next(x for x in logs["v0.10-benchmarking-120b-ray-4-nodes-ansi-repeated"] if "0/15" in x)
+    [plan] = parse_vllm_log([*pair("Model loading took 7.1217 GiB")[:2], bar])
+    assert plan.model_load_gib is None
+
+
 def test_a_backend_selected_before_the_capture_shows_its_start() -> None:
     """rl-swarm#92's V0 excerpt opens on the backend's selection line, then "Starting to load
     model": the start keeps it, across a restore in between. A start line (pytorch/serve#3343's

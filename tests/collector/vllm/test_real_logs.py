@@ -83,6 +83,18 @@ def test_tensor_parallel_ranks_plan_with_the_smallest_rank() -> None:
         ("v0.7-rlswarm-92-dash-prefixed", "attention_backend", "FLASH_ATTN"),
         ("v0.10-vllm-21728-full-plan", "attention_backend", "FLASH_ATTN"),
         ("v0.2x-vllm-46249-mtp-tp4-drafter", "attention_backend", "FLASH_ATTN"),
+        # 0.20's enum-named selection line; the args' 'flash_attn' is inside the speculative
+        # config (the DFlash drafter's own backend), not the server's
+        ("v0.20-spark-hijinks-gemma4-nvfp4-dflash-15-started", "attention_backend", "TRITON_ATTN"),
+        ("v0.20-spark-hijinks-gemma4-nvfp4-dflash-15-started", "speculative_method", "dflash"),
+        # Gemma 4's config forcing a backend, the start failing before any selection line
+        ("v0.20-spark-hijinks-gemma4-chunked-mm-budget-failed", "attention_backend", "TRITON_ATTN"),
+        # ROCm's "Using Triton Attention backend on V1 engine."
+        (
+            "v0.14-apollo-rocm-offline-fp8-inductor-hip-oom-failed",
+            "attention_backend",
+            "TRITON_ATTN",
+        ),
     ],
 )
 def test_serving_configuration_fields(name: str, field: str, value: object) -> None:
@@ -102,6 +114,14 @@ def test_serving_configuration_fields(name: str, field: str, value: object) -> N
         # The journal's "[host] docker[pid]: " is no part of the error; vLLM's own tags are.
         ("aeon-16-gb10-journald-engine-dead", "crashed", "(APIServer pid=1) ERROR 06-21 19:23:33"),
         ("v0.10.2-vllm-25148-ray-nested-tag-failed", "failed", "(EngineCore_DP0 pid=16862) ERROR"),
+        # 0.7-0.8's "EngineCore hit an exception" opening the capture: its traceback's busy-loop
+        # frames say the engine died serving (the Buildkite one above, in its startup, failed)
+        ("v0.8-vllm-14765-v1-ngram-engine-hit-exception-bare", "crashed", "ERROR 03-13 11:26:04"),
+        # A worker dying, then "EngineCore failed to start": the start failed, of the custom
+        # all-reduce's CUDA fault printed bare before
+        ("v0.2x-1cat-539-pp2-custom-allreduce-ima-failed", "failed", "Failed: Cuda error /work"),
+        # V0's API server finding its engine process gone (CRITICAL, launcher.py), after serving
+        ("v0.7.2-vllm-13939-v0-stats-then-mqllmengine-dead-critical", "crashed", "CRITICAL 02-25"),
     ],
 )
 def test_outcome_and_error_of(name: str, outcome: str, error_start: str) -> None:
