@@ -48,7 +48,8 @@ test: venv
 
 # The agent and the collector also run on Python 3.10 (requires-python): the agent's and the
 # collector's tests, and a real agent and collector talking, on it, in their own venv (PY310:
-# a python3.10). The generated API client's test needs openapi-python-client, which needs 3.11.
+# a python3.10), their SQLite variants (what differs between Pythons is not the database; the
+# 3.11 run has both). The generated API client's test needs openapi-python-client (3.11).
 # A venv that is no Python 3.10 with pip (another Python's, or a venv cut short) is made again.
 PY310 ?= python3.10
 VENV310 ?= .venv310
@@ -60,7 +61,7 @@ test-py310:
 		{ rm -rf $(VENV310); echo "$(PY310) is not Python 3.10"; exit 1; }
 	$(VENV310)/bin/python -m pip install -q --upgrade pip
 	$(VENV310)/bin/python -m pip install -q -e '.[test,gpu]'
-	$(TEST_ENV) $(VENV310)/bin/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) \
+	$(TEST_ENV) FREEZEWATCH_TEST_BACKENDS=sqlite $(VENV310)/bin/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) \
 		$(PYTEST_ARGS) tests/agent tests/collector tests/integration/test_agent_collector.py \
 		tests/integration/test_ingest_http.py --ignore=tests/collector/api/test_generated_client.py
 

@@ -143,6 +143,8 @@ def test_every_variable_the_readme_names_is_read() -> None:
     named = set(re.findall(r"\bFREEZEWATCH_[A-Z0-9_]*[A-Z0-9]\b", README))
     read = {f"FREEZEWATCH_{field.upper()}" for field in Settings.model_fields}
     read |= {opt.env for opt in OPTIONS} | {"FREEZEWATCH_GUARD_RULE", "FREEZEWATCH_GUARD_VALUES"}
+    suite = (ROOT / "tests" / "conftest.py").read_text(encoding="utf-8")  # the tests' own
+    read |= set(re.findall(r'"(FREEZEWATCH_TEST_[A-Z0-9_]+)"', suite))
     assert named and not named - read, sorted(named - read)
 
 
