@@ -2,13 +2,16 @@
 are loaded (seconds on a slow machine) a Ctrl-C exits 130 quietly, not in a traceback; after,
 Python's usual KeyboardInterrupt, which ``cli.main`` and uvicorn handle."""
 
+import os
 import signal
 import sys
 from types import FrameType
 
 
 def _quit(_signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(130)
+    # Not SystemExit: raised inside a C extension's init (pydantic-core's Rust imports datetime)
+    # it becomes a pyo3 panic with a backtrace. Nothing is started or written yet to clean up.
+    os._exit(130)
 
 
 _before = signal.getsignal(signal.SIGINT)
