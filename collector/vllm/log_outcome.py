@@ -40,6 +40,7 @@ _CODE = re.compile(
     r"del|pass|import|from|lambda|not)\b|(?!what\(\):)[A-Za-z_][\w.]*(?:\(|\[|\s*[-+*/|&]?=(?!=))|"
     r"[rRbBfFuU]{0,2}[\"']"
 )
+_BELOW_ERROR = ("DEBUG", "INFO", "WARNING", "WARN")
 _RAISED_NAME = re.compile(r"(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b")
 
 
@@ -281,12 +282,14 @@ def outcome_of(
         state.died = outcome == "incomplete" and fmt.DIED.search(msg) is not None
         return Outcome("crashed", clean)
     if msg.strip() == fmt.TRACEBACK:
-        state.in_traceback = True
+        # One logged below ERROR is an exception vLLM went on from (at WARNING: "Module
+        # vllm.third_party.deep_gemm was found but failed to import", its ImportError).
+        state.in_traceback = level not in _BELOW_ERROR
         return None
     raised = state.in_traceback and is_exception(msg)
     if raised:
         state.in_traceback = False
-    elif level in ("DEBUG", "INFO", "WARNING", "WARN"):
+    elif level in _BELOW_ERROR:
         return None  # e.g. the max_model_len override is only a WARNING
     root = fmt.ROOT_CAUSE.search(msg) is not None
     generic = bool(raised) or fmt.GENERIC_FAIL.search(msg) is not None
