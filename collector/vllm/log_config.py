@@ -88,6 +88,11 @@ ATTENTION_BACKEND = re.compile(
 # or the engine line's SpeculativeConfig(...).
 SPECULATIVE = re.compile(rf"speculative_config(?:=SpeculativeConfig\(|{QUOTE}?: \{{)([^)}}]*)")
 SCOPED = {"speculative_method": SPECULATIVE}
+# A speculative config without a method leaves it to vLLM, which names it from the drafter's
+# model (SpeculativeConfig.__post_init__: "eagle-", then "eagle3", then "dflash" in the name,
+# any case; else it reads the drafter's own config, which the log does not show).
+SPEC_MODEL = re.compile(rf"{QUOTE}model{QUOTE}: {QUOTE}([^'\"‘’“”]*)")
+NAMED_METHODS = (("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"))
 # Any other field inside the speculative config (an 'attention_backend', a 'max_model_len' or a
 # 'quantization' given to the drafter alone) is the drafter's: the server's are read without it.
 SPEC_OWN = frozenset(("speculative_method", "num_speculative_tokens"))
@@ -155,6 +160,12 @@ def _settings(msg: str) -> dict[str, Any]:
         value = _read(m.group(1), CONFIG_FIELDS[name][1])
         if value is not None:
             found[name] = spelled(name, value)
+    if "speculative_method" not in found and (spec := SPECULATIVE.search(msg)):
+        drafter = SPEC_MODEL.search(spec.group(1))
+        named = drafter.group(1).lower() if drafter else ""
+        method = next((method for part, method in NAMED_METHODS if part in named), None)
+        if method is not None:
+            found["speculative_method"] = method
     return found
 
 

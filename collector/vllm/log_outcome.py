@@ -8,7 +8,8 @@
   vLLM's own lines come from (a compose stream or a journal interleaves other processes').
   Not a traceback Python reports it ignored ("Exception ignored in: ...", a destructor's at exit).
   A process death ("Worker proc ... died unexpectedly") a starting engine's own failure line
-  follows is a failed start, not a crash.
+  follows is a failed start, not a crash. The exception ending the traceback under "EngineCore
+  failed to start." (or a worker's) is the error, not that line.
 - ``started``: serving: uvicorn's "Application startup complete", "Starting vLLM server on",
   a request answered 200, or the engine's periodic stats line (a captured log may lack the
   first). A signal's stop ("[shutdown] API server: shutdown triggered", 0.25+) stays started:
@@ -29,18 +30,11 @@ import re
 from dataclasses import dataclass
 
 from collector.vllm import log_formats as fmt
+from collector.vllm.log_traceback import is_exception, is_source_line, traceback_line
 
-# How a traceback's source line begins: a statement's keyword, a name called, indexed or
-# assigned, or a string literal (the rest of a statement 3.13 shows over several lines). A
-# paste indented as a whole (vllm#6234's) starts its own lines otherwise: an exception's "Name:
-# message" (Ray's "RayTaskError(OutOfMemoryError): ..." too), uvicorn's "INFO:     ...", a
-# process tag, a rank prefix, a sentence, C++'s "what():  ...".
-_CODE = re.compile(
-    r"(?:raise|return|assert|yield|await|async|with|for|if|elif|else|while|try|except|finally|"
-    r"del|pass|import|from|lambda|not)\b|(?!what\(\):)[A-Za-z_][\w.]*(?:\(|\[|\s*[-+*/|&]?=(?!=))|"
-    r"[rRbBfFuU]{0,2}[\"']"
-)
-_RAISED_NAME = re.compile(r"(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b")
+# The lines run_engine_core and a worker's constructor log over the traceback of their failure.
+_FAILED_HEADER = re.compile(r"(?:EngineCore|WorkerProc) failed to start")
+_BELOW_ERROR = ("DEBUG", "INFO", "WARNING", "WARN")
 
 
 @dataclass(frozen=True)
@@ -78,6 +72,9 @@ class OutcomeState:
     # A process died (``DIED``) with nothing saying the engine had served: a starting engine's
     # own failure line after it makes the start failed.
     died: bool = False
+    # The process whose "EngineCore failed to start." traceback is still open: its exception,
+    # not that header, says why the start failed.
+    failing_proc: str | None = None
 
 
 def opens_under_way(msg: str) -> bool:
@@ -115,28 +112,6 @@ def answered_here(msg: str) -> bool:
     return fmt.ANSWERED_HERE.search(msg) is not None
 
 
-def is_source_line(msg: str) -> bool:
-    """A traceback's source line (Python indents it by four spaces, its "File" line by two): the
-    raise statement quotes the error's message ('raise ValueError("No available memory for the
-    cache blocks. "'), but only the exception line below it says the error was raised, and is
-    its text. Python code only (``_CODE``): a paste indented as a whole keeps its outcome lines.
-    """
-    code = msg.lstrip()
-    if not msg.startswith("    ") or _RAISED_NAME.match(code):
-        return False
-    return _CODE.match(code) is not None
-
-
-def is_exception(msg: str) -> bool:
-    """A traceback's exception line: unindented, an exception's name (and its message)."""
-    return not msg[:1].isspace() and fmt.EXCEPTION.match(msg) is not None
-
-
-def traceback_line(msg: str) -> bool:
-    """A traceback's frame or source line: indented, or a frame whose indent a paste lost."""
-    return msg[:1].isspace() or fmt.FRAME.match(msg) is not None
-
-
 def loose_traceback(state: OutcomeState, msg: str, clean: str) -> str | None:
     """A line of a traceback pasted without its header, before any start: the outcome once a
     frame says where it was raised (``failed`` while the engine started, ``crashed`` in its
@@ -169,6 +144,20 @@ def _fatal_cause(
     if outcome != "crashed" or state.root_cause:
         return None
     return Outcome("crashed", clean, root_cause=fmt.ROOT_CAUSE.search(msg) is not None)
+
+
+def _startup_cause(
+    state: OutcomeState, outcome: str, msg: str, clean: str, proc: str, error: str | None
+) -> Outcome | None:
+    """The exception ending the traceback under the engine's (or a worker's) "failed to start"
+    line, from the same process (tracebacks interleave): the failure's cause, in that line's
+    place."""
+    if state.failing_proc != proc or not is_exception(msg):
+        return None
+    state.failing_proc = None
+    if outcome != "failed" or error is None or not _FAILED_HEADER.search(error):
+        return None
+    return Outcome("failed", clean, root_cause=fmt.ROOT_CAUSE.search(msg) is not None)
 
 
 def _guess_corrected(state: OutcomeState, msg: str, error: str | None) -> Outcome | None:
@@ -253,6 +242,9 @@ def outcome_of(
     fatal = _fatal_cause(state, outcome, msg, clean, proc)
     if fatal is not None:
         return fatal
+    cause = _startup_cause(state, outcome, msg, clean, proc, error)
+    if cause is not None:
+        return cause
     if is_source_line(msg) or _ignored(state, msg):
         return None
     died = _engine_died(state, outcome, level, msg, clean, phase, ready, error)
@@ -281,13 +273,17 @@ def outcome_of(
         state.died = outcome == "incomplete" and fmt.DIED.search(msg) is not None
         return Outcome("crashed", clean)
     if msg.strip() == fmt.TRACEBACK:
-        state.in_traceback = True
+        # One logged below ERROR is an exception vLLM went on from (at WARNING: "Module
+        # vllm.third_party.deep_gemm was found but failed to import", its ImportError).
+        state.in_traceback = level not in _BELOW_ERROR
         return None
     raised = state.in_traceback and is_exception(msg)
     if raised:
         state.in_traceback = False
-    elif level in ("DEBUG", "INFO", "WARNING", "WARN"):
+    elif level in _BELOW_ERROR:
         return None  # e.g. the max_model_len override is only a WARNING
+    if _FAILED_HEADER.search(msg):
+        state.failing_proc = proc
     root = fmt.ROOT_CAUSE.search(msg) is not None
     generic = bool(raised) or fmt.GENERIC_FAIL.search(msg) is not None
     if not (root or generic):

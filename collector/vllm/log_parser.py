@@ -22,7 +22,6 @@ from collector.vllm.log_held import HOLD_LINES, HOLD_S, HeldSignals
 from collector.vllm.log_lines import VllmLine, records, split_vllm_line
 from collector.vllm.log_outcome import (
     OutcomeState,
-    is_exception,
     loose_traceback,
     opens_start,
     opens_under_way,
@@ -30,6 +29,7 @@ from collector.vllm.log_outcome import (
 )
 from collector.vllm.log_settings import StartSettingsLog
 from collector.vllm.log_stats import spec_fields, stats_fields
+from collector.vllm.log_traceback import is_exception
 from collector.vllm.plan import StartupPlan, plan_state
 
 PHASES = VLLM_PHASES  # shared with the agent (its guard can act only in given phases)

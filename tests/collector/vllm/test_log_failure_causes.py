@@ -1,0 +1,59 @@
+"""Why a start failed, as the engine's own lines say it: read from DGX Spark (GB10) server
+logs in public repositories (``tests/fixtures/real/vllm``)."""
+
+from __future__ import annotations
+
+from collector.vllm.log_parser import parse_vllm_log
+from tests.support.real_corpus import vllm_logs
+
+
+def _lines(stem: str) -> list[str]:
+    [log] = [log for log in vllm_logs() if log.path.stem == stem]
+    return log.lines
+
+
+def test_a_traceback_logged_as_a_warning_fails_nothing() -> None:
+    # jethac/dgx-spark-hijinks: vLLM logs at WARNING that deep_gemm "was found but failed to
+    # import", with the ImportError's traceback, and goes on to capture and serve.
+    lines = _lines("v0.22-spark-hijinks-gemma4-31b-deep-gemm-warning-traceback-started")
+    [plan] = parse_vllm_log(lines)
+    assert (plan.outcome, plan.error) == ("started", None)
+
+
+def test_the_exception_under_engine_core_failed_to_start_is_why_it_failed() -> None:
+    # jethac/dgx-spark-hijinks: "EngineCore failed to start." and its traceback, which ends in
+    # FlashInfer's CuTe DSL import raising AttributeError; "Process EngineCore:" and the
+    # process's own copy of the traceback come after.
+    lines = _lines("v0.2x-spark-hijinks-qwen36-fp8-kv-flashinfer-cute-attr-failed")
+    [plan] = parse_vllm_log(lines)
+    cause = next(line for line in lines if "ERROR" in line and "AttributeError: " in line)
+    assert (plan.outcome, plan.error) == ("failed", cause)
+
+
+def test_the_cause_is_read_through_the_process_traceback_interleaved_with_it() -> None:
+    # jethac/dgx-spark-hijinks (a DEBUG log's last lines): the process's "Traceback (most
+    # recent call last):" cuts into the logged one before its TypeError.
+    lines = _lines("v0.2x-spark-hijinks-gemma3-debug-warmup-interleaved-traceback-failed")
+    [plan] = parse_vllm_log(lines)
+    cause = next(line for line in lines if "ERROR" in line and "TypeError: " in line)
+    assert (plan.outcome, plan.error) == ("failed", cause)
+
+
+def test_the_cause_is_the_failing_engines_own_exception() -> None:
+    # Constructed: data-parallel engines' tracebacks interleave; the exception under one
+    # engine's failure line is the one its own process logs.
+    failed = "(EngineCore_DP0 pid=1) ERROR 01-12 01:09:14 [core.py:708] EngineCore failed to start."
+    other = "(EngineCore_DP1 pid=2) ERROR 01-12 01:09:14 [core.py:708] ValueError: the other's"
+    mine = "(EngineCore_DP0 pid=1) ERROR 01-12 01:09:14 [core.py:708] RuntimeError: its own"
+    [plan] = parse_vllm_log([failed, other, mine])
+    assert (plan.outcome, plan.error) == ("failed", mine)
+
+
+def test_a_root_cause_before_the_failure_line_stays_the_error() -> None:
+    # Constructed: an out-of-memory line, then the engine's failure line and its traceback.
+    head = "(EngineCore pid=1) ERROR 01-12 01:09:14 [core.py:708] "
+    oom = head + "torch.OutOfMemoryError: CUDA out of memory."
+    failed = head + "EngineCore failed to start."
+    later = head + "RuntimeError: later"
+    [plan] = parse_vllm_log([oom, failed, later])
+    assert (plan.outcome, plan.error) == ("failed", oom)
