@@ -79,18 +79,19 @@ def _oops_flavour(what: str) -> str:
     return "oops"
 
 
+def _machine_check(meaning: str, text: str) -> KernelEvent:
+    """A die line or panic a machine check caused: the hardware's fault, not the kernel's."""
+    return make_event(
+        "oops", ("fatal", "inspect_hardware"), code="hardware", meaning=meaning, detail=text.strip()
+    )
+
+
 def _classify_oops(text: str) -> KernelEvent | None:
     if "[#" in text:
         m = _DIE.search(text)
         if m and (any(word in text for word in _DIE_WORDS) or "error" in text.lower()):
             if _MACHINE_CHECK.search(m.group("what")):
-                return make_event(
-                    "oops",
-                    ("fatal", "inspect_hardware"),
-                    code="hardware",
-                    meaning=f"{MACHINE_CHECK_MEANING} (die #{m.group('n')})",
-                    detail=text.strip(),
-                )
+                return _machine_check(f"{MACHINE_CHECK_MEANING} (die #{m.group('n')})", text)
             flavour = _oops_flavour(m.group("what"))
             return make_event(
                 "oops",
@@ -104,13 +105,7 @@ def _classify_oops(text: str) -> KernelEvent | None:
         # record (``ghes``): each restates its report
         why = m.group("why") if m else ""
         if m and _MACHINE_CHECK.search(why):
-            return make_event(
-                "oops",
-                ("fatal", "inspect_hardware"),
-                code="hardware",
-                meaning=f"{MACHINE_CHECK_MEANING}: {why.strip()}",
-                detail=text.strip(),
-            )
+            return _machine_check(f"{MACHINE_CHECK_MEANING}: {why.strip()}", text)
         if m and not why.startswith("Fatal exception") and "Fatal hardware error" not in why:
             return make_event(
                 "oops",
