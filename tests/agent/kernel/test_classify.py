@@ -481,6 +481,9 @@ def test_uvm_error_but_not_uvm_banner() -> None:
         "---[ end Kernel panic - not syncing: Test panic triggered by crash_test module ]---",
         "Kernel panic - not syncing: Fatal exception",
         "systemd[1]: Starting Install of the nvidia-uvm module...",
+        # udev failing to load the module (ollama/ollama#11932): user space, not UVM's own error
+        "2025-08-16T00:03:06.481798-04:00 localhost (udev-worker)[106246]: nvidia: Process "
+        "'/sbin/modprobe nvidia-uvm' failed with exit code 1.",
         "",
     ],
 )
