@@ -39,7 +39,7 @@ _GSP_FAMILIES: tuple[tuple[str, re.Pattern[str], bool], ...] = (
         "init",
         re.compile(
             r"(?i:cannot initialize GSP)|RmInitAdapter failed|gsp\w*\.bin\b.*\bfailed|"
-            r"GSP firmware\b.*\bfail"
+            r"GSP firmware\b.*\bfail|RmInitNvDevice: \W*Cannot initialize"
         ),
         False,
     ),
@@ -47,10 +47,11 @@ _GSP_FAMILIES: tuple[tuple[str, re.Pattern[str], bool], ...] = (
         "boot",
         # Hopper+ boot GSP-RM through the FSP: "FSP command timed out", "Timed out waiting for
         # FSP command queue to be empty", 590+: "... FSP queues to be empty" (the command dump
-        # after them has no failure word)
+        # after them has no failure word); Turing+ load it with the Booter ucode ("Booter failed
+        # with non-zero error code", not "skipping executing Booter Unload")
         re.compile(
             r"WPR2|_?kgspBoot\w*|(?i:GFW[_ ]?boot)|\bboot(?:ing)? GSP|GSP-RM\b.*\bboot|"
-            r"\bFSP (?:command|queues)\b"
+            r"\bFSP (?:command|queues)\b|\bBooter\b"
         ),
         True,
     ),
@@ -80,6 +81,7 @@ def may_be_gsp(t: str) -> bool:
         or "GFW" in t
         or "Gfw" in t
         or "FSP" in t
+        or "Booter" in t
     )
 
 

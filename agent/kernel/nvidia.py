@@ -281,7 +281,9 @@ def classify_nvidia(text: str) -> KernelEvent | None:
         event = classify_gsp(text)
         if event is not None:
             return event
-    if "nvidia-uvm" in text and not any(b in text for b in _UVM_BENIGN) and _UVM_BAD.search(text):
+    # UVM's own messages carry its "nvidia-uvm:" tag; a bare mention is someone else's line
+    # ("Process '/sbin/modprobe nvidia-uvm' failed": udev, not a UVM error)
+    if "nvidia-uvm:" in text and not any(b in text for b in _UVM_BENIGN) and _UVM_BAD.search(text):
         return make_event("uvm", meaning="nvidia-uvm error", detail=text.strip())
     failed = _FAILED.search(text) if "status=" in text else None
     if failed is not None and _GPU_LOST_STATUS.search(text, failed.end()):

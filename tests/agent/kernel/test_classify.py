@@ -481,6 +481,9 @@ def test_uvm_error_but_not_uvm_banner() -> None:
         "---[ end Kernel panic - not syncing: Test panic triggered by crash_test module ]---",
         "Kernel panic - not syncing: Fatal exception",
         "systemd[1]: Starting Install of the nvidia-uvm module...",
+        # udev failing to load the module (ollama/ollama#11932): user space, not UVM's own error
+        "2025-08-16T00:03:06.481798-04:00 localhost (udev-worker)[106246]: nvidia: Process "
+        "'/sbin/modprobe nvidia-uvm' failed with exit code 1.",
         "",
     ],
 )
@@ -982,3 +985,30 @@ def test_a_machine_check_the_kernel_dies_of_in_other_words_is_a_hardware_error(
     event = classify_kernel_line(line)
     assert event is not None and (event.kind, event.code) == ("oops", "hardware")
     assert (event.severity, event.action) == ("fatal", "inspect_hardware")
+
+
+def test_a_failed_booter_ucode_is_a_failed_gsp_boot_and_a_skipped_unload_is_not() -> None:
+    """Turing and later run the Booter ucode to load GSP-RM: it failing is the GSP boot failing
+    (real lines: open-gpu-kernel-modules#673 on 520, without NVRM's colon, and
+    ublue-os/bazzite#4494 on 595, with a GPU tag). Skipping the Booter Unload is routine
+    (#120)."""
+    for line in (
+        "NVRM s_executeBooterUcode_TU102: Booter failed with non-zero error code: 0xa",
+        "NVRM: GPU0 s_executeBooterUcode_TU102: Booter failed with non-zero error code: 0xb",
+    ):
+        event = classify_kernel_line(line)
+        assert event is not None and (event.kind, event.code) == ("gsp", "boot")
+    skipped = (
+        "Feb 02 01:08:04 Host-24 kernel: NVRM kgspExecuteBooterUnloadIfNeeded_TU102: skipping "
+        "executing Booter Unload as WPR is not up"
+    )
+    assert classify_kernel_line(skipped) is None
+
+
+def test_rm_init_nv_device_failing_is_a_failed_gpu_init() -> None:
+    """RmInitNvDevice failing is RmInitAdapter bailing out before GSP-RM is up (real line:
+    NVIDIA/nvtrust#72, an H100 in a TDX guest); the "RmInitAdapter failed!" that follows is
+    the same init failure."""
+    line = "[  799.305279] NVRM: RmInitNvDevice: *** Cannot initialize the device"
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("gsp", "init")
