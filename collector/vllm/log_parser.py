@@ -47,7 +47,7 @@ class VllmLogParser(StartSettingsLog):
         self._early_backend: str | None = None
         # The last record's message (a settings line: so far), while the next line may be a
         # paste's or a terminal's wrap of it (``_wrapped``).
-        self._engine_config: str | None = None
+        self._last_message: str | None = None
         # The writer vLLM's own lines come from, as a shipper names it (``VllmLine.source``).
         self._source = ""
         # Quiet-while-starting signals seen before any start (``log_held``).
@@ -64,7 +64,7 @@ class VllmLogParser(StartSettingsLog):
             "plan": None if plan is None else plan_state(plan),
             "outcome": asdict(self._state),
             "early_backend": self._early_backend,
-            "engine_config": self._engine_config,
+            "engine_config": self._last_message,  # its old name: saved states still load
             "source": self._source,
             "held": self._held.state(),
         }
@@ -79,7 +79,7 @@ class VllmLogParser(StartSettingsLog):
             parser._plans = [StartupPlan(**snapshot["plan"])]
         parser._state = OutcomeState(**snapshot["outcome"])
         parser._early_backend = snapshot.get("early_backend")
-        parser._engine_config = snapshot.get("engine_config")
+        parser._last_message = snapshot.get("engine_config")
         parser._source = snapshot.get("source", "")
         parser._held = HeldSignals(snapshot.get("held"))
         return parser
@@ -126,7 +126,7 @@ class VllmLogParser(StartSettingsLog):
         return facts
 
     def _record(self, line: str, ts: float | None, line_no: int) -> list[VllmFact]:
-        config, self._engine_config = self._engine_config, None
+        config, self._last_message = self._last_message, None
         if not line.strip():
             return []
         parsed = split_vllm_line(line)
@@ -137,7 +137,7 @@ class VllmLogParser(StartSettingsLog):
         ctx = (ts, line_no, parsed.log_time)
         if config is not None and self._wrapped(config, parsed, ctx, facts):
             return facts
-        self._engine_config = msg if parsed.level else None
+        self._last_message = msg if parsed.level else None
 
         if "Avg prompt throughput" in msg or "hit rate: GPU: " in msg:
             return self._metrics("stats", stats_fields(msg), parsed, ctx, facts)
@@ -243,7 +243,7 @@ class VllmLogParser(StartSettingsLog):
         if parsed.level or parsed.proc or plan is None:
             return False
         if SETTINGS_LINE.search(last) and WRAPPED_CONFIG.match(parsed.msg):
-            self._engine_config = joined
+            self._last_message = joined
             self._start_settings(plan, joined, ctx, facts)
             return True
         for whole in (joined, f"{last} {parsed.msg}"):
