@@ -6,6 +6,19 @@
     constructor(status, detail) { super(`HTTP ${status}: ${detail}`); this.status = status; }
   }
 
+  /** fetch, but a GET that failed in the network (no answer: a dropped connection, the
+   * browser's network changed under it) is asked again, twice, half a second apart: a read
+   * asked twice changes nothing, and a view drawn once (a zoom) has no poll to mend it. */
+  async function fetchAgain(url, init) {
+    for (let attempt = 0; ; attempt++) {
+      try { return await fetch(url, init); }
+      catch (err) {
+        if (init.method !== "GET" || attempt >= 2) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+  }
+
   /** GET/POST JSON with the login cookie; throws HttpError (401 sends the user to /login). */
   async function api(path, { method = "GET", body, params, text = false } = {}) {
     const url = new URL(path, location.origin);
@@ -14,7 +27,7 @@
     }
     const init = { method, headers: { Accept: text ? "text/plain, text/markdown" : "application/json" }, credentials: "same-origin" };
     if (body !== undefined) { init.body = JSON.stringify(body); init.headers["Content-Type"] = "application/json"; }
-    const resp = await fetch(url, init);
+    const resp = await fetchAgain(url, init);
     if (resp.status === 401) { location.href = `/login?next=${encodeURIComponent(location.pathname + location.search)}`; throw new HttpError(401, "login"); }
     if (!resp.ok) {
       let detail = resp.statusText;
