@@ -18,7 +18,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel
 from sqlalchemy.exc import OperationalError
 
 from collector import auth, db
@@ -34,7 +33,7 @@ from collector.api import (
     netconsole,
     webhooks,
 )
-from collector.api.openapi_doc import document_ingest_body, errors_as_json
+from collector.api.openapi_doc import ERROR_RESPONSES, document_ingest_body, errors_as_json
 from collector.errors import AppError, AuthFailed, NotFound, database_error
 from collector.ingest.tokens import TokenCache
 from collector.leader import Leadership, held_elsewhere
@@ -246,31 +245,6 @@ def create_app(
         return matrix.spec_invalid_response(exc)
 
     return app
-
-
-class FieldError(BaseModel):
-    loc: list[str | int]
-    msg: str
-    type: str
-
-
-class ErrorOut(BaseModel):
-    """Why a request was refused (4xx): ``detail`` says it in words, or (a body that does not
-    validate, FastAPI's shape) lists each field; ``errors`` names them where it is words."""
-
-    detail: str | list[FieldError]
-    errors: list[FieldError] | None = None
-
-
-# Every route may answer these with an ``ErrorOut``.
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorOut, "description": "a parameter out of range, or a refused request"},
-    401: {"model": ErrorOut, "description": "no valid admin token or session"},
-    403: {"model": ErrorOut, "description": "a cross-origin request with the session cookie"},
-    404: {"model": ErrorOut, "description": "no such host, run, incident or target"},
-    409: {"model": ErrorOut, "description": "conflicts with the current state"},
-    422: {"model": ErrorOut, "description": "a body that does not validate, or cannot be acted on"},
-}
 
 
 def named_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
