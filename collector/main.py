@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -139,11 +140,13 @@ def create_app(
             owner=worker is None or worker.receiver,
         )
         runner = start_matrix_runner(app, settings)
+        loop_watch = asyncio.create_task(app.state.ingest_backlog.watch_loop())
         if app.state.scheduler is not None:
             app.state.scheduler.start()
         try:
             yield
         finally:
+            loop_watch.cancel()
             if app.state.scheduler is not None:
                 app.state.scheduler.shutdown(wait=True)
             runner.shutdown()

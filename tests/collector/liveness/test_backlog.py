@@ -4,6 +4,7 @@ declared late for batches still waiting in it (SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -13,7 +14,13 @@ from sqlalchemy import select
 from agent.wire import INGEST_PATH
 from collector import db
 from collector.liveness import checker, suspects
-from collector.liveness.backlog import BacklogMiddleware, IngestBacklog
+from collector.liveness.backlog import (
+    LOOP_MEMORY_S,
+    LOOP_PERIOD_S,
+    LOOP_TURNS,
+    BacklogMiddleware,
+    IngestBacklog,
+)
 from collector.liveness.collector_runs import start_collector_run, tick_collector_alive
 from collector.liveness.preprobes import PreProbes
 from collector.models import Host
@@ -82,6 +89,53 @@ def test_an_ingest_request_counts_from_the_moment_it_reaches_the_app() -> None:
             ).result()
     assert seen[0] >= 0.05 and seen[1] == 0.0  # only ingest is counted
     assert backlog.lag_s() == 0.0  # answered
+
+
+def test_a_late_loop_counts_its_turns_for_requests_it_has_not_handed_on() -> None:
+    clock = Clock()
+    backlog = IngestBacklog(clock)
+    backlog.loop_turned(0.0)
+    clock.t += LOOP_PERIOD_S
+    backlog.loop_turned(0.001)  # a timer's jitter: nothing
+    assert backlog.lag_s() == 0.0
+    clock.t += LOOP_PERIOD_S + 1.0
+    backlog.loop_turned(1.0)
+    assert backlog.lag_s() == LOOP_TURNS * 1.0
+    clock.t += LOOP_PERIOD_S  # on time again, but what was read late still goes through
+    backlog.loop_turned(0.0)
+    assert backlog.lag_s() == LOOP_TURNS * 1.0
+    for _ in range(int(LOOP_MEMORY_S / LOOP_PERIOD_S) + 1):
+        clock.t += LOOP_PERIOD_S
+        backlog.loop_turned(0.0)
+    assert backlog.lag_s() == 0.0  # forgotten
+
+
+def test_a_loop_stuck_now_counts_before_its_timer_fires() -> None:
+    clock = Clock()
+    backlog = IngestBacklog(clock)
+    assert backlog.lag_s() == 0.0  # no loop watched: nothing overdue
+    backlog.loop_turned(0.0)
+    clock.t += LOOP_PERIOD_S + 2.0
+    assert backlog.lag_s() == LOOP_TURNS * 2.0
+
+
+def test_a_blocked_event_loop_is_measured_and_forgotten_when_the_loop_stops() -> None:
+    backlog = IngestBacklog()
+    seen: list[float] = []
+
+    async def serve() -> None:
+        watch = asyncio.create_task(backlog.watch_loop())
+        await asyncio.sleep(LOOP_PERIOD_S * 2)
+        time.sleep(0.5)  # a store that holds the loop
+        await asyncio.sleep(LOOP_PERIOD_S * 2)
+        seen.append(backlog.lag_s())
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, serve()).result()
+    assert seen[0] >= LOOP_TURNS * 0.4
+    assert backlog.lag_s() == seen[0]  # remembered, but no longer growing: no loop to be late
 
 
 def test_a_host_is_judged_late_only_past_grace_plus_the_lag(collector: Collector) -> None:
