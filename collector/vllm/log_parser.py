@@ -254,7 +254,7 @@ class VllmLogParser(StartSettingsLog):
         self, plan: StartupPlan, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]
     ) -> None:
         msg = parsed.msg
-        if "Initializing" in msg or "block_size" in msg:
+        if "Initializing" in msg or "block_size" in msg or "block size" in msg:
             self._block_size(plan, msg)
         self._config(plan, msg, ctx, facts)
         self._drafter(plan, msg, ctx, facts)
