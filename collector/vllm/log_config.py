@@ -45,14 +45,15 @@ WRAPPED_CONFIG = re.compile(r" ?[^\s,]*, (?:\w+=|'\w+': )")
 MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
 # The memory lines that restate --gpu-memory-utilization: V0's profile ("total_gpu_memory
 # (79.19GiB) x gpu_memory_utilization (0.90)", "Memory profiling results: ...
-# kv_cache_size=2.89GiB gpu_memory_utilization=0.90", the field it ends on), the CUDA graph
-# profiling hint ("The current --gpu-memory-utilization=0.8500 is equivalent to ...", 0.18's
-# "from 0.9000 to 0.9690") and the free-memory advice ("Desired GPU memory utilization is
-# (0.95, 45.03 GiB)").
+# kv_cache_size=2.89GiB gpu_memory_utilization=0.90", the field it ends on; 0.6's one line puts
+# a comma between and a full stop after: "kv_cache_size=34.78GiB, gpu_memory_utilization=0.90."),
+# the CUDA graph profiling hint ("The current --gpu-memory-utilization=0.8500 is equivalent to
+# ...", 0.18's "from 0.9000 to 0.9690") and the free-memory advice ("Desired GPU memory
+# utilization is (0.95, 45.03 GiB)").
 GPU_UTILIZATION = re.compile(
     r"x gpu_memory_utilization \((\d[\d.]*)\)|The current --gpu-memory-utilization=(\d[\d.]*)|"
     r"--gpu-memory-utilization from (\d[\d.]*) to|Desired GPU memory utilization is \((\d[\d.]*),|"
-    r"kv_cache_size=\d[\d.]*GiB gpu_memory_utilization=(\d[\d.]*)"
+    r"kv_cache_size=\d[\d.]*GiB,? gpu_memory_utilization=(\d+(?:\.\d+)?)"
 )
 # --max-model-len auto (or -1, 0.2x): the KV cache sizing fits the length after the lines that
 # state the model's full one ("Auto-fit max_model_len: reduced from 262144 to 172032 ...").

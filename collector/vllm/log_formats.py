@@ -74,7 +74,10 @@ KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
 # ("# hpu blocks" through the vllm-hpu plugin), the CPU backend's "# CPU blocks: 7281, # CPU
 # blocks: 0" ("# cpu blocks" later). The first count on the line is the device's.
 KV_BLOCKS = re.compile(r"# (GPU|CUDA|cuda|gpu|HPU|hpu|CPU|cpu) blocks: ([\d,]+)")
-BLOCK_SIZE = re.compile(r"""['"]?block_size['"]?[=:]\s*(\d+)|--block-size[= ](\d+)""")
+# A hybrid (mamba + attention) model's "Setting attention block size to 544 tokens": the size.
+BLOCK_SIZE = re.compile(
+    r"""['"]?block_size['"]?[=:]\s*(\d+)|--block-size[= ](\d+)|attention block size to (\d+) """
+)
 DEFAULT_BLOCK_SIZE = 16
 # A device's default where it is not 16: HabanaAI's fork and the vllm-hpu plugin default Gaudi's
 # to 128 (the Gaudi logs bear it out: 64.17 GiB over 4107 blocks is 128 tokens of Llama-3.1-8B).

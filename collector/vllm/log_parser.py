@@ -15,7 +15,7 @@ from typing import Any
 
 from agent.wire import VLLM_PHASES
 from collector.vllm import log_formats as fmt
-from collector.vllm.log_config import SETTINGS_LINE, WRAPPED_CONFIG, config_fields
+from collector.vllm.log_config import config_fields
 from collector.vllm.log_facts import Ctx, VllmFact
 from collector.vllm.log_hangs import hang_signal
 from collector.vllm.log_held import HOLD_LINES, HOLD_S, HeldSignals
@@ -30,6 +30,7 @@ from collector.vllm.log_outcome import (
 from collector.vllm.log_settings import StartSettingsLog
 from collector.vllm.log_stats import spec_fields, stats_fields
 from collector.vllm.log_traceback import is_exception
+from collector.vllm.log_wrap import rejoined
 from collector.vllm.plan import StartupPlan, plan_state
 
 PHASES = VLLM_PHASES  # shared with the agent (its guard can act only in given phases)
@@ -236,27 +237,24 @@ class VllmLogParser(StartSettingsLog):
         return facts
 
     def _wrapped(self, last: str, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]) -> bool:
-        """This bare line goes on with the last record (a paste or a terminal wrapped it, its
-        space at the cut lost): read again whole, a settings line's value or name cut in two, or
-        a plan figure (``WRAPPABLE``) that neither part reads on its own, reads right."""
-        plan, joined, split = self.current, last + parsed.msg, last + "\n" + parsed.msg
-        if parsed.level or parsed.proc or plan is None:
+        """This bare line goes on with the last record (``log_wrap``): read again whole, a
+        settings line's value or name cut in two, or a plan figure, reads right."""
+        plan, whole = self.current, rejoined(last, parsed)
+        if plan is None or whole is None:
             return False
-        if SETTINGS_LINE.search(last) and WRAPPED_CONFIG.match(parsed.msg):
-            self._last_message = joined
-            self._start_settings(plan, joined, ctx, facts)
-            return True
-        for whole in (joined, f"{last} {parsed.msg}"):
-            if any(p.search(whole) and not p.search(split) for p in fmt.WRAPPABLE):
-                self._plan_line(plan, replace(parsed, msg=whole), ctx, facts)
-                return True
-        return False
+        settings, msg = whole
+        if settings:
+            self._last_message = msg
+            self._start_settings(plan, msg, ctx, facts)
+        else:
+            self._plan_line(plan, replace(parsed, msg=msg), ctx, facts)
+        return True
 
     def _plan_line(
         self, plan: StartupPlan, parsed: VllmLine, ctx: Ctx, facts: list[VllmFact]
     ) -> None:
         msg = parsed.msg
-        if "Initializing" in msg or "block_size" in msg:
+        if "Initializing" in msg or "block_size" in msg or "block size" in msg:
             self._block_size(plan, msg)
         self._config(plan, msg, ctx, facts)
         self._drafter(plan, msg, ctx, facts)

@@ -22,7 +22,7 @@ class StartSettingsLog(ProfilingLog):
     def _block_size(self, plan: StartupPlan, msg: str) -> None:
         m = fmt.BLOCK_SIZE.search(msg)
         if m:
-            plan.block_size = int(m.group(1) or m.group(2))
+            plan.block_size = int(next(g for g in m.groups() if g is not None))
 
     def _config(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
         """The serving configuration a start line states; the engine's line, later, refines

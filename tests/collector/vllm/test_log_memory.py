@@ -56,6 +56,12 @@ def test_the_utilization_the_memory_lines_restate() -> None:
         "(46.93/47.4 GiB) on startup. Desired GPU memory utilization is (0.95, 45.03 GiB).": 0.95,
         "INFO 12-02 10:00:00 worker.py:241] Memory profiling results: total_gpu_memory=23.58GiB "
         "non_torch_memory=0.35GiB kv_cache_size=2.89GiB gpu_memory_utilization=0.90": 0.9,
+        # vllm#10909 (0.6, December 2024): the same one-line results comma-separated, ending on
+        # the sentence's full stop.
+        "INFO 12-13 02:10:28 worker.py:237] Memory profiling results: duration=72.36 seconds, "
+        "total_gpu_memory=79.15GiB, initial_memory_usage=19.68GiB, peak_torch_memory=34.50GiB, "
+        "memory_usage_post_profile=35.32GiB, non_torch_memory=1.96GiB, kv_cache_size=34.78GiB, "
+        "gpu_memory_utilization=0.90.": 0.9,
     }
     start = "INFO 10-30 14:19:20 [utils.py:253] non-default args: {'model': 'm'}"
     for line, utilization in lines.items():

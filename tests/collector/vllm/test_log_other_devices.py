@@ -135,3 +135,19 @@ def test_rocms_memory_access_fault_crashes_a_serving_engine() -> None:
         ]
     )
     assert (plan.outcome, plan.error) == ("crashed", FAULT)
+
+
+def test_a_hybrid_models_attention_block_size_is_the_starts_block_size() -> None:
+    # Real lines: Sandermage/genesis-vllm-patches#24 (0.2x, TP8): vLLM sizes the attention
+    # block of a mamba + attention model to the mamba page, overriding the args' block size.
+    plan = _plan(
+        [
+            "(APIServer pid=1) INFO 10-22 09:30:00 [utils.py:233] non-default args: "
+            "{'block_size': 16}",  # constructed start line: the args' block size
+            "(Worker_TP0 pid=92375) INFO 05-08 16:18:24 [gpu_model_runner.py:4960] Model loading "
+            "took 15.26 GiB memory and 23.107530 seconds",
+            "(Worker_TP0 pid=92375) INFO 05-08 16:18:24 [interface.py:645] Setting attention "
+            "block size to 544 tokens to ensure that attention page size is >= mamba page size.",
+        ]
+    )
+    assert plan.block_size == 544
