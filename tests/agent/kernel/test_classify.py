@@ -714,6 +714,41 @@ def test_hard_lockups_of_every_watchdog(line: str, cpu: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("line", "cpu", "process", "pid"),
+    [
+        # abrt/satyr tests/kerneloopses/gitlog-01 (3.5) and gitlog-02 (3.4)
+        (
+            "[   65.470000] BUG: spinlock lockup suspected on CPU#0, ksdioirqd/mmc0/73",
+            "0",
+            "ksdioirqd/mmc0",
+            73,
+        ),
+        ("[   79.660000] BUG: spinlock lockup on CPU#0, swapper/0", "0", "swapper", 0),
+    ],
+)
+def test_a_debug_kernels_spinlock_lockup_is_a_lockup(
+    line: str, cpu: str, process: str, pid: int
+) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("soft_lockup", "spinlock")
+    assert (event.process, event.pid) == (process, pid)
+    assert event.meaning is not None and event.meaning.startswith(f"CPU#{cpu} stuck spinning")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # constructed from spin_dump()'s other words in kernel/locking/spinlock_debug.c (4.10)
+        "BUG: spinlock bad magic on CPU#1, swapper/1/0",
+        "BUG: spinlock already unlocked on CPU#2, kworker/2:1/95",
+        "BUG: spinlock wrong owner on CPU#0, insmod/812",
+    ],
+)
+def test_a_debug_kernels_spinlock_misuse_is_no_lockup(line: str) -> None:
+    assert classify_kernel_line(line) is None
+
+
+@pytest.mark.parametrize(
     "line",
     [
         "hardlockup_watchdog_disable: cpu1: disabled",
