@@ -1040,6 +1040,23 @@ def test_a_failed_booter_ucode_is_a_failed_gsp_boot_and_a_skipped_unload_is_not(
     assert classify_kernel_line(skipped) is None
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        # NVIDIA/open-gpu-kernel-modules#433 (525, RTX 3060 Ti): the GSP's RISC-V core not
+        # started, and FWSEC (which carves out the WPR2 region GSP-RM boots in) failing
+        "[  217.545142] NVRM kgspInitRm_IMPL: cannot bootstrap riscv/gsp: 0xffff",
+        "[  217.738211] NVRM s_executeFwsec_TU102: failed to execute FWSEC for FRTS: FRTS error "
+        "code 0xbe",
+    ],
+)
+def test_a_gsp_core_that_cannot_be_bootstrapped_or_a_failed_fwsec_is_a_failed_boot(
+    line: str,
+) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("gsp", "boot")
+
+
 def test_rm_init_nv_device_failing_is_a_failed_gpu_init() -> None:
     """RmInitNvDevice failing is RmInitAdapter bailing out before GSP-RM is up (real line:
     NVIDIA/nvtrust#72, an H100 in a TDX guest); the "RmInitAdapter failed!" that follows is
