@@ -1,6 +1,7 @@
-"""The kernel's own freeze precursors and crashes: soft/hard/workqueue lockups, hung tasks, RCU
-stalls, OOM kills and allocation failures (``memory``), and oops / BUG / general protection
-fault / arm64 SError / panic as one kind, ``oops`` (a fatal machine check's panic: ``hardware``).
+"""The kernel's own freeze precursors and crashes: soft/hard/workqueue/spinlock lockups, hung
+tasks, RCU stalls, OOM kills and allocation failures (``memory``), and oops / BUG / general
+protection fault / arm64 SError / panic as one kind, ``oops`` (a fatal machine check's panic:
+``hardware``).
 
 An oops prints many lines; the event is its head line where it has one ("BUG: kernel NULL
 pointer dereference, ...", "kernel BUG at ...!", "Unable to handle kernel ...": ``oops_head``),
@@ -38,6 +39,13 @@ _HARD_LOCKUP = re.compile(
     r"hard LOCKUP on cpu (?P<cpu>\d+)|\bCPU[: ]?(?P<other>\d+):? (?:self-detected )?[Hh]ard LOCKUP"
 )
 _WQ_LOCKUP = re.compile(r"BUG: workqueue lockup - pool .*stuck for (?P<secs>\d+)s")
+# CONFIG_DEBUG_SPINLOCK's spin_dump() before 4.11: a CPU that spun about a second on a lock it
+# cannot take ("BUG: spinlock lockup suspected on CPU#0, ksdioirqd/mmc0/73", 3.4: "BUG:
+# spinlock lockup on CPU#0, swapper/0"): <comm>/<pid>; its other words ("bad magic", "wrong
+# owner", "already unlocked") are misuse the kernel survives, no event
+_SPIN_LOCKUP = re.compile(
+    r"BUG: spinlock lockup (?:suspected )?on CPU#(?P<cpu>\d+), (?P<comm>\S+)/(?P<pid>\d+)"
+)
 _HUNG_TASK = re.compile(r"\btask (?P<comm>.+):(?P<pid>\d+) blocked for more than (?P<secs>\d+)")
 _RCU_STALL = re.compile(r"\brcu_\w+ (?:self-)?detected (?:expedited )?stalls?\b")
 # The die line: "<what>: <error code> [#<n>]", where <what> names a fault: "Oops", "general
@@ -61,9 +69,12 @@ _SERROR = re.compile(
 SERROR_PANIC = "Asynchronous SError Interrupt"
 # "RIP: 0010:nvidia_vma_access+0x1b/0x350 [nvidia]", old "RIP: 0010:[<ff..>]  [<ff..>] f+0x16/0x20",
 # arm64 "pc : _nv012345rm+0x1c/0x60 [nvidia]"; newer kernels add a build id: "[nvidia 150ac0...]";
-# a bug report's trimmed quote drops the code segment: "RIP: uvm_hmm_unregister_gpu+0x51/0x3a0"
+# a bug report's trimmed quote drops the code segment: "RIP: uvm_hmm_unregister_gpu+0x51/0x3a0".
+# x86 before 4.15 names the site on the line after its page fault's head too, before the die
+# line ("IP: [<ffffffffc01cc246>] amdgpu_bo_list_set+0x196/0x3d0 [amdgpu]", 4.13-4.14: "IP:
+# __kmalloc+0xc0/0x1e0"), and 32-bit x86 ends its report with "EIP: [<f8e40765>] f+0x3/0x5 [wl]"
 _SITE = re.compile(
-    r"(?:\bRIP: (?:[0-9a-f]{4}:)?|\bpc : )(?:\[<[0-9a-f]+>\]\s+\[<[0-9a-f]+>\]\s+)?"
+    r"(?:\bRIP: (?:[0-9a-f]{4}:)?|\bE?IP: |\bpc : )(?:\[<[0-9a-f]+>\]\s+){0,2}"
     r"(?P<func>[\w.$]+)\+0x[0-9a-f]+/0x[0-9a-f]+(?:\s+\[(?P<module>\w+)(?: [0-9a-f]+)?\])?"
 )
 # A stack frame that names a module: " uvm_release+0x151/0x160 [nvidia_uvm]"
@@ -154,8 +165,8 @@ OOPS_MEANINGS = {
 
 
 def oops_site(text: str) -> tuple[str, str | None] | None:
-    """(function, module or None) of a ``RIP:``/``pc :`` line, else None."""
-    if "RIP: " not in text and "pc : " not in text:
+    """(function, module or None) of a ``RIP:``/``IP:``/``pc :`` line, else None."""
+    if "IP: " not in text and "pc : " not in text:
         return None
     m = _SITE.search(text)
     return (m.group("func"), m.group("module")) if m else None
@@ -187,6 +198,16 @@ def _lockup(text: str) -> KernelEvent | None:
             ("fatal", "reboot"),
             code="hard",
             meaning=f"hard lockup on CPU {m.group('cpu') or m.group('other')}",
+            detail=text.strip(),
+        )
+    m = _SPIN_LOCKUP.search(text)
+    if m:
+        return make_event(
+            "soft_lockup",
+            code="spinlock",
+            pid=int(m.group("pid")),
+            process=m.group("comm"),
+            meaning=f"CPU#{m.group('cpu')} stuck spinning on a lock (spinlock lockup)",
             detail=text.strip(),
         )
     m = _WQ_LOCKUP.search(text)

@@ -48,10 +48,12 @@ _GSP_FAMILIES: tuple[tuple[str, re.Pattern[str], bool], ...] = (
         # Hopper+ boot GSP-RM through the FSP: "FSP command timed out", "Timed out waiting for
         # FSP command queue to be empty", 590+: "... FSP queues to be empty" (the command dump
         # after them has no failure word); Turing+ load it with the Booter ucode ("Booter failed
-        # with non-zero error code", not "skipping executing Booter Unload")
+        # with non-zero error code", not "skipping executing Booter Unload") after FWSEC set up
+        # the WPR2 region ("failed to execute FWSEC for FRTS: FRTS error code 0xbe"); "cannot
+        # bootstrap riscv/gsp": the GSP's own core did not start
         re.compile(
             r"WPR2|_?kgspBoot\w*|(?i:GFW[_ ]?boot)|\bboot(?:ing)? GSP|GSP-RM\b.*\bboot|"
-            r"\bFSP (?:command|queues)\b|\bBooter\b"
+            r"\bFSP (?:command|queues)\b|\bBooter\b|\bFWSEC\b|\bbootstrap riscv"
         ),
         True,
     ),
@@ -82,6 +84,7 @@ def may_be_gsp(t: str) -> bool:
         or "Gfw" in t
         or "FSP" in t
         or "Booter" in t
+        or "FWSEC" in t
     )
 
 

@@ -25,8 +25,8 @@ Site = tuple[float, str, str | None]  # (line ts, function, module)
 
 
 def site_of(text: str) -> tuple[str, str | None] | None:
-    """(function, module) of a RIP/pc line that names a module, else None (cheap for others)."""
-    if "RIP: " not in text and "pc : " not in text:
+    """(function, module) of a RIP/IP/pc line that names a module, else None (cheap for others)."""
+    if "IP: " not in text and "pc : " not in text:
         return None
     site = oops_site(text)
     return site if site is not None and site[1] is not None else None

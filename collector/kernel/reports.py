@@ -29,7 +29,8 @@ comes within ``OOPS_HEAD_RECORDS`` records and ``OOPS_HEAD_SECONDS``, one die li
 oldest head still open first: CPUs that hit ``BUG()`` at once print their head lines before
 ``die()`` serializes their die lines (head, head, die, die). A die line with no head line
 before it (a report that prints none, a general protection fault, a head the capture lost) is
-the event.
+the event. A die line printed twice, the same words at the same kernel time within
+``OOPS_HEAD_RECORDS`` records (syslogd's wall broadcast of it, then the log's own copy), is one.
 """
 
 from __future__ import annotations
@@ -145,6 +146,7 @@ class Reports:
         self._xid79: dict[str | None, _Lead] = {}
         self._serror: _Lead | None = None
         self._heads: list[_Lead] = []  # oops head lines whose die line has not come yet
+        self._dies: dict[tuple[str, Stamp], int] = {}  # a die line's words and time: its record
         self._sxid: dict[tuple[str | None, str | None], _Report] = {}
 
     def add(self, record: int, found: LogEvent) -> None:
@@ -168,8 +170,8 @@ class Reports:
             tag = next((t for t in HEAD_NEEDLES if t in line), "\n")
             self._heads = [h for h in self._heads if record - h.record <= OOPS_HEAD_RECORDS]
             self._heads.append(_Lead(record, self._stamp_of(found.line_no, tag)))
-        elif is_die_line(event.kind, event.code, event.detail) and self._restates_head(
-            record, found
+        elif is_die_line(event.kind, event.code, event.detail) and (
+            self._repeats_die(record, found) or self._restates_head(record, found)
         ):
             return
         self.events.append(found)
@@ -220,6 +222,19 @@ class Reports:
             return False
         xid.restated = True
         return True
+
+    def _repeats_die(self, record: int, found: LogEvent) -> bool:
+        """The die line is a copy of one just before it: its words at the same kernel time."""
+        stamp = self._stamp_of(found.line_no, "[#")
+        if stamp is None:
+            return False
+        # the words from the die line's own: a wall relay keeps its " kernel:[  44.9] " prefix
+        detail = found.event.detail or ""
+        cut = detail.rfind("] ", 0, detail.find("[#"))
+        key = (detail[cut + 2 :] if cut >= 0 else detail, stamp)
+        seen = self._dies.get(key)
+        self._dies[key] = record
+        return seen is not None and record - seen <= OOPS_HEAD_RECORDS
 
     def _restates_head(self, record: int, found: LogEvent) -> bool:
         """The die line restates the oldest head line still open near it (one die per head)."""

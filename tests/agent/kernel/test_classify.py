@@ -714,6 +714,41 @@ def test_hard_lockups_of_every_watchdog(line: str, cpu: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("line", "cpu", "process", "pid"),
+    [
+        # abrt/satyr tests/kerneloopses/gitlog-01 (3.5) and gitlog-02 (3.4)
+        (
+            "[   65.470000] BUG: spinlock lockup suspected on CPU#0, ksdioirqd/mmc0/73",
+            "0",
+            "ksdioirqd/mmc0",
+            73,
+        ),
+        ("[   79.660000] BUG: spinlock lockup on CPU#0, swapper/0", "0", "swapper", 0),
+    ],
+)
+def test_a_debug_kernels_spinlock_lockup_is_a_lockup(
+    line: str, cpu: str, process: str, pid: int
+) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("soft_lockup", "spinlock")
+    assert (event.process, event.pid) == (process, pid)
+    assert event.meaning is not None and event.meaning.startswith(f"CPU#{cpu} stuck spinning")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # constructed from spin_dump()'s other words in kernel/locking/spinlock_debug.c (4.10)
+        "BUG: spinlock bad magic on CPU#1, swapper/1/0",
+        "BUG: spinlock already unlocked on CPU#2, kworker/2:1/95",
+        "BUG: spinlock wrong owner on CPU#0, insmod/812",
+    ],
+)
+def test_a_debug_kernels_spinlock_misuse_is_no_lockup(line: str) -> None:
+    assert classify_kernel_line(line) is None
+
+
+@pytest.mark.parametrize(
     "line",
     [
         "hardlockup_watchdog_disable: cpu1: disabled",
@@ -1003,6 +1038,23 @@ def test_a_failed_booter_ucode_is_a_failed_gsp_boot_and_a_skipped_unload_is_not(
         "executing Booter Unload as WPR is not up"
     )
     assert classify_kernel_line(skipped) is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # NVIDIA/open-gpu-kernel-modules#433 (525, RTX 3060 Ti): the GSP's RISC-V core not
+        # started, and FWSEC (which carves out the WPR2 region GSP-RM boots in) failing
+        "[  217.545142] NVRM kgspInitRm_IMPL: cannot bootstrap riscv/gsp: 0xffff",
+        "[  217.738211] NVRM s_executeFwsec_TU102: failed to execute FWSEC for FRTS: FRTS error "
+        "code 0xbe",
+    ],
+)
+def test_a_gsp_core_that_cannot_be_bootstrapped_or_a_failed_fwsec_is_a_failed_boot(
+    line: str,
+) -> None:
+    event = classify_kernel_line(line)
+    assert event is not None and (event.kind, event.code) == ("gsp", "boot")
 
 
 def test_rm_init_nv_device_failing_is_a_failed_gpu_init() -> None:

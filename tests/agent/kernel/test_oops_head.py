@@ -10,6 +10,8 @@ import pytest
 from agent.kernel.classify import classify_kernel_line
 from agent.kernel.generic import oops_site
 from agent.kernel.oops_head import is_die_line, opens_oops_report
+from collector.kernel.attribution import site_of
+from collector.kernel.records import read_kernel_log
 from tests.support.timing import fastest
 
 
@@ -140,6 +142,60 @@ def test_a_trimmed_rip_line_names_its_site() -> None:
         "nvidia_vma_access",
         "nvidia",
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "site"),
+    [
+        # ROCm/hip#15: 4.4's line after the head line, before the die line
+        (
+            "Mar 24 11:53:49 pandemonium kernel: [   19.067889] IP: [<ffffffffc01cc246>] "
+            "amdgpu_bo_list_set+0x196/0x3d0 [amdgpu]",
+            ("amdgpu_bo_list_set", "amdgpu"),
+        ),
+        # M-Bab/linux-kernel-amdgpu-binaries#9: 4.13's, with no address
+        (
+            "Jun 26 04:25:18 v01d kernel: [ 2105.794640] IP: __kmalloc+0xc0/0x1e0",
+            ("__kmalloc", None),
+        ),
+        # abrt/satyr tests/kerneloopses/rhbz-865695-0: 32-bit x86's last line of the report
+        (
+            "EIP: [<f8e40765>] wdev_priv.part.8+0x3/0x5 [wl] SS:ESP 0068:f180dbf8",
+            ("wdev_priv.part.8", "wl"),
+        ),
+    ],
+)
+def test_an_old_x86_ip_line_names_its_site(line: str, site: tuple[str, str | None]) -> None:
+    assert oops_site(line) == site
+    assert site_of(line) == (site if site[1] else None)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # abrt/satyr tests/kerneloopses/arm-hung-task-oops: a vendor kernel's own register dump
+        "PC:00000000  LR:00000000  SP:00000000  IP:00000000  FP:00000000",
+        "EIP: 0060:[<f8e40765>] EFLAGS: 00210246 CPU: 1",
+    ],
+)
+def test_register_lines_name_no_site(line: str) -> None:
+    assert oops_site(line) is None
+
+
+def test_a_capture_cut_after_the_die_line_keeps_the_ip_lines_module() -> None:
+    # ROCm/hip#15 (the corpus's oops-various-nvidia-and-not.txt): head, IP, PGD, die line
+    lines = [
+        "Mar 24 11:53:49 pandemonium kernel: [   19.067885] BUG: unable to handle kernel NULL "
+        "pointer dereference at 0000000000000010",
+        "Mar 24 11:53:49 pandemonium kernel: [   19.067889] IP: [<ffffffffc01cc246>] "
+        "amdgpu_bo_list_set+0x196/0x3d0 [amdgpu]",
+        "Mar 24 11:53:49 pandemonium kernel: [   19.067905] PGD 0 ",
+        "Mar 24 11:53:49 pandemonium kernel: [   19.067907] Oops: 0000 [#2] SMP ",
+    ]
+    (found,) = read_kernel_log(lines)
+    assert (found.line_no, found.event.kind, found.event.module) == (1, "oops", "amdgpu")
+    assert found.event.meaning is not None
+    assert found.event.meaning.endswith("in [amdgpu] at amdgpu_bo_list_set")
 
 
 def test_a_long_line_of_head_words_classifies_in_linear_time() -> None:

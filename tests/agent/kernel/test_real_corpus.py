@@ -297,7 +297,23 @@ def test_a_die_line_far_from_its_bug_line_is_its_own_event() -> None:
     other = _real("nvtrust-53-58-77-h100-cc-gsp-encryption-fsp-timeouts.txt")[13]
     assert "BUG: unable to handle page fault" in other
     assert [e.line_no for e in read_kernel_log([other, die])] == [1, 2]
-    assert [e.line_no for e in read_kernel_log([bug, die, die])] == [1, 3]
+    second = _real("oops-various-nvidia-and-not.txt")[20]
+    assert "Internal error: Oops: 0000000096000007 [#2]" in second
+    assert [e.line_no for e in read_kernel_log([bug, die, second])] == [1, 3]
+
+
+def test_a_die_line_printed_twice_is_one_oops() -> None:
+    # geerlingguy/raspberry-pi-pcie-devices#4: syslogd's wall broadcast relays the die line,
+    # then the log's own copy of it (the same words at the same kernel time) follows: one oops,
+    # on the head line. Constructed from real lines: vgpu_unlock-rs#7's head and die line with
+    # the die line twice is one oops; without a kernel time, two copies stay two die lines.
+    wall = _real("rpi-pcie-4-arm64-radeon-paging-request-wall-relayed-die-line.txt")
+    assert [(e.line_no, e.event.kind) for e in read_kernel_log(wall)] == [(1, "oops")]
+    vgpu = _real("vgpu-unlock-7-oops-core.txt")
+    bug, die = vgpu[0], vgpu[4]
+    assert [e.line_no for e in read_kernel_log([bug, die, die])] == [1]
+    bare = die[die.index("Oops: ") :]
+    assert [e.line_no for e in read_kernel_log([bug, bare, bare])] == [1, 3]
 
 
 def test_a_fatal_machine_check_is_no_modules_fault() -> None:
