@@ -120,8 +120,6 @@ def build_scheduler(
 
     pre_probes = PreProbes()
     scheduler.add_listener(lambda _event: pre_probes.shutdown(), EVENT_SCHEDULER_SHUTDOWN)
-    run_probes = prober(settings, ssh)
-
     stopping = stopping or threading.Event()
     told = threading.Event()
     backlog = backlog or IngestBacklog()
@@ -129,6 +127,8 @@ def build_scheduler(
 
     def lag_s() -> float:
         return max(fleet_lag[0], backlog.lag_s())
+
+    run_probes = prober(settings, ssh, backlog.lag_s)  # this process's own lateness
 
     def alive() -> None:
         own = backlog.lag_s()

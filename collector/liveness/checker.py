@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -45,9 +46,21 @@ from collector.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def prober(settings: Settings, ssh: SSHClient) -> ProbeRunner:
-    """Every configured probe under the settings' deadline."""
-    return partial(probes.run_probes, deadline_s=settings.probe_deadline_s, ssh=ssh)
+def prober(
+    settings: Settings, ssh: SSHClient, lag_s: Callable[[], float] | None = None
+) -> ProbeRunner:
+    """Every configured probe under the settings' deadline, plus how far behind this collector
+    runs (``lag_s``, ``liveness.backlog``) when they start: a starved collector's SSH handshake
+    (paramiko's Python, on the same starved cores) is late as its ingest is, and a live host
+    whose answer came late would read ``unreachable``, not ``agent_down``."""
+    if lag_s is None:
+        return partial(probes.run_probes, deadline_s=settings.probe_deadline_s, ssh=ssh)
+    late = lag_s
+
+    def run(target: probes.ProbeTarget) -> list[dict[str, Any]]:
+        return probes.run_probes(target, deadline_s=settings.probe_deadline_s + late(), ssh=ssh)
+
+    return run
 
 
 def check_heartbeats(

@@ -4,9 +4,11 @@ declared late for batches still waiting in it (SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from sqlalchemy import select
@@ -24,6 +26,9 @@ from collector.liveness.backlog import (
 from collector.liveness.collector_runs import start_collector_run, tick_collector_alive
 from collector.liveness.preprobes import PreProbes
 from collector.models import Host
+from collector.remote.probes import ProbeTarget
+from collector.remote.ssh import SSHClient
+from collector.settings import Settings
 from collector.timeutil import utcnow
 from tests.collector.conftest import Collector
 from tests.collector.freeze_support import factory, post
@@ -174,3 +179,32 @@ def test_the_leader_judges_with_the_largest_lag_of_the_live_replicas(
     assert tick_collector_alive(sf, run_id=other, now=now, lag_s=4.0) == 4.0
     assert tick_collector_alive(sf, run_id=mine, now=now, lag_s=0.0) == 4.0  # not the dead one
     assert tick_collector_alive(sf, run_id=other, now=now, lag_s=0.0) == 0.0
+
+
+class SlowHealth(BaseHTTPRequestHandler):
+    """A vLLM /health that answers 200 after 0.6 s: a live host, reached slowly."""
+
+    def do_GET(self) -> None:
+        time.sleep(0.6)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+def test_a_collector_behind_gives_its_probes_its_lag_on_top_of_the_deadline() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowHealth)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    target = ProbeTarget(name="spark-01", ssh_host=None, ssh_port=22, ssh=None, vllm_url=url)
+    settings = Settings(probe_deadline_s=0.3)
+    try:
+        on_time = checker.prober(settings, SSHClient(), lambda: 0.0)(target)
+        behind = checker.prober(settings, SSHClient(), lambda: 1.5)(target)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [(r["name"], r["ok"]) for r in on_time] == [("vllm", False)]
+    assert [(r["name"], r["ok"]) for r in behind] == [("vllm", True)]
