@@ -26,7 +26,6 @@ from tests.browser.conftest import (
     MatrixRunDone,
     RealIncident,
     drop_connection,
-    fail_first,
     login,
     screenshot,
 )
@@ -278,13 +277,23 @@ def duration_text(s: float) -> str:
 def test_a_matrix_run_page_whose_first_read_fails_tries_again(
     page: Any, live_collector: LiveCollector, matrix_run: MatrixRunDone
 ) -> None:
-    """A dropped connection under the run page's first read stops nothing: the next poll
-    shows the run (only a 404 ends the polling)."""
-    dropped = fail_first(page, f"**/api/v1/matrix-runs/{matrix_run.run_id}", drop_connection)
+    """A read whose connection drops three times running (the page asks again twice at once,
+    ``fw.js``) stops nothing: the page says it is trying again and the next poll shows the run
+    (only a 404 ends the polling)."""
+    dropped: list[str] = []
+
+    def drop_three(route: Any) -> None:
+        if len(dropped) < 3:
+            dropped.append(route.request.url)
+            drop_connection(route)
+        else:
+            route.continue_()
+
+    page.route(f"**/api/v1/matrix-runs/{matrix_run.run_id}", drop_three)
     login(page, live_collector.base_url, f"/matrix/{matrix_run.run_id}")
     page.locator("#run-summary .notice", has_text="trying again").wait_for()
     page.locator('body[data-run-status="succeeded"]').wait_for()
-    assert len(dropped) == 1
+    assert len(dropped) == 3
     assert "trying again" not in page.inner_text("#run-summary")  # replaced by the run
 
 
