@@ -62,10 +62,12 @@ class CollectorProcess:
             stdout=out,
             stderr=out,
         )
-        deadline = time.monotonic() + 60
+        # 120 s, 5 s a try: in a full test run (load average 12) one took 35 s to import, then
+        # answered no 1 s health check in 24 s while its 21 agents replayed their spools.
+        deadline = time.monotonic() + 120
         while True:
             try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                if httpx.get(self.url + "/healthz", timeout=5).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

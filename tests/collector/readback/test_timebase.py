@@ -28,27 +28,30 @@ def test_a_skewed_agent_clock_is_corrected_in_charts_filters_and_the_host_view(
     samples = [sample(i, agent_now - 60 + i) for i in range(1, 61)]
     lines = [kline(1, agent_now - 5, "NVRM: Xid (PCI:000f:01:00): 13, pid=1, name=x, Graphics")]
     post(collector, token, "skewed", samples=samples, lines=lines, sent_at=agent_now)
+    # The measured offset includes the POST's own way to the store (1.4 s once, in a full
+    # test run at load average 12), and every corrected time with it.
+    slack = 1.0 + (time.time() - now)
     host = get(collector, "/api/v1/hosts/skewed")
-    assert host["clock_offset_s"] == pytest.approx(-SKEW, abs=1.0)
+    assert host["clock_offset_s"] == pytest.approx(-SKEW, abs=slack)
     assert host["clock_corrected"] is True
 
     timeline = get(collector, "/api/v1/hosts/skewed/timeline")  # the last hour, collector time
-    assert timeline["clock_offset_s"] == pytest.approx(-SKEW, abs=1.0)
+    assert timeline["clock_offset_s"] == pytest.approx(-SKEW, abs=slack)
     assert len(timeline["series"]["t"]) > 0
-    assert all(now - 120 <= t <= now + 1 for t in timeline["series"]["t"])
-    assert [m["ts"] for m in timeline["markers"]] == [pytest.approx(now - 5, abs=1.0)]
+    assert all(now - 120 <= t <= now + slack for t in timeline["series"]["t"])
+    assert [m["ts"] for m in timeline["markers"]] == [pytest.approx(now - 5, abs=slack)]
 
     recent = get(collector, "/api/v1/hosts/skewed/samples", since=now - 600)
     assert len(recent["samples"]) == 60
     first = recent["samples"][0]
-    assert first["ts"] == pytest.approx(now - 59, abs=1.0)
+    assert first["ts"] == pytest.approx(now - 59, abs=slack)
     assert first["agent_ts"] == pytest.approx(agent_now - 59, abs=0.01)
     stepped = get(collector, "/api/v1/hosts/skewed/samples", since=now - 600, step=10)
     assert stepped["t"] and all(t >= now - 600 for t in stepped["t"])
     found = get(collector, "/api/v1/hosts/skewed/lines", since=now - 600)["lines"]
-    assert [ln["ts"] for ln in found] == [pytest.approx(now - 5, abs=1.0)]
+    assert [ln["ts"] for ln in found] == [pytest.approx(now - 5, abs=slack)]
     events = get(collector, "/api/v1/hosts/skewed/events", since=now - 600)["events"]
-    assert [e["ts"] for e in events] == [pytest.approx(now - 5, abs=1.0)]
+    assert [e["ts"] for e in events] == [pytest.approx(now - 5, abs=slack)]
 
 
 def test_a_good_clock_is_shown_as_the_agent_read_it(collector: Collector) -> None:
