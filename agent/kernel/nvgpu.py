@@ -12,7 +12,8 @@ the RM's robust-channel code, the Xid's: nvgpu's uapi ``NVGPU_CHANNEL_FIFO_ERROR
 ``xid`` event of that code, on the GPU's platform device ("17000000.gpu"), one per channel as
 the driver notifies each channel of a faulting TSG. The fault dump before it (the MMU fault,
 "TSG 8 generated a mmu fault") is no event, nor a camera driver's notifier ("tegra-vi4
-15700000.vi: error notifier set to 1"), nor nouveau's.
+15700000.vi: error notifier set to 1"), nor nouveau's ("error notifier set to 31 for ch 4",
+which names no owner; a notifier naming one is nvgpu's even when wrapped off its tag).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def classify_nvgpu(text: str) -> KernelEvent | None:
         return None
     device = _DEVICE.search(text, 0, at)
     m = _NOTIFIER.match(text, at)
-    if device is None or m is None:
+    # Without the tag (a reporter wrapped the line after "[ERR]") only the owner tells nvgpu's
+    # notifier from nouveau's, whose "error notifier set to %d for ch %d" names none
+    if m is None or (device is None and m.group("owner") is None):
         return None
     code = int(m.group("code"))
     advice, meaning = xid_advice(code, "")
@@ -48,7 +51,7 @@ def classify_nvgpu(text: str) -> KernelEvent | None:
         "xid",
         advice,
         code=str(code),
-        device=device.group("dev"),
+        device=device.group("dev") if device else None,
         xid=code,
         process=m.group("owner"),
         meaning=f"{meaning} (nvgpu error notifier, ch {m.group('ch')})",

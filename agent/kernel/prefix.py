@@ -37,12 +37,14 @@ _ISO = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?
 # "Mar 29 15:38:59", "déc. 08 12:07:18", "avril 21 22:46:38", "11月 15 14:15:47"
 _SYSLOG = re.compile(r"(?:[^\W\d_]{3,9}\.?|\d{1,2}月) {1,2}\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?\s+")
 # After a journal/syslog time: "[host ]kernel[pid]: " (journalctl --no-hostname drops the host),
-# or metalog's "[kernel] "
-_IDENT = re.compile(r"(?:\S+ )?kernel(?:\[\d+\])?: |\[kernel\] ")
+# or metalog's "[kernel] "; syslog may glue the kernel's time on: "host kernel:[   44.947] "
+_IDENT = re.compile(r"(?:\S+ )?kernel(?:\[\d+\])?:(?: |(?=\[))|\[kernel\] ")
+# syslogd's wall relay of an emergency line: " kernel:[   44.916169] Internal error: ..."
+_WALL = re.compile(r"\s*kernel:(?=\[)")
 
 # Messages that begin with their subsystem tag carry no prefix.
 _BARE = ("NVRM", "nvidia", "NV_ERR_", "watchdog: ", "INFO: task ", "rcu: ", "Out of memory")
-_ANYWHERE = (_PRIO, _KMSG, _DECODE, _CRI, _CALLER)
+_ANYWHERE = (_PRIO, _KMSG, _DECODE, _CRI, _CALLER, _WALL)
 _TIMES = (_BRACKET_TIME, _ISO, _SYSLOG)
 
 

@@ -228,10 +228,7 @@ class Reports:
         stamp = self._stamp_of(found.line_no, "[#")
         if stamp is None:
             return False
-        # the words from the die line's own: a wall relay keeps its " kernel:[  44.9] " prefix
-        detail = found.event.detail or ""
-        cut = detail.rfind("] ", 0, detail.find("[#"))
-        key = (detail[cut + 2 :] if cut >= 0 else detail, stamp)
+        key = (found.event.detail or "", stamp)
         seen = self._dies.get(key)
         self._dies[key] = record
         return seen is not None and record - seen <= OOPS_HEAD_RECORDS

@@ -51,6 +51,16 @@ def test_the_notifier_takes_the_meaning_of_each_code() -> None:
     assert "idle timeout" in (event.meaning or "")
 
 
+def test_a_notifier_wrapped_off_its_tag_is_still_nvgpus_when_it_names_the_owner() -> None:
+    # SLM-OS/SLM-Operating-System#291 (Jetson Orin): the reporter wrapped nvgpu's line after
+    # "[ERR]", so the code and channel stand alone; only nvgpu names an owner (nouveau's
+    # "error notifier set to %d for ch %d" never does), so the words alone say whose it is
+    event = classify_kernel_line("  error notifier set to 13 for ch 508 owned by gpu-channel-hel")
+    assert event is not None
+    assert (event.kind, event.code, event.device) == ("xid", "13", None)
+    assert event.process == "gpu-channel-hel"
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -62,7 +72,7 @@ def test_the_notifier_takes_the_meaning_of_each_code() -> None:
         "mmu fault",
         # a camera driver's notifier, as NVIDIA's NvMedia sample prints it: not the GPU's
         "    tegra-vi4 15700000.vi: error notifier set to 1",
-        # constructed: the words without the driver's tag
+        # constructed: the words without the driver's tag or an owner (nouveau's words too)
         "error notifier set to 31 for ch 4",
     ],
 )

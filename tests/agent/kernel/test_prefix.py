@@ -34,6 +34,9 @@ MSG = "NVRM: GPU0 _kgspRpcRecvPoll: GSP RM heartbeat timed out"
         "2026-09-14T14:02:21.123456+00:00 spark-01 kernel: ",  # short-iso-precise
         "[   12.345678] spark-01 kernel: ",  # short-monotonic
         "Jun 06 15:45:40 [kernel] [ 1596.567501] ",  # metalog
+        "Jan  1 00:00:00 host kernel:[   44.947000] ",  # syslog, no space after "kernel:"
+        "2024-07-02 18:46:08.681559 kernel:[   21.766727] ",
+        " kernel:[   44.916169] ",  # syslogd's wall relay ("Message from syslogd@...")
         "déc. 08 12:07:18 bestosprec kernel: ",  # another locale
         "11月 15 14:15:47 leon-NF5468M6 kernel: ",
         "192.168.11.119: kern: warning: [2026-04-22T21:27:51.291660856Z]: ",  # Talos
