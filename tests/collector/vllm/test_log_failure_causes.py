@@ -57,3 +57,25 @@ def test_a_root_cause_before_the_failure_line_stays_the_error() -> None:
     later = head + "RuntimeError: later"
     [plan] = parse_vllm_log([oom, failed, later])
     assert (plan.outcome, plan.error) == ("failed", oom)
+
+
+def test_v0s_zero_device_blocks_fail_the_start() -> None:
+    # vllm#13882: a V0 profile leaves -1.05 GiB for the KV cache and the executor logs "# cuda
+    # blocks: 0"; V0 raises "No available memory for the cache blocks" on a device without a
+    # block, and the excerpt ends in the job's traceback before that exception.
+    [plan] = parse_vllm_log(_lines("v0.7-vllm-13882-rtx4060-v0-negative-kv-cuda-blocks-zero"))
+    assert (plan.outcome, plan.error, plan.kv_cache_blocks) == ("failed", None, 0)
+
+
+def test_the_exception_after_zero_blocks_is_the_error() -> None:
+    # The lines are vllm#10439's own (a composed engine's last traceback lines), after a
+    # constructed V0 blocks line that counts no GPU block.
+    lines = [
+        "INFO 11-18 18:07:27 distributed_gpu_executor.py:57] # GPU blocks: 0, # CPU blocks: 21845"
+    ]
+    lines += [
+        line[len("vllm-1  | ") :] for line in _lines("v0.6-vllm-10439-compose-v0-no-cache-memory")
+    ]
+    [plan] = parse_vllm_log(lines)
+    assert plan.outcome == "failed" and plan.error == lines[-1]
+
