@@ -36,7 +36,8 @@ CONFIG_FIELDS: dict[str, tuple[tuple[str, ...], type]] = {
     "speculative_method": (("method",), str),  # read inside the speculative config only
     "num_speculative_tokens": (("num_speculative_tokens", "num_spec_tokens"), int),
 }
-ENGINE_CONFIG = re.compile(r"LLM engine \(v[^)]*\) with config: ")
+# 0.2-0.3 named no version: "Initializing an LLM engine with config: model=...".
+ENGINE_CONFIG = re.compile(r"LLM engine (?:\(v[^)]*\) )?with config: ")
 SETTINGS_LINE = re.compile(rf"args: Namespace\(|non-default args: \{{|{ENGINE_CONFIG.pattern}")
 # A paste's wrap of the engine's long config line (or the args'): the next line goes on with no
 # header of its own, the cut value's tail (or nothing), then the config's next ", name=" (the

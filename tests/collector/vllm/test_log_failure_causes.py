@@ -79,3 +79,21 @@ def test_the_exception_after_zero_blocks_is_the_error() -> None:
     [plan] = parse_vllm_log(lines)
     assert plan.outcome == "failed" and plan.error == lines[-1]
 
+
+def test_an_unprefixed_traceback_through_the_engines_construction_fails_the_start() -> None:
+    # vllm#2418: an offline script's traceback, with no log prefix, through LLM.__init__ and
+    # LLMEngine.from_engine_args after the engine's "# GPU blocks" line, cut before its exception.
+    [plan] = parse_vllm_log(_lines("v0.2-vllm-2418-v0-gpu-blocks-then-llm-init-traceback"))
+    assert (plan.outcome, plan.error) == ("failed", None)
+
+
+def test_a_traceback_without_startup_frames_leaves_the_start_under_way() -> None:
+    # Constructed: a start's load line, then a traceback through a script's own frames only.
+    lines = [
+        "INFO 02-26 09:54:02 model_runner.py:1115] Loading model weights took 5.2032 GB",
+        "Traceback (most recent call last):",
+        '  File "/srv/job.py", line 8, in <module>',
+        "    main()",
+    ]
+    [plan] = parse_vllm_log(lines)
+    assert plan.outcome == "incomplete"

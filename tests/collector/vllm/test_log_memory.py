@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collector.vllm.log_parser import parse_vllm_log
 from collector.vllm.plan import StartupPlan
+from tests.support.real_corpus import vllm_logs
 from tests.support.timing import fastest
 
 
@@ -200,3 +201,11 @@ def test_the_kv_cache_memory_kv_cache_memory_reserves() -> None:
         "and skipped memory profiling. This does not respect the gpu_memory_utilization config."
     )
     assert _plan([START, line]).kv_cache_gib == 4.0
+
+
+def test_the_early_v0_engine_line_without_a_version_states_the_config() -> None:
+    # vllm#2418 (0.2): "Initializing an LLM engine with config: ..." names no version.
+    [log] = [log for log in vllm_logs() if "2418" in log.path.name]
+    [plan] = parse_vllm_log(log.lines)
+    assert (plan.max_model_len, plan.dtype, plan.tensor_parallel_size) == (4096, "float16", 1)
+    assert plan.enforce_eager is False and plan.quantization is None
