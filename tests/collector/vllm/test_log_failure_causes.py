@@ -97,3 +97,20 @@ def test_a_traceback_without_startup_frames_leaves_the_start_under_way() -> None
     ]
     [plan] = parse_vllm_log(lines)
     assert plan.outcome == "incomplete"
+
+
+def test_the_free_memory_error_wrapped_before_its_end_still_fails_the_start() -> None:
+    # Blackwellboy/model-serving-minefield#45 (GB10): the startup free-memory check's
+    # ValueError pasted in two lines, cut after "on startup is"; the second line states the
+    # utilization asked for.
+    lines = _lines("minefield-45-gb10-free-memory-error-wrapped")
+    [plan] = parse_vllm_log(lines)
+    assert (plan.outcome, plan.error) == ("failed", lines[0])
+    assert plan.gpu_memory_utilization == 0.91
+
+
+def test_the_utilization_the_free_memory_error_states() -> None:
+    # pytorch/pytorch#175666's line (vLLM 0.1x, a CI build): "(0.9, 19.84 GiB)".
+    [log] = [log for log in vllm_logs() if "175666" in log.path.name]
+    [plan] = parse_vllm_log(log.lines)
+    assert plan.gpu_memory_utilization == 0.9
