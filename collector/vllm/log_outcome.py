@@ -84,6 +84,8 @@ def opens_under_way(msg: str) -> bool:
 
 _OPENERS = (
     fmt.DRAFTER,  # detected or loaded only while a start loads its weights
+    # The API server waits for its engines only while they start (V1's DEBUG line).
+    re.compile(r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to (?:start|connect)"),
     fmt.MODEL_LOAD,
     fmt.PROFILING,
     fmt.CAPTURE,
