@@ -36,7 +36,8 @@ CONFIG_FIELDS: dict[str, tuple[tuple[str, ...], type]] = {
     "speculative_method": (("method",), str),  # read inside the speculative config only
     "num_speculative_tokens": (("num_speculative_tokens", "num_spec_tokens"), int),
 }
-ENGINE_CONFIG = re.compile(r"LLM engine \(v[^)]*\) with config: ")
+# 0.2-0.3 named no version: "Initializing an LLM engine with config: model=...".
+ENGINE_CONFIG = re.compile(r"LLM engine (?:\(v[^)]*\) )?with config: ")
 SETTINGS_LINE = re.compile(rf"args: Namespace\(|non-default args: \{{|{ENGINE_CONFIG.pattern}")
 # A paste's wrap of the engine's long config line (or the args'): the next line goes on with no
 # header of its own, the cut value's tail (or nothing), then the config's next ", name=" (the
@@ -48,11 +49,13 @@ MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
 # kv_cache_size=2.89GiB gpu_memory_utilization=0.90", the field it ends on; 0.6's one line puts
 # a comma between and a full stop after: "kv_cache_size=34.78GiB, gpu_memory_utilization=0.90."),
 # the CUDA graph profiling hint ("The current --gpu-memory-utilization=0.8500 is equivalent to
-# ...", 0.18's "from 0.9000 to 0.9690") and the free-memory advice ("Desired GPU memory
-# utilization is (0.95, 45.03 GiB)").
+# ...", 0.18's "from 0.9000 to 0.9690"), the free-memory advice ("Desired GPU memory
+# utilization is (0.95, 45.03 GiB)") and the startup free-memory check's error ("... is less
+# than desired GPU memory utilization (0.9, 19.84 GiB)").
 GPU_UTILIZATION = re.compile(
     r"x gpu_memory_utilization \((\d[\d.]*)\)|The current --gpu-memory-utilization=(\d[\d.]*)|"
-    r"--gpu-memory-utilization from (\d[\d.]*) to|Desired GPU memory utilization is \((\d[\d.]*),|"
+    r"--gpu-memory-utilization from (\d[\d.]*) to|"
+    r"[Dd]esired GPU memory utilization (?:is )?\((\d[\d.]*),|"
     r"kv_cache_size=\d[\d.]*GiB,? gpu_memory_utilization=(\d+(?:\.\d+)?)"
 )
 # --max-model-len auto (or -1, 0.2x): the KV cache sizing fits the length after the lines that

@@ -153,7 +153,7 @@ CUDA_FAULT = (
 )
 CUDA_FAULT_RE = re.compile(CUDA_FAULT)
 ROOT_CAUSE = re.compile(
-    CUDA_FAULT + "|" + r"on startup is less than desired GPU memory utilization|"
+    CUDA_FAULT + "|" + r"Free memory on device [^)]*\) on startup is\b|"
     r"No available memory for the cache blocks|"
     r"To serve at least one request with the models?'s max seq len|"
     r"max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV|"

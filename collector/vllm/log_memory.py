@@ -45,6 +45,10 @@ class ProfilingLog(FactLog):
                 size = plan.block_size or fmt.DEVICE_BLOCK_SIZE.get(m.group(1).lower())
                 tokens = blocks * (size or fmt.DEFAULT_BLOCK_SIZE)
                 self._set(plan, "kv_cache_tokens", tokens, ctx, facts)
+            if blocks == 0 and plan.outcome == "incomplete":
+                # V0 raises "No available memory for the cache blocks" right after: the
+                # start failed (the exception's line, if captured, is its error).
+                self._conclude(plan, "failed", None, ctx, facts)
         m = fmt.MAX_CONC.search(msg)
         if m and self._smaller(plan, "max_concurrency", float(m.group(2)), ctx, facts):
             self._set(plan, "max_concurrency_tokens", int(_num(m.group(1))), ctx, facts)

@@ -84,6 +84,8 @@ def opens_under_way(msg: str) -> bool:
 
 _OPENERS = (
     fmt.DRAFTER,  # detected or loaded only while a start loads its weights
+    # The API server waits for its engines only while they start (V1's DEBUG line).
+    re.compile(r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to (?:start|connect)"),
     fmt.MODEL_LOAD,
     fmt.PROFILING,
     fmt.CAPTURE,
@@ -181,9 +183,10 @@ def _engine_died(
     ready: bool,
     error: str | None,
 ) -> Outcome | None:
-    """A frame of the engine's or a worker's traceback (``ENGINE_LOGGED``, at ERROR) or of the
-    server process's uncaught one (``SERVER_TOP``) while its start was under way: the start
-    failed; the traceback's exception line, if captured, is its error. The engine's or a
+    """A frame of the engine's or a worker's traceback (``ENGINE_LOGGED``, at ERROR), of the
+    server process's uncaught one (``SERVER_TOP``) or of a bare one through the engine's
+    startup (``STARTUP_FRAME``) while its start was under way: the start failed; the
+    traceback's exception line, if captured, is its error. The engine's or a
     worker's is a running engine's once the engine is ready (``ready``: its init total
     printed) or where its frame is a step's (``RUNNING_FRAME``): it crashed. An offline job
     prints no serving line, so only these tell its start from its run."""
@@ -199,7 +202,9 @@ def _engine_died(
         return Outcome("crashed", None)
     if outcome != "incomplete" or phase not in fmt.STARTING:
         return None
-    if not engine and fmt.SERVER_TOP.search(msg) is None:
+    # A bare traceback (no log prefix: an offline job's own) through the engine's construction.
+    bare = level is None and state.in_traceback and fmt.STARTUP_FRAME.search(msg) is not None
+    if not engine and not bare and fmt.SERVER_TOP.search(msg) is None:
         return None
     state.in_traceback = True
     state.frame_failed = True

@@ -154,15 +154,12 @@ class VllmLogParser(StartSettingsLog):
 
         if fmt.START_MARK.search(msg):
             self._early_backend = None  # chosen by an earlier run
-            plan = self._plans[-1] if self._plans else None
-            if plan is None or (plan.phase not in (None, "starting")):
-                plan = self._new_plan(ctx, facts)
-            self._enter(plan, "starting", ctx, facts)
+            start = self._start_of(ctx, facts)
             v = fmt.VERSION.search(msg)
-            if v and plan.vllm_version is None:
+            if v and start.vllm_version is None:
                 version = v.group("v") or v.group("v2") or v.group("v3")
-                self._set(plan, "vllm_version", version, ctx, facts)
-            self._start_settings(plan, msg, ctx, facts)
+                self._set(start, "vllm_version", version, ctx, facts)
+            self._start_settings(start, msg, ctx, facts)
             return facts
 
         plan = self._plans[-1] if self._plans else None

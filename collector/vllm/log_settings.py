@@ -13,6 +13,19 @@ from collector.vllm.plan import StartupPlan
 class StartSettingsLog(ProfilingLog):
     """The settings' handling, for the parser (its start lines and its plan lines)."""
 
+    def _start_of(self, ctx: Ctx, facts: list[VllmFact]) -> StartupPlan:
+        """The start a start line (the banner, the args, the engine's config) belongs to: the
+        current one while it starts, or where the line is stamped before that start's latest
+        phase on the same day (a report that pasted its plan first, its settings after it);
+        else a new one."""
+        plan = self._plans[-1] if self._plans else None
+        if plan is not None and _stamped_before(ctx[2], plan):
+            return plan
+        if plan is None or plan.phase not in (None, "starting"):
+            plan = self._new_plan(ctx, facts)
+        self._enter(plan, "starting", ctx, facts)
+        return plan
+
     def _start_settings(self, plan: StartupPlan, msg: str, ctx: Ctx, facts: list[VllmFact]) -> None:
         """What a start line (or its wrapped rest) states: the block size, config, drafter."""
         self._block_size(plan, msg)
@@ -50,3 +63,9 @@ class StartSettingsLog(ProfilingLog):
                 self._enter(plan, "loading_drafter", ctx, facts)
             if not plan.drafter_loaded:
                 self._set(plan, "drafter_loaded", True, ctx, facts)
+
+
+def _stamped_before(log_time: str | None, plan: StartupPlan) -> bool:
+    """``log_time`` ("MM-DD HH:MM:SS") is earlier on the day of the start's latest phase."""
+    last = plan.phases[-1]["log_time"] if plan.phases else None
+    return bool(log_time and last and log_time[:5] == last[:5] and log_time < last)

@@ -57,3 +57,60 @@ def test_a_root_cause_before_the_failure_line_stays_the_error() -> None:
     later = head + "RuntimeError: later"
     [plan] = parse_vllm_log([oom, failed, later])
     assert (plan.outcome, plan.error) == ("failed", oom)
+
+
+def test_v0s_zero_device_blocks_fail_the_start() -> None:
+    # vllm#13882: a V0 profile leaves -1.05 GiB for the KV cache and the executor logs "# cuda
+    # blocks: 0"; V0 raises "No available memory for the cache blocks" on a device without a
+    # block, and the excerpt ends in the job's traceback before that exception.
+    [plan] = parse_vllm_log(_lines("v0.7-vllm-13882-rtx4060-v0-negative-kv-cuda-blocks-zero"))
+    assert (plan.outcome, plan.error, plan.kv_cache_blocks) == ("failed", None, 0)
+
+
+def test_the_exception_after_zero_blocks_is_the_error() -> None:
+    # The lines are vllm#10439's own (a composed engine's last traceback lines), after a
+    # constructed V0 blocks line that counts no GPU block.
+    lines = [
+        "INFO 11-18 18:07:27 distributed_gpu_executor.py:57] # GPU blocks: 0, # CPU blocks: 21845"
+    ]
+    lines += [
+        line[len("vllm-1  | ") :] for line in _lines("v0.6-vllm-10439-compose-v0-no-cache-memory")
+    ]
+    [plan] = parse_vllm_log(lines)
+    assert plan.outcome == "failed" and plan.error == lines[-1]
+
+
+def test_an_unprefixed_traceback_through_the_engines_construction_fails_the_start() -> None:
+    # vllm#2418: an offline script's traceback, with no log prefix, through LLM.__init__ and
+    # LLMEngine.from_engine_args after the engine's "# GPU blocks" line, cut before its exception.
+    [plan] = parse_vllm_log(_lines("v0.2-vllm-2418-v0-gpu-blocks-then-llm-init-traceback"))
+    assert (plan.outcome, plan.error) == ("failed", None)
+
+
+def test_a_traceback_without_startup_frames_leaves_the_start_under_way() -> None:
+    # Constructed: a start's load line, then a traceback through a script's own frames only.
+    lines = [
+        "INFO 02-26 09:54:02 model_runner.py:1115] Loading model weights took 5.2032 GB",
+        "Traceback (most recent call last):",
+        '  File "/srv/job.py", line 8, in <module>',
+        "    main()",
+    ]
+    [plan] = parse_vllm_log(lines)
+    assert plan.outcome == "incomplete"
+
+
+def test_the_free_memory_error_wrapped_before_its_end_still_fails_the_start() -> None:
+    # Blackwellboy/model-serving-minefield#45 (GB10): the startup free-memory check's
+    # ValueError pasted in two lines, cut after "on startup is"; the second line states the
+    # utilization asked for.
+    lines = _lines("minefield-45-gb10-free-memory-error-wrapped")
+    [plan] = parse_vllm_log(lines)
+    assert (plan.outcome, plan.error) == ("failed", lines[0])
+    assert plan.gpu_memory_utilization == 0.91
+
+
+def test_the_utilization_the_free_memory_error_states() -> None:
+    # pytorch/pytorch#175666's line (vLLM 0.1x, a CI build): "(0.9, 19.84 GiB)".
+    [log] = [log for log in vllm_logs() if "175666" in log.path.name]
+    [plan] = parse_vllm_log(log.lines)
+    assert plan.gpu_memory_utilization == 0.9

@@ -277,3 +277,12 @@ def test_a_router_answering_in_the_same_capture_says_nothing_of_the_start() -> N
     ]
     [plan] = parse_vllm_log(mine)
     assert plan.outcome == "started"
+
+
+def test_the_api_server_waiting_for_its_engine_is_a_start_under_way() -> None:
+    # vllm-omni#5122 (NPU, DEBUG): the capture begins at a fork's own loader lines; the API
+    # server's "Waiting for 1 local, 0 remote core engine proc(s) to start." is printed only
+    # while its engine starts.
+    [log] = [log for log in vllm_logs() if "omni-5122" in log.path.name]
+    [plan] = parse_vllm_log(log.lines)
+    assert (plan.outcome, plan.error) == ("incomplete", None)

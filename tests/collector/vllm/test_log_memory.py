@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collector.vllm.log_parser import parse_vllm_log
 from collector.vllm.plan import StartupPlan
+from tests.support.real_corpus import vllm_logs
 from tests.support.timing import fastest
 
 
@@ -200,3 +201,30 @@ def test_the_kv_cache_memory_kv_cache_memory_reserves() -> None:
         "and skipped memory profiling. This does not respect the gpu_memory_utilization config."
     )
     assert _plan([START, line]).kv_cache_gib == 4.0
+
+
+def test_the_early_v0_engine_line_without_a_version_states_the_config() -> None:
+    # vllm#2418 (0.2): "Initializing an LLM engine with config: ..." names no version.
+    [log] = [log for log in vllm_logs() if "2418" in log.path.name]
+    [plan] = parse_vllm_log(log.lines)
+    assert (plan.max_model_len, plan.dtype, plan.tensor_parallel_size) == (4096, "float16", 1)
+    assert plan.enforce_eager is False and plan.quantization is None
+
+
+def test_settings_pasted_after_the_plan_they_were_stamped_before_are_that_starts() -> None:
+    # club-3090#652: the KV cache plan (07-09 02:58:11) pasted first, the non-default args
+    # (07-09 02:56:25) after it: one start.
+    [log] = [log for log in vllm_logs() if "club3090-652" in log.path.name]
+    [plan] = parse_vllm_log(log.lines)
+    assert (plan.kv_cache_tokens, plan.max_model_len, plan.max_num_seqs) == (569878, 131072, 1)
+    assert [p["phase"] for p in plan.phases] == ["profiling"]
+
+
+def test_a_start_line_stamped_later_or_on_another_day_is_a_new_start() -> None:
+    # Constructed from the lines above: the same args a minute after the plan, and on the
+    # next day at an earlier hour.
+    [log] = [log for log in vllm_logs() if "club3090-652" in log.path.name]
+    args = log.lines[-1]
+    for stamp in ("07-09 02:59:25", "07-10 02:56:25"):
+        later = args.replace("07-09 02:56:25", stamp)
+        assert len(parse_vllm_log([*log.lines[:3], later])) == 2
