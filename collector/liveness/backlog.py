@@ -36,7 +36,10 @@ LOOP_PERIOD_S = 0.1
 # each waiting as long as the loop runs late.
 LOOP_TURNS = 3
 LOOP_MEMORY_S = 5.0
-LOOP_NOISE_S = 0.005  # lateness below this is the timer's own jitter: not remembered
+# Lateness below this is the loop's ordinary work (a store, a collection): three such turns
+# are well inside any grace's margin, and counting them only moved judging a check tick later
+# (bench/detection.py: p99 4.98 s against 4.32 s).
+LOOP_NOISE_S = 0.05
 
 
 class _Request:

@@ -202,9 +202,11 @@ def test_a_collector_behind_gives_its_probes_its_lag_on_top_of_the_deadline() ->
     settings = Settings(probe_deadline_s=0.3)
     try:
         on_time = checker.prober(settings, SSHClient(), lambda: 0.0)(target)
+        barely = checker.prober(settings, SSHClient(), lambda: 0.4)(target)  # under the minimum
         behind = checker.prober(settings, SSHClient(), lambda: 1.5)(target)
     finally:
         server.shutdown()
         server.server_close()
     assert [(r["name"], r["ok"]) for r in on_time] == [("vllm", False)]
+    assert [(r["name"], r["ok"]) for r in barely] == [("vllm", False)]
     assert [(r["name"], r["ok"]) for r in behind] == [("vllm", True)]
