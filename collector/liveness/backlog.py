@@ -109,6 +109,8 @@ class IngestBacklog:
         while self._loop_late and self._loop_late[0][0] < now - LOOP_MEMORY_S:
             self._loop_late.popleft()
         overdue = 0.0 if self._loop_due is None else now - self._loop_due
+        if overdue < LOOP_NOISE_S:
+            overdue = 0.0  # the timer about to fire, as the remembered turns' floor
         return max(overdue, max((late for _at, late in self._loop_late), default=0.0))
 
     async def watch_loop(self) -> None:

@@ -120,6 +120,9 @@ def test_a_loop_stuck_now_counts_before_its_timer_fires() -> None:
     backlog = IngestBacklog(clock)
     assert backlog.lag_s() == 0.0  # no loop watched: nothing overdue
     backlog.loop_turned(0.0)
+    clock.t += LOOP_PERIOD_S + 0.01  # read just before the timer fires: nothing
+    assert backlog.lag_s() == 0.0
+    clock.t -= LOOP_PERIOD_S + 0.01
     clock.t += LOOP_PERIOD_S + 2.0
     assert backlog.lag_s() == LOOP_TURNS * 2.0
 
